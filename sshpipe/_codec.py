@@ -1,0 +1,431 @@
+"""SFTP version 3 wire format, client side, with no I/O (h11-style).
+
+Requests are encoded to ``bytes`` by plain functions; replies are decoded by
+:class:`ReplyParser`, which is fed whatever bytes the channel delivered and
+yields complete replies. The protocol is draft-ietf-secsh-filexfer-02 ("v3"),
+the version OpenSSH and asyncssh speak, plus the ``limits@openssh.com``
+extension (PROTOCOL.sftp in OpenSSH).
+
+The hot path is the DATA reply: its payload is kept as the list of slices it
+arrived in (``chunks``) so a download can ``os.pwritev`` them without joining.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Final
+
+# Packet types (filexfer-02 §3).
+FXP_INIT: Final = 1
+FXP_VERSION: Final = 2
+FXP_OPEN: Final = 3
+FXP_CLOSE: Final = 4
+FXP_READ: Final = 5
+FXP_WRITE: Final = 6
+FXP_LSTAT: Final = 7
+FXP_FSTAT: Final = 8
+FXP_SETSTAT: Final = 9
+FXP_FSETSTAT: Final = 10
+FXP_OPENDIR: Final = 11
+FXP_READDIR: Final = 12
+FXP_REMOVE: Final = 13
+FXP_MKDIR: Final = 14
+FXP_RMDIR: Final = 15
+FXP_REALPATH: Final = 16
+FXP_STAT: Final = 17
+FXP_RENAME: Final = 18
+FXP_STATUS: Final = 101
+FXP_HANDLE: Final = 102
+FXP_DATA: Final = 103
+FXP_NAME: Final = 104
+FXP_ATTRS: Final = 105
+FXP_EXTENDED: Final = 200
+FXP_EXTENDED_REPLY: Final = 201
+
+# Status codes (filexfer-02 §7).
+FX_OK: Final = 0
+FX_EOF: Final = 1
+FX_NO_SUCH_FILE: Final = 2
+FX_PERMISSION_DENIED: Final = 3
+FX_FAILURE: Final = 4
+FX_BAD_MESSAGE: Final = 5
+FX_NO_CONNECTION: Final = 6
+FX_CONNECTION_LOST: Final = 7
+FX_OP_UNSUPPORTED: Final = 8
+
+# Open flags (filexfer-02 §6.3).
+FXF_READ: Final = 0x01
+FXF_WRITE: Final = 0x02
+FXF_APPEND: Final = 0x04
+FXF_CREAT: Final = 0x08
+FXF_TRUNC: Final = 0x10
+FXF_EXCL: Final = 0x20
+
+# Attribute flags (filexfer-02 §5).
+ATTR_SIZE: Final = 0x01
+ATTR_UIDGID: Final = 0x02
+ATTR_PERMISSIONS: Final = 0x04
+ATTR_ACMODTIME: Final = 0x08
+ATTR_EXTENDED: Final = 0x80000000
+
+SFTP_VERSION: Final = 3
+
+# Largest reply we accept: OpenSSH's sftp-server caps packets at 256 KiB
+# (SFTP_MAX_MSG_LENGTH) and asyncssh at 4 MiB + 1 KiB; anything bigger is a
+# broken or hostile server, and buffering it would let it balloon our memory.
+MAX_REPLY_LEN: Final = 4 * 1024 * 1024 + 1024
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_HEAD = struct.Struct(">IBI")  # length, type, request id
+_READ_TAIL = struct.Struct(">QI")  # offset, length
+_DATA_HEAD = struct.Struct(">IBII")  # length, type, request id, data length
+_DATA_HEAD_LEN: Final = _DATA_HEAD.size
+
+
+class CodecError(Exception):
+    """The peer sent bytes that are not valid SFTP v3."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attrs:
+    """File attributes (filexfer-02 §5); ``None`` means the server did not send it."""
+
+    size: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    permissions: int | None = None
+    atime: int | None = None
+    mtime: int | None = None
+
+    def is_dir(self) -> bool:
+        return self.permissions is not None and (self.permissions & 0o170000) == 0o040000
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    request_id: int
+    code: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    request_id: int
+    handle: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Data:
+    request_id: int
+    chunks: list[bytes | memoryview]
+    length: int
+
+    def to_bytes(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    request_id: int
+    names: list[tuple[str, str, Attrs]]  # filename, longname, attrs
+
+
+@dataclass(frozen=True, slots=True)
+class AttrsReply:
+    request_id: int
+    attrs: Attrs
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedReply:
+    request_id: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    version: int
+    extensions: dict[str, bytes] = field(default_factory=dict)
+
+
+Reply = Status | Handle | Data | Name | AttrsReply | ExtendedReply
+ServerMessage = Reply | Version
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The ``limits@openssh.com`` reply; 0 means "no limit stated"."""
+
+    max_packet_len: int
+    max_read_len: int
+    max_write_len: int
+    max_open_handles: int
+
+
+# -- encoding requests -----------------------------------------------------
+
+
+def _string(value: bytes) -> bytes:
+    return _U32.pack(len(value)) + value
+
+
+def _packet(ptype: int, body: bytes) -> bytes:
+    return _U32.pack(len(body) + 1) + bytes((ptype,)) + body
+
+
+def encode_attrs(attrs: Attrs) -> bytes:
+    flags = 0
+    parts: list[bytes] = []
+    if attrs.size is not None:
+        flags |= ATTR_SIZE
+        parts.append(_U64.pack(attrs.size))
+    if attrs.uid is not None and attrs.gid is not None:
+        flags |= ATTR_UIDGID
+        parts.append(_U32.pack(attrs.uid) + _U32.pack(attrs.gid))
+    if attrs.permissions is not None:
+        flags |= ATTR_PERMISSIONS
+        parts.append(_U32.pack(attrs.permissions))
+    if attrs.atime is not None and attrs.mtime is not None:
+        flags |= ATTR_ACMODTIME
+        parts.append(_U32.pack(attrs.atime) + _U32.pack(attrs.mtime))
+    return _U32.pack(flags) + b"".join(parts)
+
+
+def encode_init() -> bytes:
+    return _packet(FXP_INIT, _U32.pack(SFTP_VERSION))
+
+
+def encode_open(request_id: int, path: bytes, pflags: int, attrs: Attrs = Attrs()) -> bytes:
+    body = _U32.pack(request_id) + _string(path) + _U32.pack(pflags) + encode_attrs(attrs)
+    return _packet(FXP_OPEN, body)
+
+
+def encode_handle_request(ptype: int, request_id: int, handle: bytes) -> bytes:
+    """CLOSE, FSTAT, READDIR: requests whose only argument is a handle."""
+    return _packet(ptype, _U32.pack(request_id) + _string(handle))
+
+
+def encode_path_request(ptype: int, request_id: int, path: bytes) -> bytes:
+    """STAT, LSTAT, REALPATH, REMOVE, OPENDIR, RMDIR: requests on one path."""
+    return _packet(ptype, _U32.pack(request_id) + _string(path))
+
+
+def encode_rename(request_id: int, old: bytes, new: bytes) -> bytes:
+    return _packet(FXP_RENAME, _U32.pack(request_id) + _string(old) + _string(new))
+
+
+def encode_read(request_id: int, handle: bytes, offset: int, length: int) -> bytes:
+    # Built by hand: this runs once per block, so no intermediate helpers.
+    body_len = 1 + 4 + 4 + len(handle) + 12
+    return b"".join(
+        (
+            _HEAD.pack(body_len, FXP_READ, request_id),
+            _U32.pack(len(handle)),
+            handle,
+            _READ_TAIL.pack(offset, length),
+        )
+    )
+
+
+def encode_write_header(request_id: int, handle: bytes, offset: int, length: int) -> bytes:
+    """Everything of a WRITE but its payload, so the payload is never copied to build it."""
+    body_len = 1 + 4 + 4 + len(handle) + 8 + 4 + length
+    return b"".join(
+        (
+            _HEAD.pack(body_len, FXP_WRITE, request_id),
+            _U32.pack(len(handle)),
+            handle,
+            _U64.pack(offset),
+            _U32.pack(length),
+        )
+    )
+
+
+def encode_posix_rename(request_id: int, old: bytes, new: bytes) -> bytes:
+    """posix-rename@openssh.com: rename that replaces the target atomically."""
+    return encode_extended(request_id, "posix-rename@openssh.com", _string(old) + _string(new))
+
+
+def encode_extended(request_id: int, name: str, payload: bytes = b"") -> bytes:
+    return _packet(FXP_EXTENDED, _U32.pack(request_id) + _string(name.encode()) + payload)
+
+
+# -- decoding replies ------------------------------------------------------
+
+
+class _Reader:
+    """Cursor over one complete packet body; every overrun is a CodecError."""
+
+    __slots__ = ("_data", "_pos")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def _take(self, n: int) -> bytes:
+        end = self._pos + n
+        if end > len(self._data):
+            raise CodecError("truncated SFTP message")
+        chunk = self._data[self._pos : end]
+        self._pos = end
+        return chunk
+
+    def u32(self) -> int:
+        value: int = _U32.unpack(self._take(4))[0]
+        return value
+
+    def u64(self) -> int:
+        value: int = _U64.unpack(self._take(8))[0]
+        return value
+
+    def string(self) -> bytes:
+        return self._take(self.u32())
+
+    def text(self) -> str:
+        return self.string().decode("utf-8", "replace")
+
+    def attrs(self) -> Attrs:
+        flags = self.u32()
+        size = self.u64() if flags & ATTR_SIZE else None
+        uid = gid = None
+        if flags & ATTR_UIDGID:
+            uid, gid = self.u32(), self.u32()
+        permissions = self.u32() if flags & ATTR_PERMISSIONS else None
+        atime = mtime = None
+        if flags & ATTR_ACMODTIME:
+            atime, mtime = self.u32(), self.u32()
+        if flags & ATTR_EXTENDED:
+            for _ in range(self.u32()):
+                self.string()
+                self.string()
+        return Attrs(size, uid, gid, permissions, atime, mtime)
+
+    def at_end(self) -> bool:
+        return self._pos == len(self._data)
+
+    def rest(self) -> bytes:
+        return self._take(len(self._data) - self._pos)
+
+
+def decode_limits(payload: bytes) -> Limits:
+    reader = _Reader(payload)
+    return Limits(reader.u64(), reader.u64(), reader.u64(), reader.u64())
+
+
+def _decode_body(ptype: int, body: bytes) -> ServerMessage:
+    reader = _Reader(body)
+    if ptype == FXP_VERSION:
+        version = reader.u32()
+        extensions: dict[str, bytes] = {}
+        while not reader.at_end():
+            name = reader.text()
+            extensions[name] = reader.string()
+        return Version(version, extensions)
+    request_id = reader.u32()
+    reply: Reply
+    if ptype == FXP_STATUS:
+        code = reader.u32()
+        # Some v3 servers omit message and language tag (filexfer-02 allows it in practice).
+        message = reader.text() if not reader.at_end() else ""
+        return Status(request_id, code, message)
+    if ptype == FXP_HANDLE:
+        reply = Handle(request_id, reader.string())
+    elif ptype == FXP_DATA:
+        data = reader.string()
+        reply = Data(request_id, [data], len(data))
+    elif ptype == FXP_NAME:
+        names = []
+        for _ in range(reader.u32()):
+            filename = reader.text()
+            longname = reader.text()
+            names.append((filename, longname, reader.attrs()))
+        reply = Name(request_id, names)
+    elif ptype == FXP_ATTRS:
+        reply = AttrsReply(request_id, reader.attrs())
+    elif ptype == FXP_EXTENDED_REPLY:
+        reply = ExtendedReply(request_id, reader.rest())
+    else:
+        raise CodecError(f"unexpected SFTP message type {ptype}")
+    if not reader.at_end():
+        raise CodecError(f"trailing bytes in SFTP message type {ptype}")
+    return reply
+
+
+class ReplyParser:
+    """Incremental decoder: ``feed()`` channel bytes, then drain ``next_message()``.
+
+    DATA payloads are not copied into a reassembly buffer: once a DATA header is
+    seen, the following slices of the incoming chunks are kept by reference.
+    """
+
+    def __init__(self, max_len: int = MAX_REPLY_LEN) -> None:
+        self._max_len = max_len
+        self._buf = bytearray()  # header or a whole non-DATA packet being collected
+        self._chunks: list[bytes | memoryview] = []  # DATA payload collected so far
+        self._want = 0  # DATA payload bytes still missing
+        self._data_id = 0
+        self._data_len = 0
+        self._ready: list[ServerMessage] = []
+
+    def feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._want:
+                take = view[: self._want]
+                self._chunks.append(take)
+                self._want -= len(take)
+                view = view[len(take) :]
+                if not self._want:
+                    self._ready.append(Data(self._data_id, self._chunks, self._data_len))
+                    self._chunks = []
+                continue
+            view = self._feed_packet(view)
+
+    def _feed_packet(self, view: memoryview) -> memoryview:
+        buf = self._buf
+        if len(buf) < 5:
+            view = self._fill(view, 5)
+            if len(buf) < 5:
+                return view
+        length = _U32.unpack_from(buf)[0]
+        ptype = buf[4]
+        if length < 5 or length > self._max_len:
+            raise CodecError(f"SFTP message length {length} out of bounds")
+        is_data = ptype == FXP_DATA
+        if is_data and length < _DATA_HEAD_LEN - 4:
+            raise CodecError("SFTP DATA message too short")
+        view = self._fill(view, _DATA_HEAD_LEN if is_data else 4 + length)
+        if is_data and len(buf) == _DATA_HEAD_LEN:
+            _, _, request_id, data_len = _DATA_HEAD.unpack_from(buf)
+            if data_len != length - 9:
+                raise CodecError("SFTP DATA length does not match its packet")
+            del buf[:]
+            self._data_id = request_id
+            self._data_len = data_len
+            if data_len == 0:
+                self._ready.append(Data(request_id, [], 0))
+            else:
+                self._want = data_len
+        elif not is_data and len(buf) == 4 + length:
+            body = bytes(buf[5:])
+            del buf[:]
+            self._ready.append(_decode_body(ptype, body))
+        return view
+
+    def _fill(self, view: memoryview, upto: int) -> memoryview:
+        """Move bytes from ``view`` into the header buffer until it holds ``upto``."""
+        need = upto - len(self._buf)
+        if need > 0:
+            self._buf += view[:need]
+            view = view[need:]
+        return view
+
+    def next_message(self) -> ServerMessage | None:
+        """The oldest complete message, or None when more bytes are needed."""
+        return self._ready.pop(0) if self._ready else None
+
+    def drain(self) -> list[ServerMessage]:
+        ready, self._ready = self._ready, []
+        return ready

@@ -1,0 +1,142 @@
+"""The exception tree, split by cause.
+
+Every error sshpipe raises is an :class:`SSHPipeError`; the CLI prints its
+one-line ``str()`` and exits with its ``exit_code``. Whether an error is worth
+retrying is a class attribute (``retryable``), never found by reading messages::
+
+    SSHPipeError
+    ├── UsageError                 bad options or arguments (exit 2)
+    ├── LocalError                 the local file system said no (exit 3)
+    ├── RemoteError                the SFTP server answered with a failure status (exit 4)
+    │   ├── RemoteNotFound
+    │   ├── RemotePermissionDenied
+    │   └── RemoteIsADirectory
+    ├── ConnectError               no session could be set up (exit 5, retryable)
+    │   ├── AuthenticationError    keys/password refused (exit 6)
+    │   └── HostKeyError           host key not trusted (exit 7)
+    │       ├── UnknownHostKey
+    │       └── HostKeyMismatch
+    ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
+    ├── ProtocolError              the server broke the SFTP protocol (exit 8)
+    └── ClosedError                you closed the session and then used it (exit 9)
+
+*Closed* is what you did; *broken* is what the world did (trio's split).
+"""
+
+from __future__ import annotations
+
+
+class SSHPipeError(Exception):
+    """Base class of every error sshpipe raises."""
+
+    exit_code = 1
+    retryable = False
+
+
+class UsageError(SSHPipeError, ValueError):
+    """An option, argument or configuration value is invalid."""
+
+    exit_code = 2
+
+
+class TransferError(SSHPipeError):
+    """A failure tied to one path (and possibly one offset) of a transfer.
+
+    Attributes:
+        path: the local or remote path concerned.
+        offset: the byte offset of the failing request, when there was one.
+        reason: the underlying message (server text or OS error string).
+    """
+
+    def __init__(self, path: str, reason: str, *, offset: int | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        self.offset = offset
+        where = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{self._side}: {path}{where}: {reason}")
+
+    _side = "error"
+
+
+class LocalError(TransferError):
+    """Reading or writing the local file failed (missing, permission, disk full...)."""
+
+    exit_code = 3
+    _side = "local"
+
+
+class RemoteError(TransferError):
+    """The SFTP server answered a request with a failure status.
+
+    Attributes:
+        status: the SFTP status code (filexfer-02 §7), when the server sent one.
+    """
+
+    exit_code = 4
+    _side = "remote"
+
+    def __init__(
+        self, path: str, reason: str, *, offset: int | None = None, status: int | None = None
+    ) -> None:
+        super().__init__(path, reason, offset=offset)
+        self.status = status
+
+
+class RemoteNotFound(RemoteError):
+    """The remote path does not exist."""
+
+
+class RemotePermissionDenied(RemoteError):
+    """The server refused access to the remote path."""
+
+
+class RemoteIsADirectory(RemoteError):
+    """A file was expected at the remote path but it is a directory."""
+
+
+class ConnectError(SSHPipeError):
+    """The SSH session could not be set up (DNS, refused, timeout, handshake)."""
+
+    exit_code = 5
+    retryable = True
+
+
+class AuthenticationError(ConnectError):
+    """The server refused every credential we offered."""
+
+    exit_code = 6
+    retryable = False
+
+
+class HostKeyError(ConnectError):
+    """The server's host key is not trusted under the host key policy."""
+
+    exit_code = 7
+    retryable = False
+
+
+class UnknownHostKey(HostKeyError):
+    """The host is not in known_hosts and StrictHostKeyChecking forbids adding it."""
+
+
+class HostKeyMismatch(HostKeyError):
+    """known_hosts has a different key for this host: refused whatever the policy."""
+
+
+class ConnectionBroken(SSHPipeError):
+    """The connection or channel went away mid-way; the transfer may be retried."""
+
+    exit_code = 5
+    retryable = True
+
+
+class ProtocolError(SSHPipeError):
+    """The server sent something the SFTP protocol does not allow."""
+
+    exit_code = 8
+
+
+class ClosedError(SSHPipeError):
+    """The session was closed by this side and then used."""
+
+    exit_code = 9

@@ -1,0 +1,177 @@
+"""Local file I/O: positional reads and writes off the event loop, temp file then rename.
+
+A download is written to ``.NAME.sshpipe-XXXXXX.partial`` beside the target
+and renamed over it only once every byte has arrived, so a failed transfer
+never leaves a truncated file under the final name (rclone's ``.partial``).
+OS errors become :class:`LocalError` naming the path and the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from ._errors import LocalError
+
+_T = TypeVar("_T")
+
+
+def local_error(path: str | os.PathLike[str], exc: OSError, offset: int | None = None) -> LocalError:
+    reason = exc.strerror or str(exc)
+    return LocalError(os.fspath(path), reason, offset=offset)
+
+
+async def run_blocking(func: Callable[..., _T], *args: object) -> _T:
+    """Run ``func`` in a worker thread; if cancelled, wait for it before re-raising.
+
+    Walking away from a running pwrite would let it write into a descriptor we
+    are about to close (or that the OS has already handed to someone else).
+    """
+    future = asyncio.get_running_loop().run_in_executor(None, func, *args)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout=None)
+        finally:
+            raise
+
+
+def _write_batch(fd: int, batch: Sequence[tuple[int, list[bytes | memoryview]]]) -> None:
+    for offset, chunks in batch:
+        while chunks:
+            written = os.pwritev(fd, chunks, offset)
+            offset += written
+            chunks = _drop_prefix(chunks, written)
+
+
+def _drop_prefix(chunks: list[bytes | memoryview], count: int) -> list[bytes | memoryview]:
+    """What is left of ``chunks`` after ``count`` bytes were written (pwritev may be short)."""
+    rest: list[bytes | memoryview] = []
+    for chunk in chunks:
+        if count >= len(chunk):
+            count -= len(chunk)
+        elif count:
+            rest.append(memoryview(chunk)[count:])
+            count = 0
+        else:
+            rest.append(chunk)
+    return rest
+
+
+def _read_batch(fd: int, offset: int, length: int, count: int) -> list[bytes]:
+    """Up to ``count`` blocks of ``length`` bytes from ``offset`` on; stops at EOF."""
+    blocks = []
+    for _ in range(count):
+        data = os.pread(fd, length, offset)
+        if not data:
+            break
+        blocks.append(data)
+        offset += len(data)
+        if len(data) < length:
+            break  # short read of a regular file: at EOF now (it may grow later)
+    return blocks
+
+
+class LocalTarget:
+    """A download destination: a temporary file that becomes ``path`` on commit."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.temp = self.path.with_name(f".{self.path.name}.sshpipe-{secrets.token_hex(3)}.partial")
+        self._fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"<LocalTarget {self.path} open={self._fd is not None}>"
+
+    def open(self) -> None:
+        if self.path.is_dir():
+            raise LocalError(str(self.path), "is a directory")
+        try:
+            mode = self.path.stat().st_mode & 0o7777  # keep an overwritten file's mode
+        except FileNotFoundError:
+            mode = 0o644
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+        try:
+            self._fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileNotFoundError as exc:
+            raise LocalError(str(self.path.parent), "no such directory") from exc
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+
+    async def write_batch(self, batch: Sequence[tuple[int, list[bytes | memoryview]]]) -> None:
+        assert self._fd is not None
+        try:
+            await run_blocking(_write_batch, self._fd, batch)
+        except OSError as exc:
+            raise local_error(self.path, exc, batch[0][0] if batch else None) from exc
+
+    async def commit(self, size: int) -> None:
+        """Cut the file to ``size``, flush it and rename it over the destination."""
+        assert self._fd is not None
+        fd = self._fd
+        try:
+            await run_blocking(_finish, fd, size)
+            os.close(fd)
+            self._fd = None
+            os.replace(self.temp, self.path)
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+
+    def discard(self) -> None:
+        """Remove the temporary file; safe to call twice and after commit."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            self.temp.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _finish(fd: int, size: int) -> None:
+    os.ftruncate(fd, size)  # a remote file that shrank mid-transfer leaves bytes past EOF
+    os.fsync(fd)
+
+
+class LocalSource:
+    """An upload source: a regular local file read by offset."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+        self.size = 0
+        self.mode = 0o644
+
+    def __repr__(self) -> str:
+        return f"<LocalSource {self.path} open={self._fd is not None}>"
+
+    def open(self) -> None:
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+            info = os.fstat(self._fd)
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+        if not os.path.stat.S_ISREG(info.st_mode):
+            self.close()
+            kind = "a directory" if os.path.stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise LocalError(str(self.path), f"is {kind}")
+        self.size = info.st_size
+        self.mode = info.st_mode & 0o7777
+
+    async def read_blocks(self, offset: int, length: int, count: int) -> list[bytes]:
+        assert self._fd is not None
+        try:
+            return await run_blocking(_read_batch, self._fd, offset, length, count)
+        except OSError as exc:
+            raise local_error(self.path, exc, offset) from exc
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,144 @@
+"""Which byte range to ask for next when downloading: the pure read planner.
+
+No I/O here. The driver asks ``next_range()``, sends a READ, and reports what
+came back with ``on_data()`` / ``on_eof()``. The planner keeps:
+
+* a *frontier*: the next never-requested offset, advanced one block at a time;
+* *holes*: ranges that came back short and must be asked again, exactly at
+  ``offset + received`` for the missing length (asyncssh and OpenSSH do the same:
+  a short read is not EOF, filexfer-02 §6.4 lets the server return less);
+* the lowest offset at which the server answered EOF (ranges answered EOF are
+  parked as holes above it, so nothing is lost if the file grows after all).
+
+The server's file size (from FSTAT) is only a hint: the frontier stops there
+and sends one *probe* past it, so a file that grew is read on until EOF and a
+file that shrank ends where the server says it ends. The result is exactly what
+the server returned; ``changed`` records that the file was not what FSTAT said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    offset: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+class ReadPlan:
+    """Plans READ requests for one remote file.
+
+    Args:
+        block_size: bytes per READ request.
+        size_hint: the size FSTAT reported, or None when unknown.
+    """
+
+    def __init__(self, *, block_size: int, size_hint: int | None) -> None:
+        if block_size <= 0:
+            raise ValueError("block_size must be positive")
+        self.block_size = block_size
+        self.size_hint = size_hint
+        self.frontier = 0
+        self.holes: list[Range] = []
+        self.eof_at: int | None = None
+        self.outstanding = 0
+        self.received = 0  # bytes accepted, below eof_at or not
+        self.max_received_end = 0
+        self.short_reads = 0
+        self.changed = False
+        self._probe_out = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<ReadPlan frontier={self.frontier} holes={len(self.holes)} "
+            f"outstanding={self.outstanding} eof_at={self.eof_at} received={self.received}>"
+        )
+
+    # -- asking -----------------------------------------------------------
+
+    def next_range(self) -> Range | None:
+        """The next range to request, or None when nothing should be sent now."""
+        for index, hole in enumerate(self.holes):
+            if self.eof_at is None or hole.offset < self.eof_at:
+                del self.holes[index]
+                return self._issue(hole)
+        if self.eof_at is not None:
+            return None  # the frontier never passes a known EOF
+        if self.size_hint is not None and self.frontier >= self.size_hint:
+            if self._probe_out:
+                return None
+            self._probe_out = True  # one request past the hint finds EOF or growth
+        length = self.block_size
+        if self.size_hint is not None and self.frontier < self.size_hint:
+            length = min(length, self.size_hint - self.frontier)
+        rng = Range(self.frontier, length)
+        self.frontier += length
+        return self._issue(rng)
+
+    def _issue(self, rng: Range) -> Range:
+        self.outstanding += 1
+        return rng
+
+    # -- answers ----------------------------------------------------------
+
+    def on_data(self, rng: Range, count: int) -> None:
+        """``count`` bytes arrived for the request ``rng`` (0 < count <= rng.length)."""
+        if not 0 < count <= rng.length:
+            raise ValueError(f"reply of {count} bytes for a request of {rng.length}")
+        self.outstanding -= 1
+        self.received += count
+        end = rng.offset + count
+        self.max_received_end = max(self.max_received_end, end)
+        if self.size_hint is not None and end > self.size_hint:
+            self._grew()
+        if count < rng.length:
+            self.short_reads += 1
+            self.holes.append(Range(end, rng.length - count))
+        if self.eof_at is not None and end > self.eof_at:
+            # Data past a reported EOF: the file grew. The ranges that got EOF are
+            # parked in ``holes``, so clearing EOF makes them be asked again.
+            self.changed = True
+            self.eof_at = None
+
+    def on_eof(self, rng: Range) -> None:
+        """The server answered EOF for the request ``rng``: the file ends at or before it."""
+        self.outstanding -= 1
+        self.holes.append(rng)  # parked: asked again only if the file turns out to grow
+        if self.eof_at is None or rng.offset < self.eof_at:
+            self.eof_at = rng.offset
+        if self.size_hint is not None and self.eof_at < self.size_hint:
+            self.changed = True  # shrank below what FSTAT said
+        if self.max_received_end > self.eof_at:
+            self.changed = True  # we hold bytes the server now says do not exist
+
+    def on_retry(self, rng: Range) -> None:
+        """A request was lost (e.g. its channel failed): ask for the range again."""
+        self.outstanding -= 1
+        self.holes.append(rng)
+
+    def _grew(self) -> None:
+        self.changed = True
+        self.size_hint = None  # pipeline freely again; EOF will stop us
+        self._probe_out = False
+
+    # -- state ------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """True when every byte below EOF has arrived and nothing is outstanding."""
+        if self.outstanding or self.eof_at is None:
+            return False
+        return not any(hole.offset < self.eof_at for hole in self.holes)
+
+    @property
+    def final_size(self) -> int:
+        """The file's size as the server last described it (valid once ``done``)."""
+        if self.eof_at is None:
+            raise RuntimeError("transfer not finished")
+        return self.eof_at

@@ -1,0 +1,237 @@
+"""One SFTP session over one byte pipe: request ids, pending replies, handles.
+
+This layer does I/O only through the pipe it is given (``write``/``close``)
+and the two calls the pipe makes back (``data_received``/``connection_lost``),
+so it never sees asyncssh; ``_ssh.py`` plugs an SSH channel in.
+
+Hot-path requests (READ, WRITE) take a callback instead of returning a future:
+a transfer keeps 128 of them in flight and a future plus a task per request is
+pure overhead. Control requests (OPEN, CLOSE, STAT...) are awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from . import _codec as codec
+from ._errors import (
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteNotFound,
+    RemotePermissionDenied,
+)
+
+logger = logging.getLogger("sshpipe.sftp")
+
+_R = TypeVar("_R", bound="codec.Reply")
+ReplyCallback = Callable[["codec.Reply | BaseException"], None]
+
+
+class Pipe(Protocol):
+    """A reliable, ordered byte stream to the SFTP server."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def status_error(status: codec.Status, path: str, offset: int | None = None) -> RemoteError:
+    """The exception for a failure STATUS, by its code (filexfer-02 §7)."""
+    cls: type[RemoteError] = RemoteError
+    if status.code == codec.FX_NO_SUCH_FILE:
+        cls = RemoteNotFound
+    elif status.code == codec.FX_PERMISSION_DENIED:
+        cls = RemotePermissionDenied
+    reason = status.message or _STATUS_NAMES.get(status.code, f"status {status.code}")
+    return cls(path, reason, offset=offset, status=status.code)
+
+
+_STATUS_NAMES = {
+    codec.FX_EOF: "end of file",
+    codec.FX_NO_SUCH_FILE: "no such file",
+    codec.FX_PERMISSION_DENIED: "permission denied",
+    codec.FX_FAILURE: "failure",
+    codec.FX_BAD_MESSAGE: "bad message",
+    codec.FX_NO_CONNECTION: "no connection",
+    codec.FX_CONNECTION_LOST: "connection lost",
+    codec.FX_OP_UNSUPPORTED: "operation unsupported",
+}
+
+
+class SFTPSession:
+    """Client side of one SFTP v3 session.
+
+    Args:
+        pipe: where request bytes go; replies come back through ``data_received``.
+        name: used in log lines and ``repr``.
+    """
+
+    def __init__(self, pipe: Pipe, *, name: str = "sftp") -> None:
+        self._pipe = pipe
+        self.name = name
+        self._parser = codec.ReplyParser()
+        self._pending: dict[int, ReplyCallback] = {}
+        self._next_id = 0
+        self._version: asyncio.Future[codec.Version] | None = None
+        self._broken: BaseException | None = None
+        self.extensions: dict[str, bytes] = {}
+        self.limits: codec.Limits | None = None
+
+    def __repr__(self) -> str:
+        state = "broken" if self._broken else "open"
+        return f"<SFTPSession {self.name} {state} pending={len(self._pending)}>"
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    @property
+    def broken(self) -> BaseException | None:
+        return self._broken
+
+    # -- pipe callbacks ----------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._broken is not None:
+            return
+        try:
+            self._parser.feed(data)
+            for message in self._parser.drain():
+                self._dispatch(message)
+        except codec.CodecError as exc:
+            self._fail(ProtocolError(f"{self.name}: malformed reply from server: {exc}"))
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        reason = exc if exc is not None else ConnectionBroken(f"{self.name}: channel closed")
+        self._fail(reason)
+
+    def _dispatch(self, message: codec.ServerMessage) -> None:
+        if isinstance(message, codec.Version):
+            if self._version is None or self._version.done():
+                raise codec.CodecError("unexpected VERSION message")
+            self._version.set_result(message)
+            return
+        callback = self._pending.pop(message.request_id, None)
+        if callback is None:
+            # A reply to a request we never sent (or already answered): the peer is
+            # broken or hostile, and nothing it says on this session can be trusted.
+            raise codec.CodecError(f"reply for unknown request id {message.request_id}")
+        callback(message)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._broken is not None:
+            return
+        self._broken = exc
+        pending, self._pending = self._pending, {}
+        if self._version is not None and not self._version.done():
+            self._version.set_exception(exc)
+        for callback in pending.values():
+            callback(exc)
+        self._pipe.close()
+
+    # -- sending -------------------------------------------------------------
+
+    def _allocate(self, callback: ReplyCallback) -> int:
+        if self._broken is not None:
+            raise self._broken
+        request_id = self._next_id
+        self._next_id = (request_id + 1) & 0xFFFFFFFF
+        self._pending[request_id] = callback
+        return request_id
+
+    def send_read(self, handle: bytes, offset: int, length: int, callback: ReplyCallback) -> None:
+        request_id = self._allocate(callback)
+        self._pipe.write(codec.encode_read(request_id, handle, offset, length))
+
+    def send_write(
+        self, handle: bytes, offset: int, data: bytes | memoryview, callback: ReplyCallback
+    ) -> None:
+        request_id = self._allocate(callback)
+        self._pipe.write(codec.encode_write_header(request_id, handle, offset, len(data)))
+        self._pipe.write(data)  # type: ignore[arg-type]  # channels accept buffers
+
+    async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
+        """Send one request built by ``build(request_id)`` and await its reply."""
+        future: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+
+        def resolve(reply: codec.Reply | BaseException) -> None:
+            if future.done():
+                return
+            if isinstance(reply, BaseException):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+        request_id = self._allocate(resolve)
+        self._pipe.write(build(request_id))
+        return await future
+
+    # -- session set-up and control requests ---------------------------------
+
+    async def start(self) -> None:
+        """Exchange INIT/VERSION and learn the server's limits when it offers them."""
+        self._version = asyncio.get_running_loop().create_future()
+        self._pipe.write(codec.encode_init())
+        version = await self._version
+        if version.version != codec.SFTP_VERSION:
+            raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
+        self.extensions = version.extensions
+        if "limits@openssh.com" in self.extensions:
+            reply = await self.call(lambda rid: codec.encode_extended(rid, "limits@openssh.com"))
+            if not isinstance(reply, codec.ExtendedReply):
+                raise ProtocolError(f"{self.name}: bad reply to limits@openssh.com")
+            try:
+                self.limits = codec.decode_limits(reply.payload)
+            except codec.CodecError as exc:
+                raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
+
+    async def open(self, path: str, pflags: int, attrs: codec.Attrs = codec.Attrs()) -> bytes:
+        reply = await self.call(lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs))
+        return self._expect(reply, codec.Handle, path).handle
+
+    async def close_handle(self, handle: bytes, path: str) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
+        )
+        self.check_status(reply, path)
+
+    async def fstat(self, handle: bytes, path: str) -> codec.Attrs:
+        reply = await self.call(
+            lambda rid: codec.encode_handle_request(codec.FXP_FSTAT, rid, handle)
+        )
+        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def stat(self, path: str) -> codec.Attrs:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, path.encode())
+        )
+        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def remove(self, path: str) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, path.encode())
+        )
+        self.check_status(reply, path)
+
+    def close(self) -> None:
+        """Close the channel; pending requests fail with ConnectionBroken."""
+        self._fail(ConnectionBroken(f"{self.name}: closed"))
+
+    @staticmethod
+    def check_status(reply: codec.Reply, path: str, offset: int | None = None) -> None:
+        if not isinstance(reply, codec.Status):
+            raise ProtocolError(f"{path}: expected a STATUS reply, got {type(reply).__name__}")
+        if reply.code != codec.FX_OK:
+            raise status_error(reply, path, offset)
+
+    @staticmethod
+    def _expect(reply: codec.Reply, kind: type[_R], path: str) -> _R:
+        if isinstance(reply, kind):
+            return reply
+        if isinstance(reply, codec.Status):
+            raise status_error(reply, path)
+        raise ProtocolError(f"{path}: expected {kind.__name__}, got {type(reply).__name__}")

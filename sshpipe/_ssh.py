@@ -1,0 +1,268 @@
+"""The SSH edge: the only client-side module that imports asyncssh.
+
+It opens connections (ssh_config, keys, known_hosts with OpenSSH's
+StrictHostKeyChecking semantics), opens SFTP channels with the receive window
+and packet size the engine chose, and translates asyncssh's and the OS's
+exceptions into sshpipe's tree (``raise X(...) from exc``).
+
+``SSHClientConnection.start_sftp_client()`` takes no window, so the SFTP
+subsystem is started with ``create_session(..., window=, max_pktsize=)`` and
+our own SFTP session (``_sftp.py``) speaks the protocol over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from ._config import ConnectConfig
+from ._errors import (
+    AuthenticationError,
+    ConnectError,
+    ConnectionBroken,
+    HostKeyMismatch,
+    SSHPipeError,
+    UnknownHostKey,
+)
+from ._sftp import SFTPSession
+
+logger = logging.getLogger("sshpipe.ssh")
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+
+class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
+    """Feeds an SSH channel's bytes to an SFTPSession and writes its requests."""
+
+    def __init__(self) -> None:
+        self.sftp: SFTPSession | None = None
+        self._chan: asyncssh.SSHClientChannel[bytes] | None = None
+
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:  # type: ignore[override]
+        self._chan = chan
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if datatype is None and self.sftp is not None:
+            self.sftp.data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.sftp is not None:
+            self.sftp.connection_lost(_broken(exc, "SFTP channel closed by the server"))
+
+    def write(self, data: bytes) -> None:
+        assert self._chan is not None
+        self._chan.write(data)
+
+    def close(self) -> None:
+        if self._chan is not None:
+            self._chan.close()
+
+
+def _broken(exc: BaseException | None, default: str) -> ConnectionBroken:
+    if isinstance(exc, ConnectionBroken):
+        return exc
+    message = str(exc) if exc else default
+    broken = ConnectionBroken(f"connection lost: {message}")
+    broken.__cause__ = exc
+    return broken
+
+
+class _HostKeyPolicy(asyncssh.SSHClient):
+    """OpenSSH's StrictHostKeyChecking for keys known_hosts does not already trust.
+
+    asyncssh calls ``validate_host_public_key`` only for a key that matched no
+    known_hosts entry. If the host has *other* keys there, the key changed: that
+    is refused whatever the policy (OpenSSH refuses it too, even with ``no``
+    for anything but password-less logins). Otherwise the host is new: ``yes``
+    refuses, ``accept-new`` and ``no`` accept and record it.
+    """
+
+    def __init__(self, policy: str, known_hosts: list[Path]) -> None:
+        self.policy = policy
+        self.known_hosts = known_hosts
+        self.refusal: SSHPipeError | None = None
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        label = host if port == 22 else f"[{host}]:{port}"
+        if _has_known_keys(self.known_hosts, host, addr, port):
+            self.refusal = HostKeyMismatch(
+                f"host key for {label} has changed ({key.get_fingerprint()}); "
+                f"remove the old entry from {_files(self.known_hosts)} if the change is expected"
+            )
+            return False
+        if self.policy == "yes":
+            self.refusal = UnknownHostKey(
+                f"host key for {label} is not known ({key.get_fingerprint()}) and "
+                "StrictHostKeyChecking=yes; add it to known_hosts or use "
+                "-o StrictHostKeyChecking=accept-new"
+            )
+            return False
+        if self.known_hosts:
+            _record_host_key(self.known_hosts[0], label, key)
+        logger.warning("Permanently added %s (%s) to the list of known hosts", label,
+                       key.get_fingerprint())
+        return True
+
+
+def _files(paths: list[Path]) -> str:
+    return ", ".join(str(p) for p in paths) or "known_hosts"
+
+
+def _has_known_keys(paths: list[Path], host: str, addr: str, port: int) -> bool:
+    for path in paths:
+        try:
+            entries = asyncssh.read_known_hosts(str(path))
+        except (OSError, ValueError):
+            continue
+        trusted = entries.match(host, addr, port)[0]
+        if trusted:
+            return True
+    return False
+
+
+def _record_host_key(path: Path, label: str, key: asyncssh.SSHKey) -> None:
+    line = f"{label} {key.export_public_key('openssh').decode().strip()}\n"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with path.open("a", encoding="ascii") as known:
+            known.write(line)
+    except OSError as exc:
+        logger.warning("could not record host key in %s: %s", path, exc)
+
+
+def _known_hosts_files(cfg: ConnectConfig, options: asyncssh.SSHClientConnectionOptions) -> list[Path]:
+    if cfg.known_hosts is not None:
+        return [Path(p).expanduser() for p in cfg.known_hosts]
+    from_config = options.known_hosts  # set by asyncssh from ssh_config's UserKnownHostsFile
+    if isinstance(from_config, list | tuple) and from_config:
+        return [Path(str(p)).expanduser() for p in from_config]
+    return [Path(DEFAULT_KNOWN_HOSTS).expanduser()]
+
+
+def _load_known_hosts(paths: list[Path]) -> asyncssh.SSHKnownHosts:
+    text = ""
+    for path in paths:
+        try:
+            text += path.read_text(encoding="utf-8", errors="replace") + "\n"
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ConnectError(f"cannot read known_hosts file {path}: {exc}") from exc
+    try:
+        return asyncssh.import_known_hosts(text)
+    except (ValueError, asyncssh.KeyImportError) as exc:
+        raise ConnectError(f"malformed known_hosts ({_files(paths)}): {exc}") from exc
+
+
+class SSHLink:
+    """One authenticated SSH connection, able to open SFTP channels."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, label: str) -> None:
+        self._conn = conn
+        self.label = label
+        self.channels_opened = 0
+
+    def __repr__(self) -> str:
+        return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
+
+    @property
+    def cipher(self) -> str:
+        return str(self._conn.get_extra_info("send_cipher") or "?")
+
+    async def open_sftp(self, *, window: int, max_packet_size: int) -> SFTPSession:
+        """Start the sftp subsystem on a new channel with our window and packet size."""
+        pipe = _ChannelPipe()
+        try:
+            await self._conn.create_session(
+                lambda: pipe,
+                subsystem="sftp",
+                encoding=None,
+                window=window,
+                max_pktsize=max_packet_size,
+            )
+        except asyncssh.ChannelOpenError as exc:
+            raise ConnectionBroken(f"{self.label}: server refused an SFTP channel: {exc.reason}") from exc
+        except (asyncssh.Error, OSError) as exc:
+            raise _broken(exc, "connection lost") from exc
+        self.channels_opened += 1
+        sftp = SFTPSession(pipe, name=f"{self.label}#{self.channels_opened}")
+        pipe.sftp = sftp
+        await sftp.start()
+        return sftp
+
+    async def close(self) -> None:
+        self._conn.close()
+        try:
+            await self._conn.wait_closed()
+        except (asyncssh.Error, OSError):
+            pass  # closing a connection that already broke is not an error
+
+
+async def open_link(cfg: ConnectConfig) -> SSHLink:
+    """Connect and authenticate.
+
+    Raises:
+        UsageError: for options asyncssh rejects.
+        ConnectError: DNS failure, refused, timeout, handshake failure.
+        AuthenticationError, UnknownHostKey, HostKeyMismatch.
+    """
+    kwargs: dict[str, Any] = {
+        "encryption_algs": list(cfg.ciphers),
+        "compression_algs": ["zlib@openssh.com", "none"] if cfg.compression else ["none"],
+        "connect_timeout": cfg.connect_timeout,
+    }
+    if cfg.port is not None:
+        kwargs["port"] = cfg.port
+    if cfg.username is not None:
+        kwargs["username"] = cfg.username
+    if cfg.identity_files:
+        kwargs["client_keys"] = [os.path.expanduser(p) for p in cfg.identity_files]
+    if cfg.password is not None:
+        kwargs["password"] = cfg.password
+    else:
+        # No password given: never let asyncssh prompt or hang on one.
+        kwargs["password_auth"] = False
+        kwargs["kbdint_auth"] = False
+    if cfg.ssh_config is not None:
+        kwargs["config"] = [os.path.expanduser(p) for p in cfg.ssh_config]
+    try:
+        options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
+    except (ValueError, asyncssh.Error, OSError) as exc:
+        raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}") from exc
+
+    known_files = _known_hosts_files(cfg, options)
+    policy = _HostKeyPolicy(cfg.strict_host_key_checking, known_files)
+    label = f"{cfg.host}:{cfg.port or 22}"
+    try:
+        conn = await asyncssh.connect(
+            cfg.host,
+            options=options,
+            known_hosts=_load_known_hosts(known_files),
+            client_factory=lambda: policy,
+        )
+    except asyncssh.HostKeyNotVerifiable as exc:
+        raise (policy.refusal or UnknownHostKey(f"{label}: {exc.reason}")) from exc
+    except asyncssh.PermissionDenied as exc:
+        raise AuthenticationError(f"{label}: authentication failed: {exc.reason}") from exc
+    except asyncssh.KeyImportError as exc:
+        raise AuthenticationError(f"{label}: cannot load identity: {exc}") from exc
+    except socket.gaierror as exc:
+        raise ConnectError(f"{cfg.host}: cannot resolve host name: {exc.strerror}") from exc
+    except ConnectionRefusedError as exc:
+        raise ConnectError(f"{label}: connection refused") from exc
+    except (TimeoutError, asyncio.TimeoutError) as exc:
+        raise ConnectError(f"{label}: timed out after {cfg.connect_timeout:g} s") from exc
+    except asyncssh.DisconnectError as exc:
+        raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
+    except (asyncssh.Error, OSError) as exc:
+        raise ConnectError(f"{label}: {exc}") from exc
+    host, port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[:2]
+    return SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}")

@@ -1,0 +1,45 @@
+"""What a transfer did, reported to the caller."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TransferStats:
+    """Counters of one finished transfer.
+
+    Attributes:
+        bytes: payload bytes transferred (the final size of the file).
+        seconds: wall time from opening the remote file to the last byte committed.
+        requests: READ/WRITE requests sent, re-issued ones included.
+        short_reads_reissued: requests re-sent for the rest of a short read.
+        short_writes_reissued: always 0 over SFTP v3 (a WRITE is all or nothing),
+            kept so reads and writes report alike.
+        peak_requests_in_flight: most requests outstanding at once.
+        peak_bytes_in_flight: most payload bytes charged at once (on the wire or buffered).
+        channels: SFTP channels the requests were spread over.
+        block_size: bytes per request.
+        size_changed: the file's size moved while it was read (grew or shrank);
+            the result is what the server returned.
+    """
+
+    bytes: int
+    seconds: float
+    requests: int
+    short_reads_reissued: int
+    short_writes_reissued: int
+    peak_requests_in_flight: int
+    peak_bytes_in_flight: int
+    channels: int
+    block_size: int
+    size_changed: bool = False
+
+    @property
+    def throughput(self) -> float:
+        """Bytes per second (0 for an instant transfer)."""
+        return self.bytes / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "throughput": self.throughput}
