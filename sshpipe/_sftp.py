@@ -148,11 +148,12 @@ class SFTPSession:
         self._pipe.write(codec.encode_read(request_id, handle, offset, length))
 
     def send_write(
-        self, handle: bytes, offset: int, data: bytes | memoryview, callback: ReplyCallback
+        self, handle: bytes, offset: int, data: bytes, callback: ReplyCallback
     ) -> None:
         request_id = self._allocate(callback)
-        self._pipe.write(codec.encode_write_header(request_id, handle, offset, len(data)))
-        self._pipe.write(data)  # type: ignore[arg-type]  # channels accept buffers
+        # One write, not header then payload: asyncssh cuts each write into SSH
+        # packets separately, so a separate header would cost a packet of its own.
+        self._pipe.write(codec.encode_write_header(request_id, handle, offset, len(data)) + data)
 
     async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
         """Send one request built by ``build(request_id)`` and await its reply."""
