@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import posixpath
 import secrets
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
@@ -22,7 +24,7 @@ from functools import partial
 
 from . import _codec as codec
 from ._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
-from ._errors import LocalError, ProtocolError, RemoteIsADirectory, SSHPipeError
+from ._errors import LocalError, ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
 from ._flight import FlightBudget
 from ._localio import LocalSource, LocalTarget
 from ._readplan import Range, ReadPlan
@@ -214,7 +216,14 @@ def _budget(config: TransferConfig) -> FlightBudget:
 
 
 async def _open_for_read(channels: Sequence[SFTPSession], path: str) -> tuple[_Handles, codec.Attrs]:
-    handles = await _Handles.open(channels, path, codec.FXF_READ, codec.Attrs())
+    try:
+        handles = await _Handles.open(channels, path, codec.FXF_READ, codec.Attrs())
+    except RemoteError as exc:
+        # Some servers refuse to open a directory with a bare FAILURE (asyncssh
+        # does, OpenSSH opens it and fails the reads): say what it really is.
+        if type(exc) is RemoteError and await _is_remote_dir(channels[0], path):
+            raise RemoteIsADirectory(path, "is a directory") from exc
+        raise
     try:
         sftp, handle = handles.pairs[0]
         attrs = await sftp.fstat(handle, path)
@@ -224,6 +233,13 @@ async def _open_for_read(channels: Sequence[SFTPSession], path: str) -> tuple[_H
         await handles.close(check=False)
         raise
     return handles, attrs
+
+
+async def _is_remote_dir(sftp: SFTPSession, path: str) -> bool:
+    try:
+        return (await sftp.stat(path)).is_dir()
+    except SSHPipeError:
+        return False
 
 
 async def _finish_reads(pump: ReadPump, error: BaseException | None) -> None:
@@ -242,6 +258,8 @@ async def download(
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end."""
     started = time.perf_counter()
+    if os.path.isdir(local):  # scp: copying into a directory keeps the remote name
+        local = os.path.join(local, posixpath.basename(remote.rstrip("/")) or "download")
     target = LocalTarget(local)
     target.open()
     committed = False
@@ -389,11 +407,12 @@ async def _upload(
     config: TransferConfig,
     mode: int,
     blocks: _BlockSource,
+    name: str | None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
     started = time.perf_counter()
     sftp = channels[0]
-    await _refuse_directory(sftp, remote)
+    remote = await _resolve_remote_target(sftp, remote, name)
     temp = _remote_temp_name(remote)
     pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
     handles = await _Handles.open(channels, temp, pflags, codec.Attrs(permissions=mode))
@@ -476,7 +495,9 @@ async def upload(
     source = LocalSource(local)
     source.open()
     try:
-        return await _upload(channels, remote, config, source.mode, _FileBlocks(source))
+        return await _upload(
+            channels, remote, config, source.mode, _FileBlocks(source), source.path.name
+        )
     finally:
         source.close()
 
@@ -488,7 +509,7 @@ async def upload_stream(
     config: TransferConfig,
     mode: int = 0o644,
 ) -> TransferStats:
-    return await _upload(channels, remote, config, mode, _StreamBlocks(chunks))
+    return await _upload(channels, remote, config, mode, _StreamBlocks(chunks), None)
 
 
 def _remote_temp_name(remote: str) -> str:
@@ -497,13 +518,17 @@ def _remote_temp_name(remote: str) -> str:
     return f"{prefix}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
 
 
-async def _refuse_directory(sftp: SFTPSession, remote: str) -> None:
+async def _resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
+    """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
     try:
         attrs = await sftp.stat(remote)
     except SSHPipeError:
-        return  # missing (the usual case) or unreadable: the open will say why
-    if attrs.is_dir():
+        return remote  # missing (the usual case) or unreadable: the open will say why
+    if not attrs.is_dir():
+        return remote
+    if name is None:
         raise RemoteIsADirectory(remote, "is a directory")
+    return f"{remote.rstrip('/')}/{name}"
 
 
 async def _rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:

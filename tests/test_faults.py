@@ -1,0 +1,405 @@
+"""The engine against an in-process asyncssh server that misbehaves on purpose.
+
+Each fault is a subclass of ``asyncssh.SFTPServer`` (or a wrapper around its
+channel) so the bytes cross a real SSH connection; every result is compared
+byte for byte, every failure is checked for what it leaves behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+import sshpipe
+from tests.conftest import Peer
+
+BLOCK = 32 * 1024
+StartServer = Callable[..., contextlib.AbstractAsyncContextManager[Peer]]
+
+
+class Tracker:
+    """What the server saw: open handles, reads served, replies reordered."""
+
+    def __init__(self) -> None:
+        self.open_handles = 0
+        self.reads = 0
+        self.writes = 0
+        self.reordered = 0
+
+
+class TrackingServer(asyncssh.SFTPServer):
+    tracker: Tracker
+
+    def __init__(self, chan: Any, root: Path, tracker: Tracker) -> None:
+        super().__init__(chan, chroot=str(root))
+        self.tracker = tracker
+        self.root = root
+
+    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
+        file_obj = super().open(path, pflags, attrs)
+        self.tracker.open_handles += 1
+        return file_obj
+
+    def close(self, file_obj: object) -> None:
+        self.tracker.open_handles -= 1
+        super().close(file_obj)
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        self.tracker.reads += 1
+        return super().read(file_obj, offset, size)
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        self.tracker.writes += 1
+        return super().write(file_obj, offset, data)
+
+
+def factory(cls: type[TrackingServer], tracker: Tracker, **extra: Any) -> Any:
+    def build(chan: Any, root: Path) -> asyncssh.SFTPServer:
+        server = cls(chan, root, tracker)
+        for name, value in extra.items():
+            setattr(server, name, value)
+        return server
+
+    return build
+
+
+def write_source(peer: Peer, size: int, name: str = "src.bin") -> bytes:
+    data = os.urandom(size)
+    (peer.root / name).write_bytes(data)
+    return data
+
+
+def leftovers(*dirs: Path) -> list[str]:
+    return [p.name for d in dirs for p in d.iterdir() if ".sshpipe-" in p.name]
+
+
+# -- servers that answer correctly but awkwardly --------------------------------
+
+
+class ShortReads(TrackingServer):
+    """Never returns more than 4096 bytes, and often fewer (filexfer-02 allows it)."""
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        cap = random.Random(offset).choice([4096, 4096, 1000, 1])
+        return super().read(file_obj, offset, min(size, cap))
+
+
+class Reordering(TrackingServer):
+    """Holds replies back and sends them in a shuffled order."""
+
+    def __init__(self, chan: Any, root: Path, tracker: Tracker) -> None:
+        super().__init__(chan, root, tracker)
+        self._held: list[bytes] = []
+        self._rng = random.Random(7)
+        self._send = chan.write
+        chan.write = self._hold  # every SFTP reply is exactly one channel write
+
+    def _hold(self, data: bytes, datatype: Any = None) -> None:
+        self._held.append(bytes(data))
+        if len(self._held) == 1:
+            asyncio.get_running_loop().call_later(0.002, self._flush)
+        if len(self._held) >= 16:
+            self._flush()
+
+    def _flush(self) -> None:
+        held, self._held = self._held, []
+        order = list(range(len(held)))
+        self._rng.shuffle(order)
+        self.tracker.reordered += sum(1 for pos, idx in enumerate(order) if pos != idx)
+        for idx in order:
+            if not self.channel.is_closing():
+                self._send(held[idx])
+
+
+class Slow(TrackingServer):
+    async def read(self, file_obj: object, offset: int, size: int) -> bytes:  # type: ignore[override]
+        await asyncio.sleep(0.002)
+        data: bytes = super().read(file_obj, offset, size)
+        return data
+
+    async def write(self, file_obj: object, offset: int, data: bytes) -> None:  # type: ignore[override]
+        await asyncio.sleep(0.002)
+        super().write(file_obj, offset, data)
+
+
+@pytest.mark.parametrize("requests", [128, 3, 1])
+async def test_short_reads_are_reissued_for_exactly_the_missing_range(
+    faulty_server: StartServer, tmp_path: Path, requests: int
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(ShortReads, tracker)) as peer:
+        data = write_source(peer, 300_001)
+        config = sshpipe.TransferConfig(requests=requests, block_size=BLOCK)
+        async with peer.client(config) as client:
+            stats = await client.get("/src.bin", str(tmp_path / "out.bin"))
+            streamed = b"".join([piece async for piece in client.stream("/src.bin")])
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert streamed == data
+    assert stats.short_reads_reissued > 50
+    assert stats.requests == tracker.reads // 2  # the stream read it all once more
+    assert tracker.open_handles == 0
+
+
+async def test_replies_in_any_order_are_reassembled_by_offset(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(Reordering, tracker)) as peer:
+        data = write_source(peer, 3 * 1024 * 1024 + 333)
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            await client.get("/src.bin", str(tmp_path / "out.bin"))
+            streamed = b"".join([piece async for piece in client.stream("/src.bin")])
+            await client.put(str(tmp_path / "out.bin"), "/up.bin")
+    assert tracker.reordered > 100  # the fault really happened
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert streamed == data
+    assert (peer.root / "up.bin").read_bytes() == data
+
+
+async def test_slow_server_still_gets_many_requests_in_flight(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(Slow, tracker)) as peer:
+        data = write_source(peer, 2 * 1024 * 1024)
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            stats = await client.get("/src.bin", str(tmp_path / "out.bin"))
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert stats.peak_requests_in_flight == 65  # every block of the file, plus the EOF probe
+
+
+# -- files that change under us ------------------------------------------------
+
+
+class Shrinks(TrackingServer):
+    """Truncates the file to ``keep`` bytes once ``after`` reads were served."""
+
+    after = 3
+    keep = 100_000
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        if self.tracker.reads == self.after:
+            os.truncate(self.root / "src.bin", self.keep)
+        return super().read(file_obj, offset, size)
+
+
+class Grows(TrackingServer):
+    """Appends ``extra`` bytes to the file at the first read."""
+
+    extra = b""
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        if self.tracker.reads == 0:
+            with open(self.root / "src.bin", "ab") as file:
+                file.write(self.extra)
+        return super().read(file_obj, offset, size)
+
+
+@pytest.mark.parametrize("requests", [1, 128])
+async def test_file_truncated_mid_transfer_ends_where_the_server_says(
+    faulty_server: StartServer, tmp_path: Path, requests: int
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(Shrinks, tracker)) as peer:
+        data = write_source(peer, 1_000_000)
+        config = sshpipe.TransferConfig(block_size=BLOCK, requests=requests)
+        async with peer.client(config) as client:
+            stats = await client.get("/src.bin", str(tmp_path / "out.bin"))
+    assert stats.size_changed
+    assert stats.bytes == Shrinks.keep
+    assert (tmp_path / "out.bin").read_bytes() == data[: Shrinks.keep]
+
+
+@pytest.mark.parametrize("requests", [1, 128])
+async def test_file_that_grows_mid_transfer_is_read_to_its_new_end(
+    faulty_server: StartServer, tmp_path: Path, requests: int
+) -> None:
+    tracker = Tracker()
+    extra = os.urandom(5 * BLOCK + 17)
+    async with faulty_server(factory(Grows, tracker, extra=extra)) as peer:
+        data = write_source(peer, 200_000)
+        config = sshpipe.TransferConfig(block_size=BLOCK, requests=requests)
+        async with peer.client(config) as client:
+            stats = await client.get("/src.bin", str(tmp_path / "out.bin"))
+    assert stats.size_changed
+    assert (tmp_path / "out.bin").read_bytes() == data + extra
+
+
+# -- failures: one clear error, nothing left behind ----------------------------
+
+
+class FailsReadAt(TrackingServer):
+    fail_offset = 10 * BLOCK
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        if offset == self.fail_offset:
+            raise asyncssh.SFTPFailure("injected read failure")
+        return super().read(file_obj, offset, size)
+
+
+class FailsWriteAt(TrackingServer):
+    fail_offset = 10 * BLOCK
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        if offset == self.fail_offset:
+            raise asyncssh.SFTPFailure("No space left on device")
+        return super().write(file_obj, offset, data)
+
+
+class OverlongReads(TrackingServer):
+    """Hostile: answers a READ with more bytes than were asked for."""
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        data: bytes = super().read(file_obj, offset, size)
+        return data + b"X" * 10 if offset == 4 * BLOCK else data
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+async def test_failed_read_names_path_offset_and_reason_and_leaves_nothing(
+    faulty_server: StartServer, tmp_path: Path, channels: int
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(FailsReadAt, tracker)) as peer:
+        write_source(peer, 2 * 1024 * 1024)
+        (tmp_path / "out.bin").write_bytes(b"previous version")
+        config = sshpipe.TransferConfig(block_size=BLOCK, channels=channels)
+        async with peer.client(config) as client:
+            with pytest.raises(sshpipe.RemoteError) as caught:
+                await client.get("/src.bin", str(tmp_path / "out.bin"))
+            assert tracker.open_handles == 0
+    error = caught.value
+    assert (error.path, error.offset, error.reason) == ("/src.bin", 10 * BLOCK, "injected read failure")
+    assert str(error) == f"remote: /src.bin at offset {10 * BLOCK}: injected read failure"
+    assert (tmp_path / "out.bin").read_bytes() == b"previous version"  # untouched
+    assert leftovers(tmp_path) == []
+
+
+async def test_failed_write_removes_the_remote_temp_and_keeps_the_old_file(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    source = tmp_path / "src.bin"
+    source.write_bytes(os.urandom(2 * 1024 * 1024))
+    async with faulty_server(factory(FailsWriteAt, tracker)) as peer:
+        (peer.root / "dest.bin").write_bytes(b"old")
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            with pytest.raises(sshpipe.RemoteError, match="No space left on device") as caught:
+                await client.put(str(source), "/dest.bin")
+        assert caught.value.offset == 10 * BLOCK
+        assert (peer.root / "dest.bin").read_bytes() == b"old"
+        assert leftovers(peer.root) == []
+        assert tracker.open_handles == 0
+
+
+async def test_reply_longer_than_the_request_is_a_protocol_error(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(OverlongReads, tracker)) as peer:
+        write_source(peer, 1024 * 1024)
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            with pytest.raises(sshpipe.ProtocolError, match="returned 32778 bytes for a read of 32768"):
+                await client.get("/src.bin", str(tmp_path / "out.bin"))
+    assert not (tmp_path / "out.bin").exists()
+    assert leftovers(tmp_path) == []
+
+
+class DropsConnection(TrackingServer):
+    """Closes the whole SSH connection in the middle of the transfer."""
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        if self.tracker.reads == 20:
+            self.channel.get_connection().abort()
+        return super().read(file_obj, offset, size)
+
+
+async def test_connection_dropped_mid_transfer_raises_broken_and_commits_nothing(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(DropsConnection, tracker)) as peer:
+        write_source(peer, 4 * 1024 * 1024)
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            with pytest.raises(sshpipe.ConnectionBroken) as caught:
+                await client.get("/src.bin", str(tmp_path / "out.bin"))
+    assert caught.value.retryable
+    assert not (tmp_path / "out.bin").exists()
+    assert leftovers(tmp_path) == []
+
+
+async def test_remote_errors_by_cause(peer: Peer, tmp_path: Path) -> None:
+    (peer.root / "adir").mkdir()
+    (tmp_path / "local.bin").write_bytes(b"x")
+    async with peer.client() as client:
+        with pytest.raises(sshpipe.RemoteNotFound):
+            await client.get(peer.remote("missing.bin"), str(tmp_path / "x"))
+        with pytest.raises(sshpipe.RemoteIsADirectory):
+            await client.get(peer.remote("adir"), str(tmp_path / "x"))
+        with pytest.raises(sshpipe.RemoteNotFound):
+            await client.put(str(tmp_path / "local.bin"), peer.remote("no/such/dir/x"))
+        with pytest.raises(sshpipe.LocalError, match="No such file"):
+            await client.put(str(tmp_path / "missing"), peer.remote("x"))
+        with pytest.raises(sshpipe.LocalError, match="is a directory"):
+            await client.put(str(tmp_path), peer.remote("x"))
+        # scp semantics: into an existing directory, the name is kept.
+        await client.put(str(tmp_path / "local.bin"), peer.remote("adir"))
+        await client.get(peer.remote("adir/local.bin"), str(tmp_path / "sub"))  # new name
+        (tmp_path / "into").mkdir()
+        await client.get(peer.remote("adir/local.bin"), str(tmp_path / "into"))
+    assert (peer.root / "adir" / "local.bin").read_bytes() == b"x"
+    assert (tmp_path / "sub").read_bytes() == b"x"
+    assert (tmp_path / "into" / "local.bin").read_bytes() == b"x"
+    assert leftovers(tmp_path, peer.root) == []
+
+
+# -- cancellation ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["get", "put", "stream"])
+@pytest.mark.parametrize("after_reads", [0, 1, 30])  # reads, or writes for put
+async def test_cancel_at_any_point_leaves_no_task_handle_or_partial(
+    faulty_server: StartServer, tmp_path: Path, direction: str, after_reads: int
+) -> None:
+    tracker = Tracker()
+    local = tmp_path / "local.bin"
+    local.write_bytes(os.urandom(4 * 1024 * 1024))
+    async with faulty_server(factory(Slow, tracker)) as peer:
+        write_source(peer, 4 * 1024 * 1024)
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            await client.get("/src.bin", str(tmp_path / "warm.bin"))  # channel now pooled
+            tracker.reads = 0
+            baseline = asyncio.all_tasks()
+
+            async def transfer() -> None:
+                if direction == "get":
+                    await client.get("/src.bin", str(tmp_path / "out.bin"))
+                elif direction == "put":
+                    await client.put(str(local), "/up.bin")
+                else:
+                    async for _ in client.stream("/src.bin"):
+                        await asyncio.sleep(0)
+
+            task = asyncio.create_task(transfer())
+            for _ in range(10_000):
+                done = tracker.writes if direction == "put" else tracker.reads
+                if done >= after_reads and (after_reads or tracker.open_handles):
+                    break
+                await asyncio.sleep(0.0005)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert asyncio.all_tasks() - baseline == set()
+            assert tracker.open_handles == 0
+            # The client is still usable afterwards.
+            await client.get("/src.bin", str(tmp_path / "after.bin"))
+    assert leftovers(tmp_path, peer.root) == []
+    assert not (tmp_path / "out.bin").exists()
+    assert not (peer.root / "up.bin").exists()
