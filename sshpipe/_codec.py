@@ -329,8 +329,10 @@ def _decode_body(ptype: int, body: bytes) -> ServerMessage:
         code = reader.u32()
         # Some v3 servers omit message and language tag (filexfer-02 allows it in practice).
         message = reader.text() if not reader.at_end() else ""
-        return Status(request_id, code, message)
-    if ptype == FXP_HANDLE:
+        if not reader.at_end():
+            reader.string()  # language tag
+        reply = Status(request_id, code, message)
+    elif ptype == FXP_HANDLE:
         reply = Handle(request_id, reader.string())
     elif ptype == FXP_DATA:
         data = reader.string()

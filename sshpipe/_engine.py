@@ -415,11 +415,12 @@ async def _upload(
     remote = await _resolve_remote_target(sftp, remote, name)
     temp = _remote_temp_name(remote)
     pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
-    handles = await _Handles.open(channels, temp, pflags, codec.Attrs(permissions=mode))
-    block = block_size_for(config, sftp, write=True)
-    pump = WritePump(handles, _budget(config), block)
     committed = False
     try:
+        # Inside the try: a cancel while the OPEN is in flight must still remove
+        # the temp file the server may have created (the name is ours alone: EXCL).
+        handles = await _Handles.open(channels, temp, pflags, codec.Attrs(permissions=mode))
+        pump = WritePump(handles, _budget(config), block_size_for(config, sftp, write=True))
         try:
             offset = 0
             while pump.error is None:
@@ -427,7 +428,7 @@ async def _upload(
                 if room == 0:
                     await pump.wait()
                     continue
-                new = await blocks.next(offset, block, room)
+                new = await blocks.next(offset, pump.block_size, room)
                 if not new:
                     break
                 for data in new:

@@ -12,6 +12,7 @@ pure overhead. Control requests (OPEN, CLOSE, STAT...) are awaited.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -155,8 +156,8 @@ class SFTPSession:
         # packets separately, so a separate header would cost a packet of its own.
         self._pipe.write(codec.encode_write_header(request_id, handle, offset, len(data)) + data)
 
-    async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
-        """Send one request built by ``build(request_id)`` and await its reply."""
+    def _request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
+        """Send one request built by ``build(request_id)``; its reply resolves the future."""
         future: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
 
         def resolve(reply: codec.Reply | BaseException) -> None:
@@ -169,7 +170,11 @@ class SFTPSession:
 
         request_id = self._allocate(resolve)
         self._pipe.write(build(request_id))
-        return await future
+        return future
+
+    async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
+        """Send one request and await its reply."""
+        return await self._request(build)
 
     # -- session set-up and control requests ---------------------------------
 
@@ -191,7 +196,17 @@ class SFTPSession:
                 raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
 
     async def open(self, path: str, pflags: int, attrs: codec.Attrs = codec.Attrs()) -> bytes:
-        reply = await self.call(lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs))
+        future = self._request(lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs))
+        try:
+            reply = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The OPEN is on its way and the server may honour it: wait for the
+            # answer and close what it opened, or the handle leaks on the server.
+            with contextlib.suppress(Exception):
+                late = await future
+                if isinstance(late, codec.Handle):
+                    await self.close_handle(late.handle, path)
+            raise
         return self._expect(reply, codec.Handle, path).handle
 
     async def close_handle(self, handle: bytes, path: str) -> None:

@@ -384,8 +384,11 @@ async def test_cancel_at_any_point_leaves_no_task_handle_or_partial(
                 elif direction == "put":
                     await client.put(str(local), "/up.bin")
                 else:
-                    async for _ in client.stream("/src.bin"):
-                        await asyncio.sleep(0)
+                    # aclosing: a cancelled ``async for`` leaves the generator to the
+                    # garbage collector; closing it is the caller's part (PEP 525).
+                    async with contextlib.aclosing(client.stream("/src.bin")) as pieces:
+                        async for _ in pieces:
+                            await asyncio.sleep(0)
 
             task = asyncio.create_task(transfer())
             for _ in range(10_000):
