@@ -7,7 +7,13 @@ from collections.abc import AsyncIterable, AsyncIterator
 from types import TracebackType
 
 from . import _engine as engine
-from ._config import ConnectConfig, HostKeyPolicy, TransferConfig, parse_destination
+from ._config import (
+    DEFAULT_CIPHERS,
+    ConnectConfig,
+    HostKeyPolicy,
+    TransferConfig,
+    parse_destination,
+)
 from ._errors import ClosedError
 from ._sftp import SFTPSession
 from ._ssh import SSHLink, open_link
@@ -236,6 +242,7 @@ def connect(
     ssh_config: tuple[str, ...] | list[str] | None = None,
     connect_timeout: float = 30.0,
     compression: bool = False,
+    ciphers: tuple[str, ...] | list[str] = DEFAULT_CIPHERS,
     config: TransferConfig | None = None,
 ) -> Client:
     """A client for ``[user@]host``; connects on ``async with`` (or ``await client.open()``).
@@ -251,6 +258,7 @@ def connect(
         ssh_config: OpenSSH config files to read (default ~/.ssh/config).
         connect_timeout: seconds for TCP connect plus handshake.
         compression: offer zlib compression.
+        ciphers: encryption algorithms in preference order ("none" is refused).
         config: TransferConfig for every transfer of this client.
 
     Returns:
@@ -271,5 +279,6 @@ def connect(
         ssh_config=tuple(ssh_config) if ssh_config is not None else None,
         connect_timeout=connect_timeout,
         compression=compression,
+        ciphers=tuple(ciphers),
     )
     return Client(connect_config, config or TransferConfig())

@@ -1,0 +1,213 @@
+"""``python -m sshpipe`` against the real OpenSSH sshd: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from tests.conftest import Peer
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+    return subprocess.run(
+        [sys.executable, "-m", "sshpipe", *args],
+        capture_output=True, text=True, timeout=60, cwd=cwd, env=env,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *parts: str) -> None:
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("sshpipe: ")
+    for part in parts:
+        assert part in lines[0]
+
+
+def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 1)
+    (openssh_peer.root / "src.bin").write_bytes(data)
+    got = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
+                  str(tmp_path / "got.bin"))
+    assert got.returncode == 0, got.stderr
+    assert "MB/s" in got.stdout and got.stderr == ""
+    assert (tmp_path / "got.bin").read_bytes() == data
+    put = run_cli("put", "-q", "-R", "7", "-B", "64K", *openssh_peer.cli_options(),
+                  str(tmp_path / "got.bin"), openssh_peer.spec("put.bin"))
+    assert put.returncode == 0, put.stderr
+    assert put.stdout == ""
+    assert (openssh_peer.root / "put.bin").read_bytes() == data
+
+
+def test_json_stats(openssh_peer: Peer, tmp_path: Path) -> None:
+    (openssh_peer.root / "src.bin").write_bytes(b"x" * 100_000)
+    result = run_cli("get", "--json", "-R", "4", "-B", "8192", *openssh_peer.cli_options(),
+                     openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    stats = json.loads(result.stdout)
+    assert stats["bytes"] == 100_000
+    assert stats["block_size"] == 8192
+    assert stats["peak_requests_in_flight"] == 4
+    assert stats["requests"] == 14  # 13 blocks and the probe that finds EOF
+
+
+def test_port_from_o_option_and_user_from_spec(openssh_peer: Peer, tmp_path: Path) -> None:
+    (openssh_peer.root / "src.bin").write_bytes(b"abc")
+    options = openssh_peer.cli_options()
+    options[:2] = ["-o", f"Port={openssh_peer.port}"]
+    result = run_cli("get", *options, openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out").read_bytes() == b"abc"
+
+
+def test_missing_remote_file(openssh_peer: Peer, tmp_path: Path) -> None:
+    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("nope.bin"),
+                     str(tmp_path / "out"))
+    assert_one_line_error(result, 4, "nope.bin", "No such file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_remote_directory_where_a_file_is_expected(openssh_peer: Peer, tmp_path: Path) -> None:
+    (openssh_peer.root / "adir").mkdir()
+    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("adir"),
+                     str(tmp_path / "out"))
+    assert_one_line_error(result, 4, "adir", "is a directory")
+
+
+def test_remote_permission_denied(openssh_peer: Peer, tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        # root reads anything; a directory it cannot write into does not exist for it,
+        # so deny by making the target's parent a file instead.
+        (openssh_peer.root / "blocker").write_bytes(b"")
+        (tmp_path / "x").write_bytes(b"x")
+        result = run_cli("put", *openssh_peer.cli_options(), str(tmp_path / "x"),
+                         openssh_peer.spec("blocker/x"))
+        assert result.returncode == 4, result.stderr
+        assert "Traceback" not in result.stderr
+        return
+    secret = openssh_peer.root / "secret.bin"
+    secret.write_bytes(b"x")
+    secret.chmod(0)
+    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("secret.bin"),
+                     str(tmp_path / "out"))
+    assert_one_line_error(result, 4, "secret.bin", "Permission denied")
+
+
+def test_local_errors_are_reported_before_connecting(tmp_path: Path) -> None:
+    # Port 1 on loopback refuses connections: reaching it would be exit 5, not 3.
+    result = run_cli("put", "-P", "1", str(tmp_path / "missing"), "127.0.0.1:/x")
+    assert_one_line_error(result, 3, "missing", "No such file")
+    result = run_cli("put", "-P", "1", str(tmp_path), "127.0.0.1:/x")
+    assert_one_line_error(result, 3, "is a directory")
+    result = run_cli("get", "-P", "1", "127.0.0.1:/x", str(tmp_path / "no" / "dir" / "x"))
+    assert_one_line_error(result, 3, "no such directory")
+
+
+def test_local_permission_denied(openssh_peer: Peer, tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere; covered by the ordinary-user run")
+    (openssh_peer.root / "src.bin").write_bytes(b"x")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
+                     str(locked / "out"))
+    assert_one_line_error(result, 3, "Permission denied")
+
+
+def _refused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again: nothing listens there
+
+
+def test_connection_refused_and_unknown_host(tmp_path: Path) -> None:
+    result = run_cli("get", "-F", "/dev/null", "-P", str(_refused_port()), "127.0.0.1:/x",
+                     str(tmp_path / "x"))
+    assert_one_line_error(result, 5, "connection refused")
+    result = run_cli("get", "-F", "/dev/null", "no-such-host.invalid:/x", str(tmp_path / "x"))
+    assert_one_line_error(result, 5, "no-such-host.invalid", "resolve")
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("get", "-R", "0", "h:/x", "y"), 2, "-R")
+    assert_one_line_error(run_cli("get", "local", "y"), 2, "remote source")
+    assert_one_line_error(run_cli("put", "a", "b"), 2, "remote target")
+    assert_one_line_error(run_cli("get", "-o", "Bogus=1", "h:/x", str(tmp_path / "y")), 2, "Bogus")
+    assert_one_line_error(run_cli("get", "-c", "none", "h:/x", str(tmp_path / "y")), 2, "none")
+    assert_one_line_error(run_cli("frobnicate"), 2)
+
+
+# -- host keys: OpenSSH's StrictHostKeyChecking ------------------------------------
+
+
+def _options_with_known_hosts(peer: Peer, known_hosts: Path, *extra: str) -> list[str]:
+    return ["-P", str(peer.port), "-i", str(peer.client_key),
+            "-o", f"UserKnownHostsFile={known_hosts}", "-F", "/dev/null", *extra]
+
+
+def test_unknown_host_key_is_refused_by_default(openssh_peer: Peer, tmp_path: Path) -> None:
+    (openssh_peer.root / "src.bin").write_bytes(b"x")
+    known = tmp_path / "known_hosts"
+    result = run_cli("get", *_options_with_known_hosts(openssh_peer, known),
+                     openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    assert_one_line_error(result, 7, "not known", "StrictHostKeyChecking")
+    assert not known.exists()
+
+
+def test_accept_new_records_the_key_then_trusts_it(openssh_peer: Peer, tmp_path: Path) -> None:
+    (openssh_peer.root / "src.bin").write_bytes(b"x")
+    known = tmp_path / "known_hosts"
+    for _ in range(2):
+        result = run_cli("get", *_options_with_known_hosts(
+            openssh_peer, known, "-o", "StrictHostKeyChecking=accept-new"),
+            openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+        assert result.returncode == 0, result.stderr
+    assert known.read_text().count(f"[127.0.0.1]:{openssh_peer.port} ssh-ed25519 ") == 1
+    # ...and the recorded key is the server's real one.
+    assert known.read_text().split()[1:3] == openssh_peer.known_hosts.read_text().split()[1:3]
+
+
+@pytest.mark.parametrize("policy", ["yes", "accept-new", "no"])
+def test_changed_host_key_is_always_refused(openssh_peer: Peer, tmp_path: Path, policy: str) -> None:
+    (openssh_peer.root / "src.bin").write_bytes(b"x")
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{openssh_peer.port} {impostor}")
+    result = run_cli("get", *_options_with_known_hosts(
+        openssh_peer, known, "-o", f"StrictHostKeyChecking={policy}"),
+        openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    assert_one_line_error(result, 7, "has changed")
+    assert not (tmp_path / "out").exists()
+
+
+def test_wrong_key_is_an_authentication_error(openssh_peer: Peer, tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong_key"
+    wrong.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    wrong.chmod(0o600)
+    options = openssh_peer.cli_options()
+    options[3] = str(wrong)
+    result = run_cli("get", *options, openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    assert_one_line_error(result, 6, "authentication failed")
+
+
+def test_unreadable_identity_file(openssh_peer: Peer, tmp_path: Path) -> None:
+    options = openssh_peer.cli_options()
+    options[3] = str(tmp_path / "no_such_key")
+    result = run_cli("get", *options, openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_demo_runs_and_verifies(tmp_path: Path) -> None:
+    result = run_cli("demo", "--size", "2M", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("  ok") == 4
