@@ -54,12 +54,17 @@ async def demo(size: int) -> int:
         work = Path(tmp)
         async with embedded_server(work / "server") as server:
             source = server.root / "demo.bin"
-            print(f"embedded SFTP server on {server.host}:{server.port}; "
-                  f"writing a {size / 2**20:.0f} MiB test file ...", flush=True)
+            print(
+                f"embedded SFTP server on {server.host}:{server.port}; "
+                f"writing a {size / 2**20:.0f} MiB test file ...",
+                flush=True,
+            )
             expected = _make_file(source, size)
             rows: list[tuple[str, str, TransferStats]] = []
-            for label, config in (("sshpipe (128 in flight)", TransferConfig()),
-                                  ("one request at a time", TransferConfig(requests=1))):
+            for label, config in (
+                ("sshpipe (128 in flight)", TransferConfig()),
+                ("one request at a time", TransferConfig(requests=1)),
+            ):
                 async with _client(server, config) as client:
                     local = work / "got.bin"
                     rows.append((label, "get", await client.get("/demo.bin", str(local))))
@@ -78,14 +83,17 @@ def _verify(path: Path, expected: str, what: str) -> None:
 
 
 def _print_table(rows: list[tuple[str, str, TransferStats]]) -> None:
-    print(f"\n{'client':<26}{'dir':<5}{'MB/s':>9}{'seconds':>9}{'requests':>10}{'peak':>6}"
-          "  sha256")
+    print(f"\n{'client':<26}{'dir':<5}{'MB/s':>9}{'seconds':>9}{'requests':>10}{'peak':>6}  sha256")
     for label, direction, stats in rows:
-        print(f"{label:<26}{direction:<5}{stats.throughput / 1e6:>9.1f}{stats.seconds:>9.2f}"
-              f"{stats.requests:>10}{stats.peak_requests_in_flight:>6}  ok")
-    print("\nBoth run on this one machine, server in the same process: on loopback the\n"
-          "round trip is tiny, so the gap here is per-request overhead; on a real link\n"
-          "every request of the one-at-a-time client also waits a full round trip.")
+        print(
+            f"{label:<26}{direction:<5}{stats.throughput / 1e6:>9.1f}{stats.seconds:>9.2f}"
+            f"{stats.requests:>10}{stats.peak_requests_in_flight:>6}  ok"
+        )
+    print(
+        "\nBoth run on this one machine, server in the same process: on loopback the\n"
+        "round trip is tiny, so the gap here is per-request overhead; on a real link\n"
+        "every request of the one-at-a-time client also waits a full round trip."
+    )
 
 
 async def serve(root: str | None, port: int) -> int:
@@ -101,10 +109,6 @@ async def serve(root: str | None, port: int) -> int:
             print(f"serving {served} as / on {server.host}:{server.port} (Ctrl-C to stop)")
             print("try:")
             print(f"  {prog} get {options} {server.destination}:/hello.bin ./hello.bin")
-            print(f"  {prog} put {options} ./hello.bin {server.destination}:/copy.bin",
-                  flush=True)
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                pass
+            print(f"  {prog} put {options} ./hello.bin {server.destination}:/copy.bin", flush=True)
+            await asyncio.Event().wait()  # until Ctrl-C cancels us
     return 0

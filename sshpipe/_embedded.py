@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ SFTPFactory = Callable[[asyncssh.SSHServerChannel[bytes], Path], asyncssh.SFTPSe
 
 
 def chrooted_sftp(chan: asyncssh.SSHServerChannel[bytes], root: Path) -> asyncssh.SFTPServer:
-    return asyncssh.SFTPServer(chan, chroot=str(root))
+    return asyncssh.SFTPServer(chan, chroot=os.fsencode(root))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,10 +50,14 @@ class EmbeddedServer:
     def cli_options(self) -> list[str]:
         """Options that point ``python -m sshpipe`` at this server."""
         return [
-            "-P", str(self.port),
-            "-i", str(self.client_key),
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
-            "-F", "/dev/null",
+            "-P",
+            str(self.port),
+            "-i",
+            str(self.client_key),
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-F",
+            "/dev/null",
         ]
 
 
@@ -86,9 +91,7 @@ async def embedded_server(
     client_key_path = workdir / "client_key"
     _write_key(client_key, client_key_path)
     username = getpass.getuser()
-    authorized = asyncssh.import_authorized_keys(
-        client_key.export_public_key().decode()
-    )
+    authorized = asyncssh.import_authorized_keys(client_key.export_public_key().decode())
 
     server = await asyncssh.listen(
         host,

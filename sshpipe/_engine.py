@@ -24,7 +24,7 @@ from functools import partial
 
 from . import _codec as codec
 from ._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
-from ._errors import LocalError, ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
+from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
 from ._flight import FlightBudget
 from ._localio import LocalSource, LocalTarget
 from ._readplan import Range, ReadPlan
@@ -69,8 +69,10 @@ class _Handles:
             handles.pairs.append((channels[0], await channels[0].open(path, pflags, attrs)))
             if len(channels) > 1:
                 rest = await asyncio.gather(
-                    *(ch.open(path, pflags & ~(codec.FXF_TRUNC | codec.FXF_EXCL), attrs)
-                      for ch in channels[1:]),
+                    *(
+                        ch.open(path, pflags & ~(codec.FXF_TRUNC | codec.FXF_EXCL), attrs)
+                        for ch in channels[1:]
+                    ),
                     return_exceptions=True,
                 )
                 for ch, result in zip(channels[1:], rest, strict=True):
@@ -215,7 +217,9 @@ def _budget(config: TransferConfig) -> FlightBudget:
     return FlightBudget(max_requests=config.requests, max_bytes=config.max_bytes_in_flight)
 
 
-async def _open_for_read(channels: Sequence[SFTPSession], path: str) -> tuple[_Handles, codec.Attrs]:
+async def _open_for_read(
+    channels: Sequence[SFTPSession], path: str
+) -> tuple[_Handles, codec.Attrs]:
     try:
         handles = await _Handles.open(channels, path, codec.FXF_READ, codec.Attrs())
     except RemoteError as exc:
@@ -265,8 +269,9 @@ async def download(
     committed = False
     try:
         handles, attrs = await _open_for_read(channels, remote)
-        plan = ReadPlan(block_size=block_size_for(config, channels[0], write=False),
-                        size_hint=attrs.size)
+        plan = ReadPlan(
+            block_size=block_size_for(config, channels[0], write=False), size_hint=attrs.size
+        )
         pump = ReadPump(handles, _budget(config), plan)
         failure: BaseException | None = None
         try:
@@ -300,8 +305,9 @@ async def stream(
 ) -> AsyncIterator[bytes]:
     """Yield the remote file's bytes in order; memory stays within the byte budget."""
     handles, attrs = await _open_for_read(channels, remote)
-    plan = ReadPlan(block_size=block_size_for(config, channels[0], write=False),
-                    size_hint=attrs.size)
+    plan = ReadPlan(
+        block_size=block_size_for(config, channels[0], write=False), size_hint=attrs.size
+    )
     pump = ReadPump(handles, _budget(config), plan)
     reorder = ReorderBuffer()
     failure: BaseException | None = None
@@ -373,8 +379,11 @@ class WritePump(_Pump):
         elif isinstance(reply, BaseException):
             self.fail(reply)
         else:
-            self.fail(ProtocolError(
-                f"{self.handles.path}: unexpected {type(reply).__name__} reply to a write"))
+            self.fail(
+                ProtocolError(
+                    f"{self.handles.path}: unexpected {type(reply).__name__} reply to a write"
+                )
+            )
         self.progress.set()
 
     async def settle(self) -> None:
@@ -535,23 +544,19 @@ async def _resolve_remote_target(sftp: SFTPSession, remote: str, name: str | Non
 async def _rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
     if "posix-rename@openssh.com" in sftp.extensions:
         reply = await sftp.call(
-            lambda rid: codec.encode_posix_rename(rid, temp.encode(), remote.encode()))
+            lambda rid: codec.encode_posix_rename(rid, temp.encode(), remote.encode())
+        )
         sftp.check_status(reply, remote)
         return
     # Plain SFTP v3 RENAME fails when the target exists (filexfer-02 §6.5), so
     # the old file is removed first: a crash in between leaves only the temp.
-    try:
+    with contextlib.suppress(SSHPipeError):
         await sftp.remove(remote)
-    except SSHPipeError:
-        pass
     reply = await sftp.call(lambda rid: codec.encode_rename(rid, temp.encode(), remote.encode()))
     sftp.check_status(reply, remote)
 
 
 async def _remove_quietly(sftp: SFTPSession, path: str) -> None:
-    if sftp.broken is not None:
-        return
-    try:
-        await sftp.remove(path)
-    except (SSHPipeError, LocalError):
-        pass
+    if sftp.broken is None:
+        with contextlib.suppress(SSHPipeError):
+            await sftp.remove(path)

@@ -9,8 +9,10 @@ OS errors become :class:`LocalError` naming the path and the cause.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -20,7 +22,9 @@ from ._errors import LocalError
 _T = TypeVar("_T")
 
 
-def local_error(path: str | os.PathLike[str], exc: OSError, offset: int | None = None) -> LocalError:
+def local_error(
+    path: str | os.PathLike[str], exc: OSError, offset: int | None = None
+) -> LocalError:
     reason = exc.strerror or str(exc)
     return LocalError(os.fspath(path), reason, offset=offset)
 
@@ -128,10 +132,8 @@ class LocalTarget:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self.temp.unlink()
-        except FileNotFoundError:
-            pass
 
 
 def _finish(fd: int, size: int) -> None:
@@ -157,9 +159,9 @@ class LocalSource:
             info = os.fstat(self._fd)
         except OSError as exc:
             raise local_error(self.path, exc) from exc
-        if not os.path.stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode):
             self.close()
-            kind = "a directory" if os.path.stat.S_ISDIR(info.st_mode) else "not a regular file"
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise LocalError(str(self.path), f"is {kind}")
         self.size = info.st_size
         self.mode = info.st_mode & 0o7777

@@ -63,6 +63,9 @@ _STATUS_NAMES = {
 }
 
 
+_NO_ATTRS = codec.Attrs()
+
+
 class SFTPSession:
     """Client side of one SFTP v3 session.
 
@@ -148,9 +151,7 @@ class SFTPSession:
         request_id = self._allocate(callback)
         self._pipe.write(codec.encode_read(request_id, handle, offset, length))
 
-    def send_write(
-        self, handle: bytes, offset: int, data: bytes, callback: ReplyCallback
-    ) -> None:
+    def send_write(self, handle: bytes, offset: int, data: bytes, callback: ReplyCallback) -> None:
         request_id = self._allocate(callback)
         # One write, not header then payload: asyncssh cuts each write into SSH
         # packets separately, so a separate header would cost a packet of its own.
@@ -195,7 +196,7 @@ class SFTPSession:
             except codec.CodecError as exc:
                 raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
 
-    async def open(self, path: str, pflags: int, attrs: codec.Attrs = codec.Attrs()) -> bytes:
+    async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
         future = self._request(lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs))
         try:
             reply = await asyncio.shield(future)

@@ -12,7 +12,7 @@ our own SFTP session (``_sftp.py``) speaks the protocol over it.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -44,7 +44,7 @@ class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
         self.sftp: SFTPSession | None = None
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
 
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:  # type: ignore[override]
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
@@ -107,8 +107,9 @@ class _HostKeyPolicy(asyncssh.SSHClient):
             return False
         if self.known_hosts:
             _record_host_key(self.known_hosts[0], label, key)
-        logger.warning("Permanently added %s (%s) to the list of known hosts", label,
-                       key.get_fingerprint())
+        logger.warning(
+            "Permanently added %s (%s) to the list of known hosts", label, key.get_fingerprint()
+        )
         return True
 
 
@@ -138,7 +139,9 @@ def _record_host_key(path: Path, label: str, key: asyncssh.SSHKey) -> None:
         logger.warning("could not record host key in %s: %s", path, exc)
 
 
-def _known_hosts_files(cfg: ConnectConfig, options: asyncssh.SSHClientConnectionOptions) -> list[Path]:
+def _known_hosts_files(
+    cfg: ConnectConfig, options: asyncssh.SSHClientConnectionOptions
+) -> list[Path]:
     if cfg.known_hosts is not None:
         return [Path(p).expanduser() for p in cfg.known_hosts]
     from_config = options.known_hosts  # set by asyncssh from ssh_config's UserKnownHostsFile
@@ -189,7 +192,9 @@ class SSHLink:
                 max_pktsize=max_packet_size,
             )
         except asyncssh.ChannelOpenError as exc:
-            raise ConnectionBroken(f"{self.label}: server refused an SFTP channel: {exc.reason}") from exc
+            raise ConnectionBroken(
+                f"{self.label}: server refused an SFTP channel: {exc.reason}"
+            ) from exc
         except (asyncssh.Error, OSError) as exc:
             raise _broken(exc, "connection lost") from exc
         self.channels_opened += 1
@@ -200,10 +205,9 @@ class SSHLink:
 
     async def close(self) -> None:
         self._conn.close()
-        try:
+        # Closing a connection that already broke is not an error.
+        with contextlib.suppress(asyncssh.Error, OSError):
             await self._conn.wait_closed()
-        except (asyncssh.Error, OSError):
-            pass  # closing a connection that already broke is not an error
 
 
 async def open_link(cfg: ConnectConfig) -> SSHLink:
@@ -258,11 +262,11 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
         raise ConnectError(f"{cfg.host}: cannot resolve host name: {exc.strerror}") from exc
     except ConnectionRefusedError as exc:
         raise ConnectError(f"{label}: connection refused") from exc
-    except (TimeoutError, asyncio.TimeoutError) as exc:
+    except TimeoutError as exc:
         raise ConnectError(f"{label}: timed out after {cfg.connect_timeout:g} s") from exc
     except asyncssh.DisconnectError as exc:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
     except (asyncssh.Error, OSError) as exc:
         raise ConnectError(f"{label}: {exc}") from exc
-    host, port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[:2]
+    port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[1]
     return SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}")

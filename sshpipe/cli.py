@@ -91,24 +91,48 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-P", dest="port", type=_positive_int, help="port (as sftp/scp -P)")
-    parser.add_argument("-i", dest="identity", action="append", default=[],
-                        help="identity (private key) file; may be repeated")
+    parser.add_argument(
+        "-i",
+        dest="identity",
+        action="append",
+        default=[],
+        help="identity (private key) file; may be repeated",
+    )
     parser.add_argument("-F", dest="ssh_config", help="ssh_config file (default ~/.ssh/config)")
-    parser.add_argument("-o", dest="options", action="append", default=[], metavar="Option=value",
-                        help="OpenSSH option: StrictHostKeyChecking, UserKnownHostsFile, Port, "
-                             "User, IdentityFile, ConnectTimeout, Compression, Ciphers")
+    parser.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="Option=value",
+        help="OpenSSH option: StrictHostKeyChecking, UserKnownHostsFile, Port, "
+        "User, IdentityFile, ConnectTimeout, Compression, Ciphers",
+    )
     parser.add_argument("-C", dest="compression", action="store_true", help="enable compression")
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")
 
 
 def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-R", dest="requests", type=_positive_int, default=DEFAULT_REQUESTS,
-                        help=f"requests in flight (as sftp -R; default {DEFAULT_REQUESTS})")
-    parser.add_argument("-B", dest="block_size", type=_size,
-                        help="bytes per request (as sftp -B; default: the server's limit)")
+    parser.add_argument(
+        "-R",
+        dest="requests",
+        type=_positive_int,
+        default=DEFAULT_REQUESTS,
+        help=f"requests in flight (as sftp -R; default {DEFAULT_REQUESTS})",
+    )
+    parser.add_argument(
+        "-B",
+        dest="block_size",
+        type=_size,
+        help="bytes per request (as sftp -B; default: the server's limit)",
+    )
     parser.add_argument("--channels", type=_positive_int, help="SFTP channels to spread over")
-    parser.add_argument("--in-flight", dest="in_flight", type=_size,
-                        help="payload bytes in flight at most (bounds memory)")
+    parser.add_argument(
+        "--in-flight",
+        dest="in_flight",
+        type=_size,
+        help="payload bytes in flight at most (bounds memory)",
+    )
     parser.add_argument("--window", type=_size, help="SSH receive window per channel")
     parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing on success")
     parser.add_argument("--json", action="store_true", help="print the transfer stats as JSON")
@@ -127,8 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_ssh_options(sub)
         _add_transfer_options(sub)
     demo = commands.add_parser("demo", help="run get/put against an embedded server and compare")
-    demo.add_argument("--size", type=_size, default=64 * 1024 * 1024,
-                      help="test file size (default 64M)")
+    demo.add_argument(
+        "--size", type=_size, default=64 * 1024 * 1024, help="test file size (default 64M)"
+    )
     serve = commands.add_parser("serve", help="run the embedded SFTP server until Ctrl-C")
     serve.add_argument("--root", help="directory to serve (default: a new temp dir)")
     serve.add_argument("--port", type=int, default=0, help="port (default: any free one)")
@@ -150,9 +175,11 @@ def _ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
         key = _SSH_OPTIONS.get(name.strip().lower())
         value = value.strip()
         if key is None:
-            raise UsageError(f"unsupported -o option {name!r} (supported: "
-                             "StrictHostKeyChecking, UserKnownHostsFile, Port, User, "
-                             "IdentityFile, ConnectTimeout, Compression, Ciphers)")
+            raise UsageError(
+                f"unsupported -o option {name!r} (supported: "
+                "StrictHostKeyChecking, UserKnownHostsFile, Port, User, "
+                "IdentityFile, ConnectTimeout, Compression, Ciphers)"
+            )
         if key == "port":
             kwargs["port"] = _positive_int_option(name, value)
         elif key == "identity_files":
@@ -166,8 +193,9 @@ def _ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
         elif key == "ciphers":
             kwargs["ciphers"] = tuple(value.split(","))
         elif key == "strict_host_key_checking":
-            kwargs[key] = {"yes": "yes", "accept-new": "accept-new", "no": "no",
-                           "off": "no"}.get(value.lower(), value)
+            kwargs[key] = {"yes": "yes", "accept-new": "accept-new", "no": "no", "off": "no"}.get(
+                value.lower(), value
+            )
         else:
             kwargs[key] = value
     if args.port is not None:
@@ -258,14 +286,15 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
         import uvloop
     except ImportError:  # uvloop is optional where it does not build (e.g. Windows)
         return asyncio.run(coro)
-    return uvloop.run(coro)  # type: ignore[no-any-return]
+    return uvloop.run(coro)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m sshpipe``; returns the exit code."""
     debug = os.environ.get("SSHPIPE_DEBUG") == "1"
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="sshpipe: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING, format="sshpipe: %(message)s"
+    )
     logging.getLogger("asyncssh").setLevel(logging.DEBUG if debug else logging.CRITICAL)
     try:
         args = build_parser().parse_args(argv)
@@ -287,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # never a traceback for a user; say what broke
         if debug:
             raise
-        print(f"sshpipe: internal error: {type(exc).__name__}: {exc} "
-              "(set SSHPIPE_DEBUG=1 for details)", file=sys.stderr)
+        print(
+            f"sshpipe: internal error: {type(exc).__name__}: {exc} "
+            "(set SSHPIPE_DEBUG=1 for details)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL

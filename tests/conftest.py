@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,21 +49,45 @@ class Peer:
         )
 
     def cli_options(self) -> list[str]:
-        return ["-P", str(self.port), "-i", str(self.client_key),
-                "-o", f"UserKnownHostsFile={self.known_hosts}", "-F", "/dev/null"]
+        return [
+            "-P",
+            str(self.port),
+            "-i",
+            str(self.client_key),
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-F",
+            "/dev/null",
+        ]
 
     def spec(self, name: str) -> str:
         return f"{self.user}@{self.host}:{self.remote(name)}"
 
 
 def _from_openssh(info: SSHServerInfo, root: Path) -> Peer:
-    return Peer("openssh", info.host, info.port, info.user, info.client_key,
-                info.known_hosts, root, chrooted=False)
+    return Peer(
+        "openssh",
+        info.host,
+        info.port,
+        info.user,
+        info.client_key,
+        info.known_hosts,
+        root,
+        chrooted=False,
+    )
 
 
 def _from_embedded(server: EmbeddedServer) -> Peer:
-    return Peer("asyncssh", server.host, server.port, server.username, server.client_key,
-                server.known_hosts, server.root, chrooted=True)
+    return Peer(
+        "asyncssh",
+        server.host,
+        server.port,
+        server.username,
+        server.client_key,
+        server.known_hosts,
+        server.root,
+        chrooted=True,
+    )
 
 
 @pytest.fixture

@@ -19,7 +19,11 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
     return subprocess.run(
         [sys.executable, "-m", "sshpipe", *args],
-        capture_output=True, text=True, timeout=60, cwd=cwd, env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=env,
     )
 
 
@@ -36,13 +40,23 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *
 def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> None:
     data = os.urandom(3 * 1024 * 1024 + 1)
     (openssh_peer.root / "src.bin").write_bytes(data)
-    got = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
-                  str(tmp_path / "got.bin"))
+    got = run_cli(
+        "get", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"), str(tmp_path / "got.bin")
+    )
     assert got.returncode == 0, got.stderr
     assert "MB/s" in got.stdout and got.stderr == ""
     assert (tmp_path / "got.bin").read_bytes() == data
-    put = run_cli("put", "-q", "-R", "7", "-B", "64K", *openssh_peer.cli_options(),
-                  str(tmp_path / "got.bin"), openssh_peer.spec("put.bin"))
+    put = run_cli(
+        "put",
+        "-q",
+        "-R",
+        "7",
+        "-B",
+        "64K",
+        *openssh_peer.cli_options(),
+        str(tmp_path / "got.bin"),
+        openssh_peer.spec("put.bin"),
+    )
     assert put.returncode == 0, put.stderr
     assert put.stdout == ""
     assert (openssh_peer.root / "put.bin").read_bytes() == data
@@ -50,8 +64,17 @@ def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> N
 
 def test_json_stats(openssh_peer: Peer, tmp_path: Path) -> None:
     (openssh_peer.root / "src.bin").write_bytes(b"x" * 100_000)
-    result = run_cli("get", "--json", "-R", "4", "-B", "8192", *openssh_peer.cli_options(),
-                     openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    result = run_cli(
+        "get",
+        "--json",
+        "-R",
+        "4",
+        "-B",
+        "8192",
+        *openssh_peer.cli_options(),
+        openssh_peer.spec("src.bin"),
+        str(tmp_path / "out"),
+    )
     stats = json.loads(result.stdout)
     assert stats["bytes"] == 100_000
     assert stats["block_size"] == 8192
@@ -69,16 +92,18 @@ def test_port_from_o_option_and_user_from_spec(openssh_peer: Peer, tmp_path: Pat
 
 
 def test_missing_remote_file(openssh_peer: Peer, tmp_path: Path) -> None:
-    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("nope.bin"),
-                     str(tmp_path / "out"))
+    result = run_cli(
+        "get", *openssh_peer.cli_options(), openssh_peer.spec("nope.bin"), str(tmp_path / "out")
+    )
     assert_one_line_error(result, 4, "nope.bin", "No such file")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_remote_directory_where_a_file_is_expected(openssh_peer: Peer, tmp_path: Path) -> None:
     (openssh_peer.root / "adir").mkdir()
-    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("adir"),
-                     str(tmp_path / "out"))
+    result = run_cli(
+        "get", *openssh_peer.cli_options(), openssh_peer.spec("adir"), str(tmp_path / "out")
+    )
     assert_one_line_error(result, 4, "adir", "is a directory")
 
 
@@ -88,16 +113,18 @@ def test_remote_permission_denied(openssh_peer: Peer, tmp_path: Path) -> None:
         # so deny by making the target's parent a file instead.
         (openssh_peer.root / "blocker").write_bytes(b"")
         (tmp_path / "x").write_bytes(b"x")
-        result = run_cli("put", *openssh_peer.cli_options(), str(tmp_path / "x"),
-                         openssh_peer.spec("blocker/x"))
+        result = run_cli(
+            "put", *openssh_peer.cli_options(), str(tmp_path / "x"), openssh_peer.spec("blocker/x")
+        )
         assert result.returncode == 4, result.stderr
         assert "Traceback" not in result.stderr
         return
     secret = openssh_peer.root / "secret.bin"
     secret.write_bytes(b"x")
     secret.chmod(0)
-    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("secret.bin"),
-                     str(tmp_path / "out"))
+    result = run_cli(
+        "get", *openssh_peer.cli_options(), openssh_peer.spec("secret.bin"), str(tmp_path / "out")
+    )
     assert_one_line_error(result, 4, "secret.bin", "Permission denied")
 
 
@@ -117,8 +144,9 @@ def test_local_permission_denied(openssh_peer: Peer, tmp_path: Path) -> None:
     (openssh_peer.root / "src.bin").write_bytes(b"x")
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    result = run_cli("get", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
-                     str(locked / "out"))
+    result = run_cli(
+        "get", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"), str(locked / "out")
+    )
     assert_one_line_error(result, 3, "Permission denied")
 
 
@@ -129,8 +157,9 @@ def _refused_port() -> int:
 
 
 def test_connection_refused_and_unknown_host(tmp_path: Path) -> None:
-    result = run_cli("get", "-F", "/dev/null", "-P", str(_refused_port()), "127.0.0.1:/x",
-                     str(tmp_path / "x"))
+    result = run_cli(
+        "get", "-F", "/dev/null", "-P", str(_refused_port()), "127.0.0.1:/x", str(tmp_path / "x")
+    )
     assert_one_line_error(result, 5, "connection refused")
     result = run_cli("get", "-F", "/dev/null", "no-such-host.invalid:/x", str(tmp_path / "x"))
     assert_one_line_error(result, 5, "no-such-host.invalid", "resolve")
@@ -149,15 +178,28 @@ def test_usage_errors(tmp_path: Path) -> None:
 
 
 def _options_with_known_hosts(peer: Peer, known_hosts: Path, *extra: str) -> list[str]:
-    return ["-P", str(peer.port), "-i", str(peer.client_key),
-            "-o", f"UserKnownHostsFile={known_hosts}", "-F", "/dev/null", *extra]
+    return [
+        "-P",
+        str(peer.port),
+        "-i",
+        str(peer.client_key),
+        "-o",
+        f"UserKnownHostsFile={known_hosts}",
+        "-F",
+        "/dev/null",
+        *extra,
+    ]
 
 
 def test_unknown_host_key_is_refused_by_default(openssh_peer: Peer, tmp_path: Path) -> None:
     (openssh_peer.root / "src.bin").write_bytes(b"x")
     known = tmp_path / "known_hosts"
-    result = run_cli("get", *_options_with_known_hosts(openssh_peer, known),
-                     openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    result = run_cli(
+        "get",
+        *_options_with_known_hosts(openssh_peer, known),
+        openssh_peer.spec("src.bin"),
+        str(tmp_path / "out"),
+    )
     assert_one_line_error(result, 7, "not known", "StrictHostKeyChecking")
     assert not known.exists()
 
@@ -166,9 +208,14 @@ def test_accept_new_records_the_key_then_trusts_it(openssh_peer: Peer, tmp_path:
     (openssh_peer.root / "src.bin").write_bytes(b"x")
     known = tmp_path / "known_hosts"
     for _ in range(2):
-        result = run_cli("get", *_options_with_known_hosts(
-            openssh_peer, known, "-o", "StrictHostKeyChecking=accept-new"),
-            openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+        result = run_cli(
+            "get",
+            *_options_with_known_hosts(
+                openssh_peer, known, "-o", "StrictHostKeyChecking=accept-new"
+            ),
+            openssh_peer.spec("src.bin"),
+            str(tmp_path / "out"),
+        )
         assert result.returncode == 0, result.stderr
     assert known.read_text().count(f"[127.0.0.1]:{openssh_peer.port} ssh-ed25519 ") == 1
     # ...and the recorded key is the server's real one.
@@ -176,14 +223,19 @@ def test_accept_new_records_the_key_then_trusts_it(openssh_peer: Peer, tmp_path:
 
 
 @pytest.mark.parametrize("policy", ["yes", "accept-new", "no"])
-def test_changed_host_key_is_always_refused(openssh_peer: Peer, tmp_path: Path, policy: str) -> None:
+def test_changed_host_key_is_always_refused(
+    openssh_peer: Peer, tmp_path: Path, policy: str
+) -> None:
     (openssh_peer.root / "src.bin").write_bytes(b"x")
     impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{openssh_peer.port} {impostor}")
-    result = run_cli("get", *_options_with_known_hosts(
-        openssh_peer, known, "-o", f"StrictHostKeyChecking={policy}"),
-        openssh_peer.spec("src.bin"), str(tmp_path / "out"))
+    result = run_cli(
+        "get",
+        *_options_with_known_hosts(openssh_peer, known, "-o", f"StrictHostKeyChecking={policy}"),
+        openssh_peer.spec("src.bin"),
+        str(tmp_path / "out"),
+    )
     assert_one_line_error(result, 7, "has changed")
     assert not (tmp_path / "out").exists()
 

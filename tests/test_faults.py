@@ -276,7 +276,11 @@ async def test_failed_read_names_path_offset_and_reason_and_leaves_nothing(
                 await client.get("/src.bin", str(tmp_path / "out.bin"))
             assert tracker.open_handles == 0
     error = caught.value
-    assert (error.path, error.offset, error.reason) == ("/src.bin", 10 * BLOCK, "injected read failure")
+    assert (error.path, error.offset, error.reason) == (
+        "/src.bin",
+        10 * BLOCK,
+        "injected read failure",
+    )
     assert str(error) == f"remote: /src.bin at offset {10 * BLOCK}: injected read failure"
     assert (tmp_path / "out.bin").read_bytes() == b"previous version"  # untouched
     assert leftovers(tmp_path) == []
@@ -306,7 +310,9 @@ async def test_reply_longer_than_the_request_is_a_protocol_error(
     async with faulty_server(factory(OverlongReads, tracker)) as peer:
         write_source(peer, 1024 * 1024)
         async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
-            with pytest.raises(sshpipe.ProtocolError, match="returned 32778 bytes for a read of 32768"):
+            with pytest.raises(
+                sshpipe.ProtocolError, match="returned 32778 bytes for a read of 32768"
+            ):
                 await client.get("/src.bin", str(tmp_path / "out.bin"))
     assert not (tmp_path / "out.bin").exists()
     assert leftovers(tmp_path) == []
