@@ -86,7 +86,7 @@ def _positive_int(text: str) -> int:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see: python -m sshpipe {self.prog.split()[-1]} --help)")
+        raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
 def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
