@@ -11,7 +11,8 @@ Nothing is done at import time; uvloop is loaded only by the command line.
 
 from __future__ import annotations
 
-from ._client import Client, connect
+from typing import TYPE_CHECKING, Any
+
 from ._config import (
     DEFAULT_REQUESTS,
     ConnectConfig,
@@ -36,6 +37,20 @@ from ._errors import (
     UsageError,
 )
 from ._stats import TransferStats
+
+if TYPE_CHECKING:
+    from ._client import Client, connect
+
+
+def __getattr__(name: str) -> Any:
+    # The client pulls in asyncio and asyncssh; loading it on first use keeps
+    # ``import sshpipe._readplan`` (the pure core) free of both.
+    if name in ("Client", "connect"):
+        from . import _client
+
+        return getattr(_client, name)
+    raise AttributeError(f"module 'sshpipe' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

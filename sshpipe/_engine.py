@@ -132,6 +132,7 @@ class ReadPump(_Pump):
         super().__init__(handles, budget)
         self.plan = plan
         self.arrived: list[tuple[int, Chunks, int]] = []  # (offset, chunks, length)
+        self.unwritten = 0  # bytes handed to the local writer, not yet written
 
     def __repr__(self) -> str:
         return f"<ReadPump {self.handles.path} {self.plan!r} {self.budget!r}>"
@@ -192,6 +193,14 @@ class ReadPump(_Pump):
     def free(self, count: int) -> None:
         self.budget.free(count)
         self.fill()
+
+    def on_written(self, count: int, error: BaseException | None) -> None:
+        """The local writer finished ``count`` bytes (called on the loop)."""
+        self.unwritten -= count
+        if error is not None:
+            self.fail(error)
+        self.free(count)
+        self.progress.set()
 
     async def drain(self) -> None:
         """After an error: let outstanding replies come back (or the channel die)."""
@@ -273,15 +282,19 @@ async def download(
             block_size=block_size_for(config, channels[0], write=False), size_hint=attrs.size
         )
         pump = ReadPump(handles, _budget(config), plan)
+        writer = target.start_writer(pump.on_written)
         failure: BaseException | None = None
         try:
             pump.fill()
             while True:
                 batch = pump.take()
                 if batch:
-                    await target.write_batch([(offset, chunks) for offset, chunks, _ in batch])
-                    pump.free(sum(length for _, _, length in batch))
-                elif pump.finished:
+                    pump.unwritten += sum(length for _, _, length in batch)
+                    writer.submit(
+                        [(offset, chunks) for offset, chunks, _ in batch],
+                        sum(length for _, _, length in batch),
+                    )
+                elif pump.finished and not pump.unwritten:
                     break
                 else:
                     await pump.wait()
@@ -291,7 +304,10 @@ async def download(
             failure = exc
             raise
         finally:
-            await _finish_reads(pump, failure)
+            try:
+                await writer.close(abandon=failure is not None)
+            finally:
+                await _finish_reads(pump, failure)
         await target.commit(plan.final_size)
         committed = True
         return pump.stats(started, plan.final_size)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import secrets
 import stat
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -81,6 +83,79 @@ def _read_batch(fd: int, offset: int, length: int, count: int) -> list[bytes]:
     return blocks
 
 
+Batch = list[tuple[int, list[bytes | memoryview]]]
+
+
+class Writer:
+    """One thread that writes a download's batches, in submission order.
+
+    A thread per file rather than an executor job per batch: no future per
+    write, and the event loop is woken at most once per burst of completed
+    writes (``on_written`` gets the bytes written since the last call). Page
+    cache writes are cheap but can block under dirty-page throttling, which must
+    not stall the loop that is receiving the other replies.
+    """
+
+    def __init__(
+        self, fd: int, path: Path, on_written: Callable[[int, LocalError | None], None]
+    ) -> None:
+        self._fd = fd
+        self._path = path
+        self._on_written = on_written
+        self._loop = asyncio.get_running_loop()
+        self._queue: queue.SimpleQueue[tuple[Batch, int] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._written = 0  # bytes written and not yet reported, under _lock
+        self._report_scheduled = False
+        self._error: LocalError | None = None
+        self._abandon = False
+        self._stopped: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(target=self._run, name="sshpipe-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: Batch, count: int) -> None:
+        self._queue.put((batch, count))
+
+    def _run(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                batch, count = item
+                if self._error is None and not self._abandon:
+                    try:
+                        _write_batch(self._fd, batch)
+                    except OSError as exc:
+                        self._error = local_error(self._path, exc, batch[0][0])
+                with self._lock:
+                    self._written += count
+                    schedule = not self._report_scheduled
+                    self._report_scheduled = True
+                if schedule:
+                    self._loop.call_soon_threadsafe(self._report)
+        finally:
+            self._loop.call_soon_threadsafe(self._stopped.set_result, None)
+
+    def _report(self) -> None:
+        with self._lock:
+            count, self._written = self._written, 0
+            self._report_scheduled = False
+        self._on_written(count, self._error)
+
+    async def close(self, *, abandon: bool = False) -> None:
+        """Write what was submitted (or skip it with ``abandon``) and stop the thread.
+
+        Even when cancelled, it waits for the thread: closing the descriptor
+        under a running pwritev could write into a file someone else opened.
+        """
+        self._abandon = self._abandon or abandon
+        self._queue.put(None)
+        try:
+            await asyncio.shield(self._stopped)
+        except asyncio.CancelledError:
+            self._abandon = True
+            await asyncio.shield(self._stopped)
+            raise
+
+
 class LocalTarget:
     """A download destination: a temporary file that becomes ``path`` on commit."""
 
@@ -108,19 +183,21 @@ class LocalTarget:
         except OSError as exc:
             raise local_error(self.path, exc) from exc
 
-    async def write_batch(self, batch: Sequence[tuple[int, list[bytes | memoryview]]]) -> None:
+    def start_writer(self, on_written: Callable[[int, LocalError | None], None]) -> Writer:
+        """A writer thread for this file; ``on_written`` runs on the loop after writes."""
         assert self._fd is not None
-        try:
-            await run_blocking(_write_batch, self._fd, batch)
-        except OSError as exc:
-            raise local_error(self.path, exc, batch[0][0] if batch else None) from exc
+        return Writer(self._fd, self.path, on_written)
 
     async def commit(self, size: int) -> None:
-        """Cut the file to ``size``, flush it and rename it over the destination."""
+        """Cut the file to ``size`` and rename it over the destination.
+
+        No fsync: like scp, rsync and sftp, durability is left to the file
+        system; the rename alone guarantees a reader never sees a partial file.
+        """
         assert self._fd is not None
         fd = self._fd
         try:
-            await run_blocking(_finish, fd, size)
+            os.ftruncate(fd, size)  # a remote file that shrank mid-read leaves bytes past EOF
             os.close(fd)
             self._fd = None
             os.replace(self.temp, self.path)
@@ -134,11 +211,6 @@ class LocalTarget:
             self._fd = None
         with contextlib.suppress(FileNotFoundError):
             self.temp.unlink()
-
-
-def _finish(fd: int, size: int) -> None:
-    os.ftruncate(fd, size)  # a remote file that shrank mid-transfer leaves bytes past EOF
-    os.fsync(fd)
 
 
 class LocalSource:

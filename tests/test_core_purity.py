@@ -1,0 +1,109 @@
+"""The pure core does no I/O and imports no event loop; the package does nothing on import.
+
+Checked in a fresh interpreter, since this test process has long since imported
+asyncio, asyncssh and sshpipe.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import sshpipe
+
+CORE = ["sshpipe._codec", "sshpipe._readplan", "sshpipe._reorder", "sshpipe._flight"]
+FORBIDDEN = ["asyncio", "asyncssh", "uvloop"]
+PACKAGE_DIR = str(Path(sshpipe.__file__).parent)
+
+
+def run(code: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh interpreter; it prints one JSON object as its last line."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_fresh_interpreter_starts_clean() -> None:
+    """Guard for the tests below: the bare interpreter loads none of the modules."""
+    result = run(f"""
+        import json, sys
+        print(json.dumps({{"loaded": [m for m in {FORBIDDEN!r} if m in sys.modules]}}))
+    """)
+    assert result["loaded"] == []
+
+
+def test_core_modules_import_nothing_but_the_stdlib() -> None:
+    """The four core modules themselves, without running ``sshpipe/__init__.py``.
+
+    A bare package object stands in for ``sshpipe`` so only the modules' own
+    imports run. Every module they load must be from the standard library.
+    """
+    result = run(f"""
+        import json, sys, types
+        before = set(sys.modules)
+        package = types.ModuleType("sshpipe")
+        package.__path__ = [{PACKAGE_DIR!r}]
+        sys.modules["sshpipe"] = package
+        import importlib
+        for name in {CORE!r}:
+            importlib.import_module(name)
+        new = sorted(set(sys.modules) - before)
+        print(json.dumps({{
+            "forbidden": [m for m in {FORBIDDEN!r} if m in sys.modules],
+            "sshpipe": [m for m in new if m.startswith("sshpipe")],
+            "non_stdlib": [
+                m for m in new
+                if not m.startswith("sshpipe")
+                and m.partition(".")[0] not in sys.stdlib_module_names
+            ],
+        }}))
+    """)
+    assert result["forbidden"] == []
+    assert sorted(result["sshpipe"]) == sorted(["sshpipe", *CORE])  # no other sshpipe module
+    assert result["non_stdlib"] == []
+
+
+def test_importing_the_core_loads_no_asyncio_or_asyncssh() -> None:
+    result = run(f"""
+        import json, sys
+        import {", ".join(CORE)}
+        print(json.dumps({{"loaded": [m for m in ("asyncio", "asyncssh") if m in sys.modules]}}))
+    """)
+    assert result["loaded"] == []
+
+
+def test_import_sshpipe_does_nothing() -> None:
+    """No uvloop (only the command line loads it), no loop policy, threads or logging set up."""
+    result = run("""
+        import asyncio, json, logging, sys, threading
+        policy = type(asyncio.get_event_loop_policy())
+        root_handlers = list(logging.getLogger().handlers)
+        root_level = logging.getLogger().level
+        threads = threading.active_count()
+        import sshpipe
+        print(json.dumps({
+            "uvloop": "uvloop" in sys.modules,
+            "policy_changed": type(asyncio.get_event_loop_policy()) is not policy,
+            "root_handlers_changed": logging.getLogger().handlers != root_handlers,
+            "root_level_changed": logging.getLogger().level != root_level,
+            "new_threads": threading.active_count() - threads,
+        }))
+    """)
+    assert result == {
+        "uvloop": False,
+        "policy_changed": False,
+        "root_handlers_changed": False,
+        "root_level_changed": False,
+        "new_threads": 0,
+    }

@@ -1,0 +1,142 @@
+"""FlightBudget: the request and byte caps of one transfer.
+
+ReadPump's protocol: ``has_room(block)`` -> ``send(length)`` (length <= block);
+on the reply ``reply(length, kept)`` with the payload bytes still held; as they
+reach disk or the reader ``free(count)``. WritePump: ``send(len)``, then
+``reply(len, 0)`` on the server's ack.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sshpipe._flight import FlightBudget
+
+
+@pytest.mark.parametrize(("requests", "nbytes"), [(0, 1), (1, 0), (-1, 10), (5, -5)])
+def test_caps_must_be_positive(requests: int, nbytes: int) -> None:
+    with pytest.raises(ValueError):
+        FlightBudget(max_requests=requests, max_bytes=nbytes)
+
+
+@pytest.mark.parametrize(
+    ("max_requests", "max_bytes", "in_flight", "length", "room"),
+    [
+        (4, 100, [], 100, True),  # exactly the byte cap
+        (4, 100, [], 1000, True),  # an empty pipe admits one oversize request
+        (4, 100, [1], 99, True),  # fills to the cap exactly
+        (4, 100, [1], 100, False),  # one byte over
+        (4, 100, [60], 41, False),
+        (4, 100, [1000], 1, False),  # nothing joins an oversize request
+        (4, 100, [1000], 0, False),
+        (2, 100, [1, 1], 1, False),  # request cap
+        (2, 100, [1, 1], 0, False),
+        (1, 100, [], 5000, True),
+        (1, 100, [5000], 1, False),
+        (3, 10**9, [2**20, 2**20], 2**20, True),
+    ],
+)
+def test_has_room(
+    max_requests: int, max_bytes: int, in_flight: list[int], length: int, room: bool
+) -> None:
+    budget = FlightBudget(max_requests=max_requests, max_bytes=max_bytes)
+    for n in in_flight:
+        budget.send(n)
+    assert budget.has_room(length) is room
+
+
+def test_empty_pipe_means_nothing_charged_not_nothing_outstanding() -> None:
+    budget = FlightBudget(max_requests=4, max_bytes=100)
+    assert budget.has_room(1000)
+    budget.send(1000)
+    assert not budget.has_room(1)
+    budget.reply(1000, kept=1000)  # answered, but the payload is still in memory
+    assert budget.requests == 0 and budget.bytes == 1000
+    assert not budget.has_room(1)  # buffered bytes count: memory stays bounded
+    budget.free(600)
+    assert not budget.has_room(1)
+    budget.free(400)
+    assert budget.bytes == 0
+    assert budget.has_room(1000)  # empty again: the next oversize block may go
+
+
+def test_reply_and_free_accounting() -> None:
+    budget = FlightBudget(max_requests=8, max_bytes=1000)
+    for n in (100, 200, 300):
+        budget.send(n)
+    assert (budget.requests, budget.bytes) == (3, 600)
+    budget.reply(200, kept=200)  # full DATA reply, buffered
+    assert (budget.requests, budget.bytes) == (2, 600)
+    budget.reply(300, kept=120)  # short read: the unfilled 180 bytes are released at once
+    assert (budget.requests, budget.bytes) == (1, 420)
+    budget.reply(100, kept=0)  # EOF, a write ack, or an error: nothing kept
+    assert (budget.requests, budget.bytes) == (0, 320)
+    budget.free(320)
+    assert (budget.requests, budget.bytes) == (0, 0)
+    assert (budget.peak_requests, budget.peak_bytes) == (3, 600)
+
+
+def test_peaks_are_high_water_marks() -> None:
+    budget = FlightBudget(max_requests=3, max_bytes=50)
+    budget.send(10)
+    budget.send(30)
+    budget.reply(10, 0)
+    budget.send(20)
+    budget.send(0)
+    assert (budget.peak_requests, budget.peak_bytes) == (3, 50)
+    budget.reply(30, 0)
+    budget.reply(20, 0)
+    budget.reply(0, 0)
+    assert (budget.requests, budget.bytes) == (0, 0)
+    assert (budget.peak_requests, budget.peak_bytes) == (3, 50)
+    budget.send(500)  # oversize into the empty pipe
+    assert budget.peak_bytes == 500
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    max_requests=st.integers(1, 16),
+    max_bytes=st.integers(1, 5000),
+    block=st.integers(1, 4000),
+    ops=st.lists(st.tuples(st.sampled_from("srf"), st.integers(0, 2**16)), max_size=200),
+)
+def test_read_pump_protocol_keeps_caps(
+    max_requests: int, max_bytes: int, block: int, ops: list[tuple[str, int]]
+) -> None:
+    """Drive the budget like ReadPump; it never exceeds its caps by more than the
+    one oversize block an empty pipe admits, and ends empty."""
+    budget = FlightBudget(max_requests=max_requests, max_bytes=max_bytes)
+    out: list[int] = []  # lengths of requests in flight
+    kept = 0  # bytes answered but not yet freed
+    peak_requests = peak_bytes = 0
+    for op, n in ops:
+        if op == "s":
+            if not budget.has_room(block):
+                # refused only at a cap, never when nothing is charged
+                assert budget.requests >= max_requests or budget.bytes > 0
+                continue
+            length = 1 + n % block
+            budget.send(length)
+            out.append(length)
+        elif op == "r" and out:
+            length = out.pop(n % len(out))
+            got = n % (length + 1)
+            budget.reply(length, got)
+            kept += got
+        elif op == "f" and kept:
+            count = 1 + n % kept
+            budget.free(count)
+            kept -= count
+        assert budget.requests == len(out) <= max_requests
+        assert budget.bytes == sum(out) + kept
+        assert budget.bytes <= max(max_bytes, block)
+        peak_requests = max(peak_requests, budget.requests)
+        peak_bytes = max(peak_bytes, budget.bytes)
+    assert (budget.peak_requests, budget.peak_bytes) == (peak_requests, peak_bytes)
+    for length in out:
+        budget.reply(length, 0)
+    budget.free(kept)
+    assert (budget.requests, budget.bytes) == (0, 0)
+    assert budget.has_room(max(max_bytes, block) + 1) is True
