@@ -10,4 +10,9 @@ command -v sftp >/dev/null || apt_install openssh-client
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]"
 "$VENV/bin/python" -m ruff check sshpipe tests benchmarks
 "$VENV/bin/python" -m mypy
-exec "$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest "$@"
+# As root, also prove the sshd fixture and the client work for an ordinary user.
+if [ "$(id -u)" = 0 ] && [ "${SSHPIPE_SKIP_USER_RUN:-0}" != 1 ] && [ $# = 0 ]; then
+    echo "== the OpenSSH tests again, as an ordinary user"
+    bash scripts/test-as-user.sh
+fi

@@ -12,6 +12,7 @@ our own SFTP session (``_sftp.py``) speaks the protocol over it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -165,6 +166,76 @@ def _load_known_hosts(paths: list[Path]) -> asyncssh.SSHKnownHosts:
         raise ConnectError(f"malformed known_hosts ({_files(paths)}): {exc}") from exc
 
 
+class _InputBuffer:
+    """Stand-in for asyncssh's receive buffer with O(1) consumption from the front.
+
+    asyncssh keeps received bytes in a ``bytes`` object and, for every SSH
+    packet, re-slices the rest of it (``self._inpbuf = self._inpbuf[n:]``):
+    with 256 KiB socket reads and OpenSSH's ~40 KiB packets every byte was
+    copied about eight times, 14% of a download's CPU. A bytearray consumed
+    with ``del buf[:n]`` (O(1) in CPython) supports the same operations:
+    ``+=``, ``len``, truth, ``buf[:n]``/``buf[a:b]`` (copies, as before) and
+    ``buf[n:]`` (consumes).
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data = bytearray(data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
+
+    def __iadd__(self, data: bytes) -> _InputBuffer:
+        self._data += data
+        return self
+
+    def __getitem__(self, key: slice) -> Any:
+        if key.stop is None and key.step is None:
+            del self._data[: key.start or 0]
+            return self
+        return bytes(memoryview(self._data)[key])
+
+    def find(self, sub: bytes, *args: int) -> int:
+        return self._data.find(sub, *args)
+
+
+def _coalesce_sends(conn: asyncssh.SSHClientConnection) -> None:
+    """Hand the packets of one loop iteration to the transport in one ``writelines``.
+
+    asyncssh writes every SSH packet separately (one send syscall each); an
+    upload is cut into 32 KiB packets by OpenSSH's max packet size, so that is
+    ~33,000 syscalls per GiB. Batching per loop iteration keeps order and adds
+    no measurable latency.
+    """
+    loop = asyncio.get_running_loop()
+    pending: list[bytes] = []
+
+    def flush() -> None:
+        transport = conn._transport  # type: ignore[attr-defined]
+        if transport is not None and not transport.is_closing():
+            transport.writelines(pending)
+        pending.clear()
+
+    def send(data: bytes) -> None:
+        if not pending:
+            loop.call_soon(flush)
+        pending.append(data)
+
+    conn._send = send  # type: ignore[method-assign]
+
+
+def _tune_connection(conn: asyncssh.SSHClientConnection) -> None:
+    """Install the receive buffer and send batching above, if asyncssh still fits them."""
+    if isinstance(getattr(conn, "_inpbuf", None), bytes):
+        conn._inpbuf = _InputBuffer(conn._inpbuf)  # type: ignore[attr-defined]
+    if callable(getattr(conn, "_send", None)):
+        _coalesce_sends(conn)
+
+
 class SSHLink:
     """One authenticated SSH connection, able to open SFTP channels."""
 
@@ -268,5 +339,6 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
     except (asyncssh.Error, OSError) as exc:
         raise ConnectError(f"{label}: {exc}") from exc
+    _tune_connection(conn)
     port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[1]
     return SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}")
