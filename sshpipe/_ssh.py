@@ -215,7 +215,7 @@ def _coalesce_sends(conn: asyncssh.SSHClientConnection) -> None:
     pending: list[bytes] = []
 
     def flush() -> None:
-        transport = conn._transport  # type: ignore[attr-defined]
+        transport = getattr(conn, "_transport", None)
         if transport is not None and not transport.is_closing():
             transport.writelines(pending)
         pending.clear()
@@ -231,7 +231,7 @@ def _coalesce_sends(conn: asyncssh.SSHClientConnection) -> None:
 def _tune_connection(conn: asyncssh.SSHClientConnection) -> None:
     """Install the receive buffer and send batching above, if asyncssh still fits them."""
     if isinstance(getattr(conn, "_inpbuf", None), bytes):
-        conn._inpbuf = _InputBuffer(conn._inpbuf)  # type: ignore[attr-defined]
+        conn._inpbuf = _InputBuffer(conn._inpbuf)  # type: ignore[assignment]
     if callable(getattr(conn, "_send", None)):
         _coalesce_sends(conn)
 
