@@ -20,19 +20,24 @@ DEFAULT_REQUESTS = 128
 # every SFTP server must accept (OpenSSH's sftp default before limits existed).
 FALLBACK_BLOCK_SIZE = 32 * 1024
 # Payload bytes charged at once (in flight plus waiting for disk or reader).
-# 128 x 255 KiB would be 32 MiB; loopback throughput stops growing well
-# before 16 MiB (benchmarks/bench_loopback.py), and it bounds peak memory.
+# 128 x 255 KiB would be 32 MiB. On loopback 4, 8, 16 and 32 MiB ran within
+# noise of each other (benchmarks/sweep_loopback.py: 670-690 MB/s get,
+# 405-434 MB/s put, 512 MiB x 5); 16 MiB keeps ~800 MB/s possible at 20 ms RTT
+# and costs ~18 MiB (get) to ~30 MiB (put) of RSS over a 45 MiB base.
 DEFAULT_MAX_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# One SFTP channel: on loopback more channels on one connection bought nothing
-# measurable (benchmarks/bench_loopback.py --channels); they help on long links.
+# One SFTP channel: on loopback 2 and 4 channels on one connection were no
+# faster (sweep_loopback.py: get 488-516 vs 613 MB/s, put 384 vs 378); they are
+# for long links, where one channel's window caps the rate.
 DEFAULT_CHANNELS = 1
 # Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT);
 # we hold the whole byte budget's worth so the server never waits for an
 # adjust at loopback speed. OpenSSH buffers at most 16 MiB per channel.
 DEFAULT_WINDOW = 16 * 1024 * 1024
-# Largest SSH data packet we ask the server to send. asyncssh pays ~30 us of
-# Python per SSH packet; 32 KiB (OpenSSH's CHAN_SES_PACKET_DEFAULT) made the
-# client CPU-bound, 256 KiB is OpenSSH's packet ceiling (PACKET_MAX_SIZE).
+# Largest SSH data packet we ask the server to send. 32 KiB is OpenSSH's
+# CHAN_SES_PACKET_DEFAULT; sshd then sends what it read from sftp-server
+# (~40 KiB on average at 255 KiB). 32K-255K measured within noise on
+# loopback (sweep_loopback.py); the largest leaves the server the choice and
+# costs asyncssh, at ~30 us of Python per packet, the fewest packets.
 DEFAULT_MAX_PACKET_SIZE = 256 * 1024 - 1024
 # Ceiling of the automatic block size: OpenSSH's sftp-server allows 255 KiB
 # (SFTP_MAX_MSG_LENGTH - 1 KiB); asyncssh's server offers 4 MiB, which would
