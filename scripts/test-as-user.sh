@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run the tests that start a real sshd once more as an ordinary user (sshd then
+# runs unprivileged and can only log that user in). Called by scripts/test.sh
+# when it runs as root; needs useradd and a system python3 >= 3.11 with venv.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+USER_NAME=${SSHPIPE_TEST_USER:-sshpipetest}
+# The root venv's Python may live under /root (pyenv), unreadable to others.
+SYSTEM_PYTHON=${SSHPIPE_USER_PYTHON:-/usr/bin/python3}
+
+id "$USER_NAME" >/dev/null 2>&1 || useradd -m -s /bin/bash "$USER_NAME"
+# A locked account ("!" in /etc/shadow) cannot log in over sshd without PAM;
+# "*" leaves password login impossible but key login allowed.
+if [ "$(getent shadow "$USER_NAME" | cut -d: -f2)" = "!" ]; then
+    usermod -p '*' "$USER_NAME"
+fi
+work=$(mktemp -d /tmp/sshpipe-user-run.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+tar --exclude=.venv --exclude=.git --exclude='*.partial' -cf - . | tar -xf - -C "$work"
+chown -R "$USER_NAME": "$work"
+runuser -u "$USER_NAME" -- bash -c "
+    set -euo pipefail
+    cd '$work'
+    '$SYSTEM_PYTHON' -m venv .venv
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+    .venv/bin/python -m pytest -q -p no:cacheprovider \
+        tests/test_openssh_fixture.py tests/test_cli.py tests/test_roundtrip.py -k 'not asyncssh'
+"
