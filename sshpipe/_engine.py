@@ -261,7 +261,9 @@ async def _finish_reads(pump: ReadPump, error: BaseException | None) -> None:
         pump.fail(error)
     try:
         if pump.plan.outstanding and pump.error is not None:
-            await asyncio.wait_for(pump.drain(), timeout=30)
+            # A server that stops answering must not hide the first error.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(pump.drain(), timeout=30)
     finally:
         await pump.handles.close(check=pump.error is None)
 
@@ -289,11 +291,9 @@ async def download(
             while True:
                 batch = pump.take()
                 if batch:
-                    pump.unwritten += sum(length for _, _, length in batch)
-                    writer.submit(
-                        [(offset, chunks) for offset, chunks, _ in batch],
-                        sum(length for _, _, length in batch),
-                    )
+                    count = sum(length for _, _, length in batch)
+                    pump.unwritten += count
+                    writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
                 elif pump.finished and not pump.unwritten:
                     break
                 else:
@@ -444,7 +444,11 @@ async def _upload(
     try:
         # Inside the try: a cancel while the OPEN is in flight must still remove
         # the temp file the server may have created (the name is ours alone: EXCL).
-        handles = await _Handles.open(channels, temp, pflags, codec.Attrs(permissions=mode))
+        try:
+            handles = await _Handles.open(channels, temp, pflags, codec.Attrs(permissions=mode))
+        except RemoteError as exc:
+            # Name the path the user asked for, not our temporary one.
+            raise type(exc)(remote, exc.reason, status=exc.status) from exc
         pump = WritePump(handles, _budget(config), block_size_for(config, sftp, write=True))
         try:
             offset = 0
@@ -539,9 +543,8 @@ async def upload_stream(
 
 
 def _remote_temp_name(remote: str) -> str:
-    head, _, name = remote.rpartition("/")
-    prefix = f"{head}/" if _ else ""
-    return f"{prefix}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
+    head, sep, name = remote.rpartition("/")
+    return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
 
 
 async def _resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:

@@ -349,8 +349,9 @@ async def test_remote_errors_by_cause(peer: Peer, tmp_path: Path) -> None:
             await client.get(peer.remote("missing.bin"), str(tmp_path / "x"))
         with pytest.raises(sshpipe.RemoteIsADirectory):
             await client.get(peer.remote("adir"), str(tmp_path / "x"))
-        with pytest.raises(sshpipe.RemoteNotFound):
+        with pytest.raises(sshpipe.RemoteNotFound) as caught:
             await client.put(str(tmp_path / "local.bin"), peer.remote("no/such/dir/x"))
+        assert caught.value.path == peer.remote("no/such/dir/x")  # not our temp name
         with pytest.raises(sshpipe.LocalError, match="No such file"):
             await client.put(str(tmp_path / "missing"), peer.remote("x"))
         with pytest.raises(sshpipe.LocalError, match="is a directory"):
