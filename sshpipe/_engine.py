@@ -284,7 +284,7 @@ async def download(
             block_size=block_size_for(config, channels[0], write=False), size_hint=attrs.size
         )
         pump = ReadPump(handles, _budget(config), plan)
-        writer = target.start_writer(pump.on_written)
+        writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
         failure: BaseException | None = None
         try:
             pump.fill()
@@ -486,11 +486,12 @@ class _BlockSource:
 
 
 class _FileBlocks(_BlockSource):
-    def __init__(self, source: LocalSource) -> None:
+    def __init__(self, source: LocalSource, *, in_thread: bool) -> None:
         self.source = source
+        self.in_thread = in_thread
 
     async def next(self, offset: int, block: int, count: int) -> list[bytes]:
-        return await self.source.read_blocks(offset, block, count)
+        return await self.source.read_blocks(offset, block, count, in_thread=self.in_thread)
 
 
 class _StreamBlocks(_BlockSource):
@@ -526,7 +527,12 @@ async def upload(
     source.open()
     try:
         return await _upload(
-            channels, remote, config, source.mode, _FileBlocks(source), source.path.name
+            channels,
+            remote,
+            config,
+            source.mode,
+            _FileBlocks(source, in_thread=config.local_io_in_thread),
+            source.path.name,
         )
     finally:
         source.close()

@@ -156,6 +156,36 @@ class Writer:
             raise
 
 
+class InlineWriter:
+    """Writes on the event-loop thread, as soon as a batch is submitted.
+
+    Measured on loopback (1 GiB get, 4 runs): 745 MB/s and 1.38 CPU s/GiB
+    against 657 MB/s and 1.55 s/GiB with the writer thread, which pays a GIL
+    hand-over per batch. The price: a slow disk stalls everything on the loop,
+    which is fine for a process that runs one transfer (the CLI), not for a
+    library caller with other work on its loop.
+    """
+
+    def __init__(
+        self, fd: int, path: Path, on_written: Callable[[int, LocalError | None], None]
+    ) -> None:
+        self._fd = fd
+        self._path = path
+        self._on_written = on_written
+        self._error: LocalError | None = None
+
+    def submit(self, batch: Batch, count: int) -> None:
+        if self._error is None:
+            try:
+                _write_batch(self._fd, batch)
+            except OSError as exc:
+                self._error = local_error(self._path, exc, batch[0][0])
+        self._on_written(count, self._error)
+
+    async def close(self, *, abandon: bool = False) -> None:
+        """Nothing runs in the background: nothing to wait for."""
+
+
 class LocalTarget:
     """A download destination: a temporary file that becomes ``path`` on commit."""
 
@@ -183,10 +213,14 @@ class LocalTarget:
         except OSError as exc:
             raise local_error(self.path, exc) from exc
 
-    def start_writer(self, on_written: Callable[[int, LocalError | None], None]) -> Writer:
-        """A writer thread for this file; ``on_written`` runs on the loop after writes."""
+    def start_writer(
+        self, on_written: Callable[[int, LocalError | None], None], *, in_thread: bool
+    ) -> Writer | InlineWriter:
+        """A writer for this file; ``on_written`` runs on the loop after writes."""
         assert self._fd is not None
-        return Writer(self._fd, self.path, on_written)
+        if in_thread:
+            return Writer(self._fd, self.path, on_written)
+        return InlineWriter(self._fd, self.path, on_written)
 
     async def commit(self, size: int) -> None:
         """Cut the file to ``size`` and rename it over the destination.
@@ -238,9 +272,13 @@ class LocalSource:
         self.size = info.st_size
         self.mode = info.st_mode & 0o7777
 
-    async def read_blocks(self, offset: int, length: int, count: int) -> list[bytes]:
+    async def read_blocks(
+        self, offset: int, length: int, count: int, *, in_thread: bool = True
+    ) -> list[bytes]:
         assert self._fd is not None
         try:
+            if not in_thread:
+                return _read_batch(self._fd, offset, length, count)
             return await run_blocking(_read_batch, self._fd, offset, length, count)
         except OSError as exc:
             raise local_error(self.path, exc, offset) from exc

@@ -215,7 +215,11 @@ def _positive_int_option(name: str, value: str) -> int:
 
 
 def _transfer_config(args: argparse.Namespace) -> TransferConfig:
-    config = TransferConfig(requests=args.requests, block_size=args.block_size)
+    # One transfer per process: nothing else on the loop to stall, so local
+    # I/O runs on the loop thread (see TransferConfig.local_io_in_thread).
+    config = TransferConfig(
+        requests=args.requests, block_size=args.block_size, local_io_in_thread=False
+    )
     if args.channels:
         config = replace(config, channels=args.channels)
     if args.in_flight:

@@ -142,3 +142,14 @@ async def test_many_transfers_share_one_connection(peer: Peer, tmp_path: Path) -
         )
     for name, data in files.items():
         assert (tmp_path / name).read_bytes() == data
+
+
+@pytest.mark.parametrize("size", [0, BLOCK + 1, 3 * 1024 * 1024 + 5])
+async def test_local_io_on_the_loop_thread(peer: Peer, tmp_path: Path, size: int) -> None:
+    data = _random_file(peer.root / "src.bin", size)
+    config = sshpipe.TransferConfig(block_size=BLOCK, local_io_in_thread=False)
+    async with peer.client(config) as client:
+        await client.get(peer.remote("src.bin"), str(tmp_path / "got.bin"))
+        await client.put(str(tmp_path / "got.bin"), peer.remote("sent.bin"))
+    assert (tmp_path / "got.bin").read_bytes() == data
+    assert (peer.root / "sent.bin").read_bytes() == data
