@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator
 from types import TracebackType
 
@@ -123,6 +124,15 @@ class Client:
             else:
                 sftp.close()
 
+    @contextlib.asynccontextmanager
+    async def _lease(self, config: TransferConfig) -> AsyncIterator[list[SFTPSession]]:
+        """Channels for one transfer, given back to the pool when it ends."""
+        channels = await self._take_channels(config)
+        try:
+            yield channels
+        finally:
+            self._give_back(config, channels)
+
     def _config(self, override: TransferConfig | None) -> TransferConfig:
         return override if override is not None else self.config
 
@@ -148,11 +158,8 @@ class Client:
             RemoteError, LocalError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        channels = await self._take_channels(cfg)
-        try:
+        async with self._lease(cfg) as channels:
             return await engine.download(channels, remote, local, cfg)
-        finally:
-            self._give_back(cfg, channels)
 
     async def put(
         self, local: str, remote: str, *, config: TransferConfig | None = None
@@ -171,11 +178,8 @@ class Client:
             LocalError, RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        channels = await self._take_channels(cfg)
-        try:
+        async with self._lease(cfg) as channels:
             return await engine.upload(channels, local, remote, cfg)
-        finally:
-            self._give_back(cfg, channels)
 
     async def stream(
         self, remote: str, *, config: TransferConfig | None = None
@@ -193,12 +197,9 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        channels = await self._take_channels(cfg)
-        try:
+        async with self._lease(cfg) as channels:
             async for piece in engine.stream(channels, remote, cfg):
                 yield piece
-        finally:
-            self._give_back(cfg, channels)
 
     async def put_stream(
         self,
@@ -223,11 +224,8 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError, TypeError (non-bytes piece).
         """
         cfg = self._config(config)
-        channels = await self._take_channels(cfg)
-        try:
+        async with self._lease(cfg) as channels:
             return await engine.upload_stream(channels, chunks, remote, cfg, mode)
-        finally:
-            self._give_back(cfg, channels)
 
 
 def connect(
