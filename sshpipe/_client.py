@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from types import TracebackType
 
 from . import _engine as engine
@@ -183,7 +183,7 @@ class Client:
 
     async def stream(
         self, remote: str, *, config: TransferConfig | None = None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Yield a remote file's bytes in order, pipelined, with bounded memory.
 
         Args:
@@ -197,8 +197,13 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        async with self._lease(cfg) as channels:
-            async for piece in engine.stream(channels, remote, cfg):
+        # aclosing: when our caller closes us, the engine's generator must close
+        # now (its handles with it), not whenever the garbage collector gets to it.
+        async with (
+            self._lease(cfg) as channels,
+            contextlib.aclosing(engine.stream(channels, remote, cfg)) as pieces,
+        ):
+            async for piece in pieces:
                 yield piece
 
     async def put_stream(

@@ -18,7 +18,7 @@ import os
 import posixpath
 import secrets
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -318,7 +318,7 @@ async def download(
 
 async def stream(
     channels: Sequence[SFTPSession], remote: str, config: TransferConfig
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Yield the remote file's bytes in order; memory stays within the byte budget."""
     handles, attrs = await _open_for_read(channels, remote)
     plan = ReadPlan(

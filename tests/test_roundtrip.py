@@ -92,7 +92,7 @@ async def test_stream_stopped_early_releases_its_channel(peer: Peer) -> None:
         pieces = client.stream(peer.remote("src.bin"))
         async for _ in pieces:
             break
-        await pieces.aclose()  # type: ignore[attr-defined]
+        await pieces.aclose()
         assert "busy_channels=0" in repr(client)
         # The channel is reusable afterwards.
         assert sum([len(p) async for p in client.stream(peer.remote("src.bin"))]) == 4 * 1024**2
