@@ -49,16 +49,21 @@ class EmbeddedServer:
 
     def cli_options(self) -> list[str]:
         """Options that point ``python -m sshpipe`` at this server."""
-        return [
-            "-P",
-            str(self.port),
-            "-i",
-            str(self.client_key),
-            "-o",
-            f"UserKnownHostsFile={self.known_hosts}",
-            "-F",
-            "/dev/null",
-        ]
+        return cli_options(self.port, self.client_key, self.known_hosts)
+
+
+def cli_options(port: int, client_key: Path, known_hosts: Path) -> list[str]:
+    """``python -m sshpipe`` options for a loopback server with its own keys, no ssh_config."""
+    return [
+        "-P",
+        str(port),
+        "-i",
+        str(client_key),
+        "-o",
+        f"UserKnownHostsFile={known_hosts}",
+        "-F",
+        "/dev/null",
+    ]
 
 
 def _write_key(key: asyncssh.SSHKey, path: Path) -> None:

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from sshpipe._embedded import EmbeddedServer, SFTPFactory, chrooted_sftp, embedded_server
+from sshpipe._embedded import (
+    EmbeddedServer,
+    SFTPFactory,
+    chrooted_sftp,
+    cli_options,
+    embedded_server,
+)
 from tests.support.fixtures import openssh
 from tests.support.openssh import SSHServerInfo
 
@@ -49,16 +55,7 @@ class Peer:
         )
 
     def cli_options(self) -> list[str]:
-        return [
-            "-P",
-            str(self.port),
-            "-i",
-            str(self.client_key),
-            "-o",
-            f"UserKnownHostsFile={self.known_hosts}",
-            "-F",
-            "/dev/null",
-        ]
+        return cli_options(self.port, self.client_key, self.known_hosts)
 
     def spec(self, name: str) -> str:
         return f"{self.user}@{self.host}:{self.remote(name)}"
