@@ -515,7 +515,8 @@ class _StreamBlocks(_BlockSource):
         cut = min(len(self._pending), block)
         if cut == 0:
             return []
-        data = bytes(self._pending[:cut])
+        with memoryview(self._pending) as view:  # one copy, not slice-then-bytes
+            data = bytes(view[:cut])
         del self._pending[:cut]
         return [data]
 

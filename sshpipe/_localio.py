@@ -34,17 +34,15 @@ def local_error(
 async def run_blocking(func: Callable[..., _T], *args: object) -> _T:
     """Run ``func`` in a worker thread; if cancelled, wait for it before re-raising.
 
-    Walking away from a running pwrite would let it write into a descriptor we
-    are about to close (or that the OS has already handed to someone else).
+    Walking away from a running pread would let it use a descriptor we are
+    about to close (or that the OS has already handed to someone else).
     """
     future = asyncio.get_running_loop().run_in_executor(None, func, *args)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
-        try:
-            await asyncio.wait_for(asyncio.shield(future), timeout=None)
-        finally:
-            raise
+        await asyncio.shield(future)
+        raise
 
 
 def _write_batch(fd: int, batch: Sequence[tuple[int, list[bytes | memoryview]]]) -> None:

@@ -247,10 +247,6 @@ class SSHLink:
     def __repr__(self) -> str:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
 
-    @property
-    def cipher(self) -> str:
-        return str(self._conn.get_extra_info("send_cipher") or "?")
-
     async def open_sftp(self, *, window: int, max_packet_size: int) -> SFTPSession:
         """Start the sftp subsystem on a new channel with our window and packet size."""
         pipe = _ChannelPipe()
