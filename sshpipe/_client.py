@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 from types import TracebackType
 
 from . import _engine as engine
@@ -15,34 +17,54 @@ from ._config import (
     TransferConfig,
     parse_destination,
 )
-from ._errors import ClosedError
+from ._errors import ChannelRefused, ClosedError, SSHPipeError
 from ._sftp import SFTPSession
 from ._ssh import SSHLink, open_link
 from ._stats import TransferStats
 
 _ChannelKey = tuple[int, int]  # (window, max_packet_size) a channel was opened with
 
+logger = logging.getLogger("sshpipe.client")
+
+
+@dataclass(slots=True, eq=False)
+class _Slot:
+    """One SSH connection of the client and how many channels it carries."""
+
+    link: SSHLink
+    cap: int  # channels it may carry; lowered when the server refuses one
+    open: int = 0  # channels open on it (idle, busy, or being opened)
+
+    @property
+    def room(self) -> int:
+        return max(0, self.cap - self.open)
+
 
 class Client:
-    """An SSH connection and a pool of SFTP channels, used by one or many transfers.
+    """SSH connections and a pool of SFTP channels, used by one or many transfers.
 
     Create it with :func:`connect`. Idle SFTP channels are kept per
-    (window, packet size) and reused, so a second transfer pays no channel set-up.
+    (window, packet size) and reused, so a second transfer pays no channel
+    set-up. A transfer that needs more channels than one connection carries
+    (sshd's ``MaxSessions``) gets more connections, opened with the same
+    settings and kept until the client closes.
     """
 
     def __init__(self, connect_config: ConnectConfig, transfer_config: TransferConfig) -> None:
         self.connect_config = connect_config
         self.config = transfer_config
-        self._link: SSHLink | None = None
+        self._slots: list[_Slot] = []
+        self._slot_of: dict[SFTPSession, _Slot] = {}
         self._idle: dict[_ChannelKey, list[SFTPSession]] = {}
         self._busy: set[SFTPSession] = set()
+        self._connecting = 0
         self._closed = False
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("open" if self._link else "new")
+        state = "closed" if self._closed else ("open" if self._slots else "new")
         idle = sum(len(v) for v in self._idle.values())
         return (
-            f"<Client {self.connect_config.host} {state} "
+            f"<Client {self.connect_config.host} {state} connections={len(self._slots)} "
             f"idle_channels={idle} busy_channels={len(self._busy)}>"
         )
 
@@ -66,54 +88,151 @@ class Client:
         """
         if self._closed:
             raise ClosedError("this client was closed")
-        if self._link is None:
-            self._link = await open_link(self.connect_config)
+        if not self._slots:
+            link = await open_link(self.connect_config)
+            if self._closed:  # closed while we connected
+                await link.close()
+                raise ClosedError("this client was closed")
+            self._slots.append(_Slot(link, self.config.channels_per_connection))
 
     async def aclose(self) -> None:
-        """Close every channel and the connection; calling it twice is fine."""
+        """Close every channel and connection; calling it twice is fine."""
         self._closed = True
-        link, self._link = self._link, None
+        slots, self._slots = self._slots, []
         for sessions in self._idle.values():
             for sftp in sessions:
                 sftp.close()
         self._idle.clear()
-        if link is not None:
-            await link.close()
+        self._slot_of.clear()
+        for slot in slots:
+            await slot.link.close()
+
+    @property
+    def connections(self) -> int:
+        """SSH connections open now."""
+        return len(self._slots)
 
     # -- channels ------------------------------------------------------------
 
-    async def _take_channels(self, config: TransferConfig) -> list[SFTPSession]:
+    async def _take_channels(
+        self, config: TransferConfig, count: int, *, required: int
+    ) -> list[SFTPSession]:
+        """Up to ``count`` channels: idle ones first, then new ones, on new connections if needed.
+
+        Fewer than ``count`` is not an error (a server may refuse channels or
+        connections); fewer than ``required`` raises the first failure.
+        """
         if self._closed:
             raise ClosedError("this client was closed")
-        if self._link is None:
+        if not self._slots:
             await self.open()
-        assert self._link is not None
         key = (config.window, config.max_packet_size)
         idle = self._idle.setdefault(key, [])
-        taken = [idle.pop() for _ in range(min(config.channels, len(idle)))]
-        taken = [sftp for sftp in taken if sftp.broken is None]
-        missing = config.channels - len(taken)
-        tasks: list[asyncio.Task[SFTPSession]] = []
+        taken: list[SFTPSession] = []
+        while idle and len(taken) < count:
+            sftp = idle.pop()
+            if sftp.broken is None:
+                taken.append(sftp)
+            else:
+                self._forget(sftp)
+        self._busy.update(taken)
+        errors: list[BaseException] = []
+        try:
+            opened = await self._open_channels(config, count - len(taken), errors)
+        except BaseException:
+            self._give_back(config, taken)
+            raise
+        taken += opened
+        if len(taken) < required:
+            self._give_back(config, taken)
+            raise errors[0] if errors else ClosedError("no channel could be opened")
+        return taken
+
+    async def _open_channels(
+        self, config: TransferConfig, count: int, errors: list[BaseException]
+    ) -> list[SFTPSession]:
+        """Open ``count`` channels concurrently over the connections with room and new ones."""
+        if count <= 0:
+            return []
+        # Bookkeeping first: reserve room on each connection before awaiting.
+        plan: list[_Slot] = []  # a channel to open on each existing connection listed
+        for slot in self._slots:
+            take = min(slot.room, count - len(plan))
+            slot.open += take
+            plan += [slot] * take
+        per_new = config.channels_per_connection
+        new_links = min(
+            -(-(count - len(plan)) // per_new),
+            config.max_connections - len(self._slots) - self._connecting,
+        )
+        new_counts = [
+            min(per_new, count - len(plan) - i * per_new) for i in range(max(new_links, 0))
+        ]
+        opened: list[SFTPSession] = []
+
+        async def on_slot(slot: _Slot) -> None:
+            try:
+                sftp = await slot.link.open_sftp(
+                    window=config.window, max_packet_size=config.max_packet_size
+                )
+            except ChannelRefused as exc:
+                slot.open -= 1
+                slot.cap = slot.open  # the server said how many it allows
+                errors.append(exc)
+                return
+            except SSHPipeError as exc:
+                slot.open -= 1
+                errors.append(exc)
+                return
+            except BaseException:
+                slot.open -= 1
+                raise
+            if self._closed:
+                sftp.close()
+                slot.open -= 1
+                return
+            self._slot_of[sftp] = slot
+            self._busy.add(sftp)
+            opened.append(sftp)
+
+        async def on_new_link(channels: int) -> None:
+            self._connecting += 1
+            try:
+                link = await open_link(self.connect_config)
+            except SSHPipeError as exc:
+                errors.append(exc)
+                return
+            finally:
+                self._connecting -= 1
+            if self._closed:
+                await link.close()
+                return
+            slot = _Slot(link, per_new, open=channels)
+            self._slots.append(slot)
+            async with asyncio.TaskGroup() as group:
+                for _ in range(channels):
+                    group.create_task(on_slot(slot))
+
         try:
             async with asyncio.TaskGroup() as group:
-                tasks += [
-                    group.create_task(
-                        self._link.open_sftp(
-                            window=config.window, max_packet_size=config.max_packet_size
-                        )
-                    )
-                    for _ in range(missing)
-                ]
-        except BaseExceptionGroup as group_error:
-            for task in tasks:
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    task.result().close()
-            for sftp in taken:
+                for slot in plan:
+                    group.create_task(on_slot(slot))
+                for channels in new_counts:
+                    group.create_task(on_new_link(channels))
+        except BaseException:
+            for sftp in opened:
+                self._busy.discard(sftp)
+                self._forget(sftp)
                 sftp.close()
-            raise group_error.exceptions[0] from None
-        taken += [task.result() for task in tasks]
-        self._busy.update(taken)
-        return taken
+            raise
+        if errors:
+            logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
+        return opened
+
+    def _forget(self, sftp: SFTPSession) -> None:
+        slot = self._slot_of.pop(sftp, None)
+        if slot is not None:
+            slot.open -= 1
 
     def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
         key = (config.window, config.max_packet_size)
@@ -123,15 +242,20 @@ class Client:
                 self._idle.setdefault(key, []).append(sftp)
             else:
                 sftp.close()
+                self._forget(sftp)
+
+    def _connections_of(self, channels: list[SFTPSession]) -> int:
+        return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
 
     @contextlib.asynccontextmanager
-    async def _lease(self, config: TransferConfig) -> AsyncIterator[list[SFTPSession]]:
+    async def _lease(self, config: TransferConfig) -> AsyncIterator[_Lease]:
         """Channels for one transfer, given back to the pool when it ends."""
-        channels = await self._take_channels(config)
+        first = config.channels or 1
+        lease = _Lease(self, config, await self._take_channels(config, first, required=first))
         try:
-            yield channels
+            yield lease
         finally:
-            self._give_back(config, channels)
+            self._give_back(config, lease.channels)
 
     def _config(self, override: TransferConfig | None) -> TransferConfig:
         return override if override is not None else self.config
@@ -158,8 +282,8 @@ class Client:
             RemoteError, LocalError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        async with self._lease(cfg) as channels:
-            return await engine.download(channels, remote, local, cfg)
+        async with self._lease(cfg) as lease:
+            return await engine.download(lease, remote, local, cfg)
 
     async def put(
         self, local: str, remote: str, *, config: TransferConfig | None = None
@@ -178,8 +302,8 @@ class Client:
             LocalError, RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        async with self._lease(cfg) as channels:
-            return await engine.upload(channels, local, remote, cfg)
+        async with self._lease(cfg) as lease:
+            return await engine.upload(lease, local, remote, cfg)
 
     async def stream(
         self, remote: str, *, config: TransferConfig | None = None
@@ -200,8 +324,8 @@ class Client:
         # aclosing: when our caller closes us, the engine's generator must close
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
-            self._lease(cfg) as channels,
-            contextlib.aclosing(engine.stream(channels, remote, cfg)) as pieces,
+            self._lease(cfg) as lease,
+            contextlib.aclosing(engine.stream(lease, remote, cfg)) as pieces,
         ):
             async for piece in pieces:
                 yield piece
@@ -229,8 +353,37 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError, TypeError (non-bytes piece).
         """
         cfg = self._config(config)
-        async with self._lease(cfg) as channels:
-            return await engine.upload_stream(channels, chunks, remote, cfg, mode)
+        async with self._lease(cfg) as lease:
+            return await engine.upload_stream(lease, chunks, remote, cfg, mode)
+
+
+class _Lease:
+    """The channels of one transfer; the engine asks it for more as the controller wants."""
+
+    def __init__(self, client: Client, config: TransferConfig, channels: list[SFTPSession]):
+        self._client = client
+        self._config = config
+        self.channels = channels
+        self.max_channels = config.channels or min(
+            64, config.channels_per_connection * config.max_connections
+        )
+        self.can_grow = config.channels is None
+
+    def __repr__(self) -> str:
+        return f"<_Lease channels={len(self.channels)}/{self.max_channels}>"
+
+    @property
+    def connections(self) -> int:
+        return self._client._connections_of(self.channels)
+
+    async def add(self, count: int) -> list[SFTPSession]:
+        """Up to ``count`` more channels (fewer, or none, if the server says no)."""
+        count = min(count, self.max_channels - len(self.channels))
+        if count <= 0 or not self.can_grow:
+            return []
+        new = await self._client._take_channels(self._config, count, required=0)
+        self.channels += new
+        return new
 
 
 def connect(

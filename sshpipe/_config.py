@@ -19,20 +19,26 @@ DEFAULT_REQUESTS = 128
 # Block size when the server does not send limits@openssh.com: 32 KiB is what
 # every SFTP server must accept (OpenSSH's sftp default before limits existed).
 FALLBACK_BLOCK_SIZE = 32 * 1024
-# Payload bytes charged at once (in flight plus waiting for disk or reader).
-# 128 x 255 KiB would be 32 MiB. On loopback 4, 8, 16 and 32 MiB ran within
-# noise of each other (benchmarks/sweep_loopback.py: 670-690 MB/s get,
-# 405-434 MB/s put, 512 MiB x 5); 16 MiB keeps ~800 MB/s possible at 20 ms RTT
-# and costs ~18 MiB (get) to ~30 MiB (put) of RSS over a 45 MiB base.
-DEFAULT_MAX_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# One SFTP channel: on loopback 2 and 4 channels on one connection were no
-# faster (sweep_loopback.py: get 488-516 vs 613 MB/s, put 384 vs 378); they are
-# for long links, where one channel's window caps the rate.
-DEFAULT_CHANNELS = 1
-# Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT);
-# we hold the whole byte budget's worth so the server never waits for an
-# adjust at loopback speed. OpenSSH buffers at most 16 MiB per channel.
-DEFAULT_WINDOW = 16 * 1024 * 1024
+# Payload bytes a transfer may charge at once (in flight plus waiting for disk
+# or reader): the flow controller's memory budget. 64 MiB carries 1 Gbit/s at
+# up to ~500 ms RTT, or 200 MB/s at 300 ms.
+DEFAULT_MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+# The floor of the byte budget, whatever the controller measures. On loopback
+# the RTT of a request is mostly the server's own queue, so the bandwidth-delay
+# product says little; 4, 8, 16 and 32 MiB ran within noise of each other
+# there (benchmarks/sweep_loopback.py: 670-690 MB/s get, 405-434 MB/s put).
+DEFAULT_MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
+# Channels one connection may carry: OpenSSH's MaxSessions default. A server
+# that refuses earlier is believed; one that allows more can be told so.
+DEFAULT_CHANNELS_PER_CONNECTION = 10
+# Connections one client may open for its transfers. Each costs a handshake
+# (~7 round trips); 4 x 10 channels x 2 MiB is 80 MiB of upload window.
+DEFAULT_MAX_CONNECTIONS = 4
+# Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT),
+# which caps a channel at 2 MiB per round trip. OpenSSH buffers at most 16 MiB
+# per channel (CHAN_INPUT_MAX) and HPN-SSH advertises at most 15 MiB to
+# OpenSSH peers; a longer pipe gets more channels instead.
+DEFAULT_WINDOW = 15 * 1024 * 1024
 # Largest SSH data packet we ask the server to send. 32 KiB is OpenSSH's
 # CHAN_SES_PACKET_DEFAULT; sshd then sends what it read from sftp-server
 # (~40 KiB on average at 255 KiB). 32K-255K measured within noise on
@@ -73,11 +79,16 @@ class TransferConfig:
     """How one transfer is pipelined.
 
     Attributes:
-        requests: most SFTP requests outstanding per transfer (``sftp -R``).
+        requests: most SFTP requests outstanding per channel (``sftp -R``).
         block_size: bytes per READ/WRITE; None means the server's
             ``limits@openssh.com`` maximum, else 32 KiB (``sftp -B``).
-        max_bytes_in_flight: payload bytes charged at once; bounds memory.
-        channels: SFTP channels the requests are spread over.
+        max_bytes_in_flight: memory budget: payload bytes charged at once.
+        min_bytes_in_flight: floor of the byte budget the flow controller sets.
+        channels: None lets the flow controller choose how many channels (and
+            connections) to use from the measured RTT and delivery rate; a
+            number fixes the channels and the byte budget (max_bytes_in_flight).
+        channels_per_connection: most channels opened on one connection.
+        max_connections: most connections the client opens for its transfers.
         window: SSH receive window of each channel we open (RFC 4254 §5.2).
         max_packet_size: largest SSH data packet we ask the server to send.
         local_io_in_thread: read and write the local file in a worker thread so
@@ -89,7 +100,10 @@ class TransferConfig:
     requests: int = DEFAULT_REQUESTS
     block_size: int | None = None
     max_bytes_in_flight: int = DEFAULT_MAX_BYTES_IN_FLIGHT
-    channels: int = DEFAULT_CHANNELS
+    min_bytes_in_flight: int = DEFAULT_MIN_BYTES_IN_FLIGHT
+    channels: int | None = None
+    channels_per_connection: int = DEFAULT_CHANNELS_PER_CONNECTION
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     window: int = DEFAULT_WINDOW
     max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
     local_io_in_thread: bool = True
@@ -98,7 +112,10 @@ class TransferConfig:
         _positive("requests", self.requests, maximum=65536)
         _positive("block_size", self.block_size, maximum=MAX_BLOCK_SIZE)
         _positive("max_bytes_in_flight", self.max_bytes_in_flight)
+        _positive("min_bytes_in_flight", self.min_bytes_in_flight)
         _positive("channels", self.channels, maximum=64)
+        _positive("channels_per_connection", self.channels_per_connection, maximum=1024)
+        _positive("max_connections", self.max_connections, maximum=64)
         _positive("window", self.window, maximum=2**32 - 1)
         _positive("max_packet_size", self.max_packet_size, maximum=2**20)
 

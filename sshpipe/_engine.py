@@ -6,8 +6,13 @@ without a trip through the event loop. The awaiting coroutine only moves
 payload between the pump and the disk or the reader, and frees budget as it
 goes: "ask the core -> await I/O -> feed the core".
 
-Requests are spread over the given SFTP sessions (channels), each holding its
-own handle on the file; each request goes to the least busy channel.
+Requests are spread over lanes: an SFTP session (channel) with its own
+handle on the file and a cap on the bytes it may hold in flight (its SSH
+window). Each request goes to the lane with the most room. A flow controller
+(``_flowcontrol.py``) sees every reply's latency and size; when it wants more
+channels than the transfer has, a grower task asks the lease for more (on
+more connections if need be), opens the file on them and adds the lanes while
+requests keep flowing.
 """
 
 from __future__ import annotations
@@ -18,14 +23,16 @@ import os
 import posixpath
 import secrets
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
 from . import _codec as codec
 from ._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
 from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
 from ._flight import FlightBudget
+from ._flowcontrol import FlowController, FlowLimits
 from ._localio import LocalSource, LocalTarget
 from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
@@ -51,46 +58,72 @@ def block_size_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) ->
     return max(1, min(size, MAX_AUTO_BLOCK_SIZE))
 
 
+class LanePool(Protocol):
+    """Where a transfer's channels come from (the client's lease)."""
+
+    channels: list[SFTPSession]
+    max_channels: int
+    can_grow: bool
+
+    @property
+    def connections(self) -> int: ...
+
+    async def add(self, count: int) -> list[SFTPSession]: ...
+
+
+@dataclass(slots=True, eq=False)
+class _Lane:
+    """One channel's handle on the file and what is in flight on it."""
+
+    sftp: SFTPSession
+    handle: bytes
+    cap: int  # payload bytes it may hold in flight (its SSH window)
+    bytes: int = 0
+    requests: int = 0
+
+
 @dataclass(slots=True)
 class _Handles:
-    """One open remote handle per channel, closed together."""
+    """One open remote handle per lane, closed together."""
 
     path: str
-    pairs: list[tuple[SFTPSession, bytes]]
-    opened: int = 0  # how many channels held a handle (stays after close)
+    pflags: int
+    attrs: codec.Attrs
+    write: bool  # lanes are capped by the server's window (upload) or ours
+    lanes: list[_Lane] = field(default_factory=list)
+    opened: int = 0  # how many lanes held a handle (stays after close)
 
     @classmethod
     async def open(
-        cls, channels: Sequence[SFTPSession], path: str, pflags: int, attrs: codec.Attrs
+        cls, sftp: SFTPSession, path: str, pflags: int, attrs: codec.Attrs, *, write: bool
     ) -> _Handles:
-        handles = cls(path, [])
-        try:
-            # The first open alone: if the path is wrong, one error, not K.
-            handles.pairs.append((channels[0], await channels[0].open(path, pflags, attrs)))
-            if len(channels) > 1:
-                rest = await asyncio.gather(
-                    *(
-                        ch.open(path, pflags & ~(codec.FXF_TRUNC | codec.FXF_EXCL), attrs)
-                        for ch in channels[1:]
-                    ),
-                    return_exceptions=True,
-                )
-                for ch, result in zip(channels[1:], rest, strict=True):
-                    if isinstance(result, BaseException):
-                        raise result
-                    handles.pairs.append((ch, result))
-            handles.opened = len(handles.pairs)
-        except BaseException:
-            await handles.close(check=False)
-            raise
+        handles = cls(path, pflags, attrs, write)
+        handles._append(sftp, await sftp.open(path, pflags, attrs))
         return handles
+
+    async def add(self, sftp: SFTPSession) -> _Lane:
+        """Open the file on one more channel (never truncating or creating it again)."""
+        handle = await sftp.open(
+            self.path,
+            self.pflags & ~(codec.FXF_TRUNC | codec.FXF_EXCL | codec.FXF_CREAT),
+            self.attrs,
+        )
+        return self._append(sftp, handle)
+
+    def _append(self, sftp: SFTPSession, handle: bytes) -> _Lane:
+        window = sftp.peer_window if self.write else sftp.recv_window
+        lane = _Lane(sftp, handle, window or _UNKNOWN_WINDOW)
+        self.lanes.append(lane)
+        self.opened += 1
+        return lane
 
     async def close(self, *, check: bool = True) -> None:
         """CLOSE every handle; all CLOSE packets are sent before any reply is awaited."""
-        pairs, self.pairs = self.pairs, []
-        live = [(ch, h) for ch, h in pairs if ch.broken is None]
+        lanes, self.lanes = self.lanes, []
+        live = [lane for lane in lanes if lane.sftp.broken is None]
         results = await asyncio.gather(
-            *(ch.close_handle(h, self.path) for ch, h in live), return_exceptions=True
+            *(lane.sftp.close_handle(lane.handle, self.path) for lane in live),
+            return_exceptions=True,
         )
         if check:
             for result in results:
@@ -98,21 +131,77 @@ class _Handles:
                     raise result
 
 
-class _Pump:
-    """Shared state of a pipelined transfer: budget, error, and the wake-up event."""
+# A window asyncssh did not tell us: OpenSSH's 2 MiB, the common value.
+_UNKNOWN_WINDOW = 2 * 1024 * 1024
 
-    def __init__(self, handles: _Handles, budget: FlightBudget) -> None:
+
+class _Pump:
+    """Shared state of a pipelined transfer: lanes, budget, controller, error, wake-ups."""
+
+    def __init__(
+        self,
+        handles: _Handles,
+        budget: FlightBudget,
+        controller: FlowController,
+        *,
+        requests_per_lane: int,
+        adaptive: bool,
+    ) -> None:
         self.handles = handles
         self.budget = budget
+        self.controller = controller
+        self.requests_per_lane = requests_per_lane
+        self.adaptive = adaptive  # the controller sets the byte budget and the lanes
         self.error: BaseException | None = None
         self.requests = 0
+        self.on_wire = 0  # payload bytes of requests not yet answered
         self.progress = asyncio.Event()
+        self.want_lanes = asyncio.Event()
+        self._sync_budget()
 
-    def _pick(self) -> tuple[SFTPSession, bytes]:
-        pairs = self.handles.pairs
-        if len(pairs) == 1:
-            return pairs[0]
-        return min(pairs, key=lambda pair: pair[0].pending)
+    def _pick(self, length: int) -> _Lane | None:
+        """The lane with the most room for ``length`` bytes, or None if none has it."""
+        best: _Lane | None = None
+        room = -1
+        cap = self.requests_per_lane
+        for lane in self.handles.lanes:
+            free = lane.cap - lane.bytes
+            if free > room and lane.requests < cap:
+                best, room = lane, free
+        if best is None or (room < length and best.bytes > 0):
+            return None
+        return best
+
+    def fill(self) -> None:
+        """Issue what the budget allows (the write pump's caller does it)."""
+        self.progress.set()
+
+    def add_lane(self, lane: _Lane) -> None:
+        self._sync_budget()
+        self.progress.set()
+
+    def _sync_budget(self) -> None:
+        self.budget.max_requests = self.requests_per_lane * max(1, len(self.handles.lanes))
+        if self.adaptive:
+            self.budget.max_bytes = self.controller.budget
+            if self.controller.channels > len(self.handles.lanes):
+                self.want_lanes.set()
+
+    def _sample(self, lane: _Lane, length: int, delivered: int, sent: float) -> None:
+        """A request of ``length`` bytes on ``lane`` was answered with ``delivered`` bytes."""
+        in_flight = self.on_wire
+        lane.bytes -= length
+        lane.requests -= 1
+        self.on_wire -= length
+        now = time.monotonic()
+        if self.controller.on_reply(now, rtt=now - sent, delivered=delivered, in_flight=in_flight):
+            self._sync_budget()
+
+    def _sent(self, lane: _Lane, length: int) -> None:
+        lane.bytes += length
+        lane.requests += 1
+        self.on_wire += length
+        self.requests += 1
 
     def fail(self, exc: BaseException) -> None:
         """Remember the first error; no request is issued after it."""
@@ -124,13 +213,101 @@ class _Pump:
         await self.progress.wait()
         self.progress.clear()
 
+    def flow_stats(self, lanes: LanePool) -> dict[str, object]:
+        ctl = self.controller
+        first = lanes.channels[0]
+        return {
+            "connections": lanes.connections,
+            "rtt_initial": first.init_rtt,
+            "rtt_min": ctl.min_rtt,
+            "rtt_smoothed": ctl.srtt,
+            "peak_delivery_rate": ctl.max_rate,
+            "peak_target_in_flight": ctl.peak_target,
+            "receive_window": first.recv_window,
+            "peer_window": first.peer_window,
+            "flow_phase": ctl.phase if self.adaptive else "fixed",
+        }
+
+
+def _controller(
+    config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None
+) -> FlowController:
+    limits = FlowLimits(
+        memory_budget=config.max_bytes_in_flight,
+        min_in_flight=config.min_bytes_in_flight,
+        channel_capacity=max(1, capacity),
+        max_channels=lanes.max_channels,
+        size=size,
+    )
+    rtt0 = min((s.init_rtt for s in lanes.channels if s.init_rtt > 0), default=0.0)
+    return FlowController(limits, rtt0=rtt0, now=time.monotonic())
+
+
+async def _grow(pump: _Pump, lanes: LanePool) -> None:
+    """Add lanes while the controller wants more than the transfer has.
+
+    A channel or connection that cannot be opened only stops the growth; the
+    transfer carries on with the lanes it has.
+    """
+    handles = pump.handles
+    try:
+        while lanes.can_grow:
+            await pump.want_lanes.wait()
+            pump.want_lanes.clear()
+            missing = pump.controller.channels - len(handles.lanes)
+            if missing <= 0 or pump.error is not None:
+                continue
+            new = await lanes.add(missing)
+            if not new:
+                return  # the server (or our caps) allow no more
+            results = await asyncio.gather(*(handles.add(s) for s in new), return_exceptions=True)
+            for result in results:
+                if isinstance(result, _Lane):
+                    pump.add_lane(result)
+                elif not isinstance(result, SSHPipeError):
+                    raise result
+            pump.fill()
+    except SSHPipeError:
+        return
+    except Exception as exc:  # a bug: stop the transfer rather than hide it
+        pump.fail(exc)
+
+
+@contextlib.asynccontextmanager
+async def _growing(pump: _Pump, lanes: LanePool) -> AsyncIterator[None]:
+    """Run the grower beside the transfer; on leaving it is cancelled and awaited.
+
+    Not a TaskGroup: that would wrap the transfer's own error in an ExceptionGroup.
+    """
+    grower = asyncio.get_running_loop().create_task(_grow(pump, lanes))
+    try:
+        yield
+    finally:
+        grower.cancel()
+        await asyncio.wait([grower])
+
 
 class ReadPump(_Pump):
     """Keeps READs in flight per the read plan and collects what they return."""
 
-    def __init__(self, handles: _Handles, budget: FlightBudget, plan: ReadPlan) -> None:
-        super().__init__(handles, budget)
+    def __init__(
+        self,
+        handles: _Handles,
+        budget: FlightBudget,
+        controller: FlowController,
+        plan: ReadPlan,
+        *,
+        requests_per_lane: int,
+        adaptive: bool,
+    ) -> None:
         self.plan = plan
+        super().__init__(
+            handles,
+            budget,
+            controller,
+            requests_per_lane=requests_per_lane,
+            adaptive=adaptive,
+        )
         self.arrived: list[tuple[int, Chunks, int]] = []  # (offset, chunks, length)
         self.unwritten = 0  # bytes handed to the local writer, not yet written
 
@@ -144,21 +321,26 @@ class ReadPump(_Pump):
     def fill(self) -> None:
         plan, budget = self.plan, self.budget
         while self.error is None and budget.has_room(plan.block_size):
+            lane = self._pick(plan.block_size)
+            if lane is None:
+                break
             rng = plan.next_range()
             if rng is None:
                 break
-            sftp, handle = self._pick()
             budget.send(rng.length)
-            self.requests += 1
+            self._sent(lane, rng.length)
+            reply = partial(self._on_reply, rng, lane, time.monotonic())
             try:
-                sftp.send_read(handle, rng.offset, rng.length, partial(self._on_reply, rng))
+                lane.sftp.send_read(lane.handle, rng.offset, rng.length, reply)
             except BaseException as exc:  # the channel broke: count the request as answered
-                plan.on_retry(rng)
-                budget.reply(rng.length, 0)
-                self.fail(exc)
+                reply(exc)
 
-    def _on_reply(self, rng: Range, reply: codec.Reply | BaseException) -> None:
+    def _on_reply(
+        self, rng: Range, lane: _Lane, sent: float, reply: codec.Reply | BaseException
+    ) -> None:
         plan = self.plan
+        ok = isinstance(reply, codec.Data) and 0 < reply.length <= rng.length
+        self._sample(lane, rng.length, reply.length if ok else 0, sent)  # type: ignore[union-attr]
         if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
             plan.on_data(rng, reply.length)
             self.budget.reply(rng.length, reply.length)
@@ -207,8 +389,9 @@ class ReadPump(_Pump):
         while self.plan.outstanding:
             await self.wait()
 
-    def stats(self, started: float, size: int) -> TransferStats:
+    def stats(self, started: float, size: int, lanes: LanePool) -> TransferStats:
         return TransferStats(
+            **self.flow_stats(lanes),  # type: ignore[arg-type]
             bytes=size,
             seconds=time.perf_counter() - started,
             requests=self.requests,
@@ -222,24 +405,49 @@ class ReadPump(_Pump):
         )
 
 
-def _budget(config: TransferConfig) -> FlightBudget:
-    return FlightBudget(max_requests=config.requests, max_bytes=config.max_bytes_in_flight)
+def _pump_parts(
+    config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None
+) -> tuple[FlightBudget, FlowController, dict[str, int | bool]]:
+    """The budget, the controller and the pump options of one transfer."""
+    controller = _controller(config, lanes, capacity=capacity, size=size)
+    budget = FlightBudget(max_requests=config.requests, max_bytes=config.max_bytes_in_flight)
+    options: dict[str, int | bool] = {
+        "requests_per_lane": config.requests,
+        "adaptive": lanes.can_grow,
+    }
+    return budget, controller, options
 
 
-async def _open_for_read(
-    channels: Sequence[SFTPSession], path: str
-) -> tuple[_Handles, codec.Attrs]:
+async def _open_lanes(
+    lanes: LanePool, path: str, pflags: int, attrs: codec.Attrs, *, write: bool
+) -> _Handles:
+    """Open the file on the first channel alone (one error if the path is wrong), then the rest."""
+    handles = await _Handles.open(lanes.channels[0], path, pflags, attrs, write=write)
     try:
-        handles = await _Handles.open(channels, path, codec.FXF_READ, codec.Attrs())
+        rest = await asyncio.gather(
+            *(handles.add(sftp) for sftp in lanes.channels[1:]), return_exceptions=True
+        )
+        for result in rest:
+            if isinstance(result, BaseException):
+                raise result
+    except BaseException:
+        await handles.close(check=False)
+        raise
+    return handles
+
+
+async def _open_for_read(lanes: LanePool, path: str) -> tuple[_Handles, codec.Attrs]:
+    first = lanes.channels[0]
+    try:
+        handles = await _open_lanes(lanes, path, codec.FXF_READ, codec.Attrs(), write=False)
     except RemoteError as exc:
         # Some servers refuse to open a directory with a bare FAILURE (asyncssh
         # does, OpenSSH opens it and fails the reads): say what it really is.
-        if type(exc) is RemoteError and await _is_remote_dir(channels[0], path):
+        if type(exc) is RemoteError and await _is_remote_dir(first, path):
             raise RemoteIsADirectory(path, "is a directory") from exc
         raise
     try:
-        sftp, handle = handles.pairs[0]
-        attrs = await sftp.fstat(handle, path)
+        attrs = await first.fstat(handles.lanes[0].handle, path)
         if attrs.is_dir():
             raise RemoteIsADirectory(path, "is a directory")
     except BaseException:
@@ -268,8 +476,19 @@ async def _finish_reads(pump: ReadPump, error: BaseException | None) -> None:
         await pump.handles.close(check=pump.error is None)
 
 
+async def _read_pump(lanes: LanePool, remote: str, config: TransferConfig) -> ReadPump:
+    handles, attrs = await _open_for_read(lanes, remote)
+    first = lanes.channels[0]
+    block = block_size_for(config, first, write=False)
+    plan = ReadPlan(block_size=block, size_hint=attrs.size)
+    # A download lane holds what our window allows, and no more than its requests.
+    capacity = min(first.recv_window or config.window, config.requests * block)
+    budget, controller, options = _pump_parts(config, lanes, capacity=capacity, size=attrs.size)
+    return ReadPump(handles, budget, controller, plan, **options)  # type: ignore[arg-type]
+
+
 async def download(
-    channels: Sequence[SFTPSession], remote: str, local: str, config: TransferConfig
+    lanes: LanePool, remote: str, local: str, config: TransferConfig
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end."""
     started = time.perf_counter()
@@ -279,25 +498,23 @@ async def download(
     target.open()
     committed = False
     try:
-        handles, attrs = await _open_for_read(channels, remote)
-        plan = ReadPlan(
-            block_size=block_size_for(config, channels[0], write=False), size_hint=attrs.size
-        )
-        pump = ReadPump(handles, _budget(config), plan)
+        pump = await _read_pump(lanes, remote, config)
+        plan = pump.plan
         writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
         failure: BaseException | None = None
         try:
-            pump.fill()
-            while True:
-                batch = pump.take()
-                if batch:
-                    count = sum(length for _, _, length in batch)
-                    pump.unwritten += count
-                    writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
-                elif pump.finished and not pump.unwritten:
-                    break
-                else:
-                    await pump.wait()
+            async with _growing(pump, lanes):
+                pump.fill()
+                while True:
+                    batch = pump.take()
+                    if batch:
+                        count = sum(length for _, _, length in batch)
+                        pump.unwritten += count
+                        writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
+                    elif pump.finished and not pump.unwritten:
+                        break
+                    else:
+                        await pump.wait()
             if pump.error is not None:
                 raise pump.error
         except BaseException as exc:
@@ -310,37 +527,35 @@ async def download(
                 await _finish_reads(pump, failure)
         await target.commit(plan.final_size)
         committed = True
-        return pump.stats(started, plan.final_size)
+        return pump.stats(started, plan.final_size, lanes)
     finally:
         if not committed:
             target.discard()
 
 
 async def stream(
-    channels: Sequence[SFTPSession], remote: str, config: TransferConfig
+    lanes: LanePool, remote: str, config: TransferConfig
 ) -> AsyncGenerator[bytes, None]:
     """Yield the remote file's bytes in order; memory stays within the byte budget."""
-    handles, attrs = await _open_for_read(channels, remote)
-    plan = ReadPlan(
-        block_size=block_size_for(config, channels[0], write=False), size_hint=attrs.size
-    )
-    pump = ReadPump(handles, _budget(config), plan)
+    pump = await _read_pump(lanes, remote, config)
+    plan = pump.plan
     reorder = ReorderBuffer()
     failure: BaseException | None = None
     try:
-        pump.fill()
-        while True:
-            for offset, chunks, _ in pump.take():
-                reorder.add(offset, b"".join(chunks))
-            before = reorder.buffered
-            pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
-            pump.free(before - reorder.buffered)
-            for piece in pieces:
-                yield piece
-            if pump.finished and not pump.arrived:
-                break
-            if not pieces:
-                await pump.wait()
+        async with _growing(pump, lanes):
+            pump.fill()
+            while True:
+                for offset, chunks, _ in pump.take():
+                    reorder.add(offset, b"".join(chunks))
+                before = reorder.buffered
+                pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
+                pump.free(before - reorder.buffered)
+                for piece in pieces:
+                    yield piece
+                if pump.finished and not pump.arrived:
+                    break
+                if not pieces:
+                    await pump.wait()
         if pump.error is not None:
             raise pump.error
         pump.free(reorder.discard())
@@ -354,8 +569,23 @@ async def stream(
 class WritePump(_Pump):
     """Keeps WRITEs in flight; each is charged to the budget until the server acks it."""
 
-    def __init__(self, handles: _Handles, budget: FlightBudget, block_size: int) -> None:
-        super().__init__(handles, budget)
+    def __init__(
+        self,
+        handles: _Handles,
+        budget: FlightBudget,
+        controller: FlowController,
+        block_size: int,
+        *,
+        requests_per_lane: int,
+        adaptive: bool,
+    ) -> None:
+        super().__init__(
+            handles,
+            budget,
+            controller,
+            requests_per_lane=requests_per_lane,
+            adaptive=adaptive,
+        )
         self.block_size = block_size
         self.outstanding = 0
         self.sent_bytes = 0
@@ -364,31 +594,50 @@ class WritePump(_Pump):
         return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
 
     def room(self) -> int:
-        """How many full blocks could be sent right now."""
+        """How many full blocks could be sent right now (by the budget and the lanes)."""
         budget = self.budget
         if self.error is not None:
             return 0
+        block = self.block_size
         by_requests = budget.max_requests - budget.requests
-        by_bytes = (budget.max_bytes - budget.bytes) // self.block_size
+        by_bytes = (budget.max_bytes - budget.bytes) // block
         if budget.bytes == 0:
             by_bytes = max(by_bytes, 1)
-        return max(0, min(by_requests, by_bytes))
+        by_lanes = 0
+        for lane in self.handles.lanes:
+            blocks = (lane.cap - lane.bytes) // block
+            if lane.bytes == 0:
+                blocks = max(blocks, 1)  # an empty lane always takes one block
+            by_lanes += max(0, min(blocks, self.requests_per_lane - lane.requests))
+        return max(0, min(by_requests, by_bytes, by_lanes))
 
     def send(self, offset: int, data: bytes) -> None:
-        sftp, handle = self._pick()
+        lane = self._pick(len(data))
+        if lane is None:  # room() said there was: a lane filled since
+            lane = min(self.handles.lanes, key=lambda candidate: candidate.bytes)
         self.budget.send(len(data))
+        self._sent(lane, len(data))
         self.outstanding += 1
-        self.requests += 1
         self.sent_bytes = max(self.sent_bytes, offset + len(data))
+        reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
         try:
-            sftp.send_write(handle, offset, data, partial(self._on_reply, offset, len(data)))
+            lane.sftp.send_write(lane.handle, offset, data, reply)
         except BaseException as exc:
-            self._on_reply(offset, len(data), exc)
+            reply(exc)
 
-    def _on_reply(self, offset: int, length: int, reply: codec.Reply | BaseException) -> None:
+    def _on_reply(
+        self,
+        offset: int,
+        length: int,
+        lane: _Lane,
+        sent: float,
+        reply: codec.Reply | BaseException,
+    ) -> None:
         self.outstanding -= 1
         self.budget.reply(length, 0)
-        if isinstance(reply, codec.Status) and reply.code == codec.FX_OK:
+        ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
+        self._sample(lane, length, length if ok else 0, sent)
+        if ok:
             pass
         elif isinstance(reply, codec.Status):
             self.fail(status_error(reply, self.handles.path, offset))
@@ -412,8 +661,9 @@ class WritePump(_Pump):
         if self.error is not None:
             raise self.error
 
-    def stats(self, started: float) -> TransferStats:
+    def stats(self, started: float, lanes: LanePool) -> TransferStats:
         return TransferStats(
+            **self.flow_stats(lanes),  # type: ignore[arg-type]
             bytes=self.sent_bytes,
             seconds=time.perf_counter() - started,
             requests=self.requests,
@@ -427,16 +677,17 @@ class WritePump(_Pump):
 
 
 async def _upload(
-    channels: Sequence[SFTPSession],
+    lanes: LanePool,
     remote: str,
     config: TransferConfig,
     mode: int,
     blocks: _BlockSource,
     name: str | None,
+    size: int | None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
     started = time.perf_counter()
-    sftp = channels[0]
+    sftp = lanes.channels[0]
     remote = await _resolve_remote_target(sftp, remote, name)
     temp = _remote_temp_name(remote)
     pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
@@ -445,25 +696,36 @@ async def _upload(
         # Inside the try: a cancel while the OPEN is in flight must still remove
         # the temp file the server may have created (the name is ours alone: EXCL).
         try:
-            handles = await _Handles.open(channels, temp, pflags, codec.Attrs(permissions=mode))
+            handles = await _open_lanes(
+                lanes, temp, pflags, codec.Attrs(permissions=mode), write=True
+            )
         except RemoteError as exc:
             # Name the path the user asked for, not our temporary one.
             raise type(exc)(remote, exc.reason, status=exc.status) from exc
-        pump = WritePump(handles, _budget(config), block_size_for(config, sftp, write=True))
+        block = block_size_for(config, sftp, write=True)
+        # An upload lane holds the server's window and half as much again. A
+        # WRITE stays charged until its STATUS returns, after sshd has already
+        # re-granted its window, so a bit more keeps the window full; much more
+        # would only wait in our send buffer and inflate the RTT we measure.
+        window = sftp.peer_window or _UNKNOWN_WINDOW
+        capacity = min(window + window // 2, config.requests * block)
+        budget, controller, options = _pump_parts(config, lanes, capacity=capacity, size=size)
+        pump = WritePump(handles, budget, controller, block, **options)  # type: ignore[arg-type]
         try:
-            offset = 0
-            while pump.error is None:
-                room = pump.room()
-                if room == 0:
-                    await pump.wait()
-                    continue
-                new = await blocks.next(offset, pump.block_size, room)
-                if not new:
-                    break
-                for data in new:
-                    pump.send(offset, data)
-                    offset += len(data)
-            await pump.drain()
+            async with _growing(pump, lanes):
+                offset = 0
+                while pump.error is None:
+                    room = pump.room()
+                    if room == 0:
+                        await pump.wait()
+                        continue
+                    new = await blocks.next(offset, pump.block_size, room)
+                    if not new:
+                        break
+                    for data in new:
+                        pump.send(offset, data)
+                        offset += len(data)
+                await pump.drain()
         except BaseException as exc:
             pump.fail(exc)
             # Let the writes in flight be answered before the handle is closed.
@@ -474,7 +736,7 @@ async def _upload(
             await handles.close(check=pump.error is None)
         await _rename_into_place(sftp, temp, remote)
         committed = True
-        return pump.stats(started)
+        return pump.stats(started, lanes)
     finally:
         if not committed:
             await _remove_quietly(sftp, temp)
@@ -521,32 +783,31 @@ class _StreamBlocks(_BlockSource):
         return [data]
 
 
-async def upload(
-    channels: Sequence[SFTPSession], local: str, remote: str, config: TransferConfig
-) -> TransferStats:
+async def upload(lanes: LanePool, local: str, remote: str, config: TransferConfig) -> TransferStats:
     source = LocalSource(local)
     source.open()
     try:
         return await _upload(
-            channels,
+            lanes,
             remote,
             config,
             source.mode,
             _FileBlocks(source, in_thread=config.local_io_in_thread),
             source.path.name,
+            source.size,
         )
     finally:
         source.close()
 
 
 async def upload_stream(
-    channels: Sequence[SFTPSession],
+    lanes: LanePool,
     chunks: AsyncIterable[bytes],
     remote: str,
     config: TransferConfig,
     mode: int = 0o644,
 ) -> TransferStats:
-    return await _upload(channels, remote, config, mode, _StreamBlocks(chunks), None)
+    return await _upload(lanes, remote, config, mode, _StreamBlocks(chunks), None, None)
 
 
 def _remote_temp_name(remote: str) -> str:

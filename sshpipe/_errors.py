@@ -17,6 +17,7 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │       ├── UnknownHostKey
     │       └── HostKeyMismatch
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
+    │   └── ChannelRefused         no more channels on this connection (MaxSessions)
     ├── ProtocolError              the server broke the SFTP protocol (exit 8)
     └── ClosedError                you closed the session and then used it (exit 9)
 
@@ -128,6 +129,14 @@ class ConnectionBroken(SSHPipeError):
 
     exit_code = 5
     retryable = True
+
+
+class ChannelRefused(ConnectionBroken):
+    """The server would not open another channel on this connection.
+
+    OpenSSH refuses past ``MaxSessions`` (10 by default); the connection itself
+    is fine and another connection can carry more channels.
+    """
 
 
 class ProtocolError(SSHPipeError):

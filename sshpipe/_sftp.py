@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -84,6 +85,14 @@ class SFTPSession:
         self._broken: BaseException | None = None
         self.extensions: dict[str, bytes] = {}
         self.limits: codec.Limits | None = None
+        # Seconds from INIT to VERSION: one round trip on an idle channel, the
+        # flow controller's first RTT estimate.
+        self.init_rtt = 0.0
+        # Bytes of payload the channel can hold in flight each way (RFC 4254
+        # §5.2): the receive window we granted, the send window the server
+        # granted. 0 means unknown; the SSH edge fills them in.
+        self.recv_window = 0
+        self.peer_window = 0
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -182,8 +191,10 @@ class SFTPSession:
     async def start(self) -> None:
         """Exchange INIT/VERSION and learn the server's limits when it offers them."""
         self._version = asyncio.get_running_loop().create_future()
+        sent = time.monotonic()
         self._pipe.write(codec.encode_init())
         version = await self._version
+        self.init_rtt = time.monotonic() - sent
         if version.version != codec.SFTP_VERSION:
             raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
         self.extensions = version.extensions

@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST
+from asyncssh.packet import UInt32
 
 from ._config import ConnectConfig
 from ._errors import (
     AuthenticationError,
+    ChannelRefused,
     ConnectError,
     ConnectionBroken,
     HostKeyMismatch,
@@ -39,22 +42,48 @@ DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
 
 class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
-    """Feeds an SSH channel's bytes to an SFTPSession and writes its requests."""
+    """Feeds an SSH channel's bytes to an SFTPSession and writes its requests.
 
-    def __init__(self) -> None:
+    It also tops the receive window up early. asyncssh grants more window only
+    once half of it is used, so the server can have at most half a window in
+    flight once the link's delay is longer than its own send time: a download
+    ran at half of window / RTT. Granting again after each eighth keeps the
+    whole window available, for one small WINDOW_ADJUST per eighth.
+    """
+
+    def __init__(self, window: int) -> None:
         self.sftp: SFTPSession | None = None
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
+        self._window = window
+        self._top_up_at = window - max(window // 8, 1)
+        self._can_top_up = False
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
+        # Private attributes of asyncssh's SSHChannel: use them only if they fit.
+        self._can_top_up = isinstance(getattr(chan, "_recv_window", None), int) and callable(
+            getattr(chan, "send_packet", None)
+        )
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None and self.sftp is not None:
             self.sftp.data_received(data)
+        chan = self._chan
+        if self._can_top_up and chan is not None:
+            left: int = chan._recv_window
+            if left < self._top_up_at and not chan.is_closing():
+                chan.send_packet(MSG_CHANNEL_WINDOW_ADJUST, UInt32(self._window - left))
+                chan._recv_window = self._window
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.sftp is not None:
             self.sftp.connection_lost(_broken(exc, "SFTP channel closed by the server"))
+
+    @property
+    def peer_window(self) -> int:
+        """The send window the server granted (0 if asyncssh hides it)."""
+        window = getattr(self._chan, "_send_window", 0)
+        return window if isinstance(window, int) else 0
 
     def write(self, data: bytes) -> None:
         assert self._chan is not None
@@ -248,8 +277,13 @@ class SSHLink:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
 
     async def open_sftp(self, *, window: int, max_packet_size: int) -> SFTPSession:
-        """Start the sftp subsystem on a new channel with our window and packet size."""
-        pipe = _ChannelPipe()
+        """Start the sftp subsystem on a new channel with our window and packet size.
+
+        Raises:
+            ChannelRefused: the server will not open more channels here.
+            ConnectionBroken: the connection went away.
+        """
+        pipe = _ChannelPipe(window)
         try:
             await self._conn.create_session(
                 lambda: pipe,
@@ -259,15 +293,22 @@ class SSHLink:
                 max_pktsize=max_packet_size,
             )
         except asyncssh.ChannelOpenError as exc:
-            raise ConnectionBroken(
+            raise ChannelRefused(
                 f"{self.label}: server refused an SFTP channel: {exc.reason}"
             ) from exc
         except (asyncssh.Error, OSError) as exc:
             raise _broken(exc, "connection lost") from exc
         self.channels_opened += 1
         sftp = SFTPSession(pipe, name=f"{self.label}#{self.channels_opened}")
+        sftp.recv_window = window
+        # Read before INIT is sent: nothing has used the server's grant yet.
+        sftp.peer_window = pipe.peer_window
         pipe.sftp = sftp
-        await sftp.start()
+        try:
+            await sftp.start()
+        except BaseException:
+            sftp.close()
+            raise
         return sftp
 
     async def close(self) -> None:

@@ -23,6 +23,15 @@ class TransferStats:
         block_size: bytes per request.
         size_changed: the file's size moved while it was read (grew or shrank);
             the result is what the server returned.
+        connections: SSH connections those channels belonged to.
+        rtt_initial: seconds of one round trip on an idle channel at set-up.
+        rtt_min, rtt_smoothed: lowest and smoothed (RFC 6298) request latency.
+        peak_delivery_rate: best rate of one round (~1 RTT), bytes/s.
+        peak_target_in_flight: most bytes the flow controller asked to keep in flight.
+        receive_window: SSH window we granted per channel (limits a download).
+        peer_window: SSH window the server granted per channel (limits an upload).
+        flow_phase: "startup" if the transfer ended before the controller
+            found the link's rate, else "steady"; "fixed" when channels were set.
     """
 
     bytes: int
@@ -35,6 +44,15 @@ class TransferStats:
     channels: int
     block_size: int
     size_changed: bool = False
+    connections: int = 1
+    rtt_initial: float = 0.0
+    rtt_min: float = 0.0
+    rtt_smoothed: float = 0.0
+    peak_delivery_rate: float = 0.0
+    peak_target_in_flight: int = 0
+    receive_window: int = 0
+    peer_window: int = 0
+    flow_phase: str = "fixed"
 
     @property
     def throughput(self) -> float:

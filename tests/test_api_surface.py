@@ -78,5 +78,5 @@ def test_configs_are_frozen_and_validated() -> None:
 
 def test_unopened_client_repr_shows_its_state() -> None:
     client = sshpipe.connect("me@example.org", port=2222)
-    assert repr(client) == "<Client example.org new idle_channels=0 busy_channels=0>"
+    assert repr(client) == "<Client example.org new connections=0 idle_channels=0 busy_channels=0>"
     assert client.connect_config.username == "me"

@@ -1,0 +1,197 @@
+"""Flow control: how many bytes to keep in flight, and over how many channels (pure).
+
+One SSH channel carries at most ``window / RTT`` (RFC 4254 §5.2): 2 MiB per
+round trip on stock sshd's session channels, ~20 MB/s at 100 ms. For a
+download the window is ours to choose (capped at 15 MiB, see below); for an
+upload it is the server's and only more channels (and, past sshd's
+``MaxSessions``, more connections) carry more. So the controller decides a
+byte *target* from what the link shows, and the number of channels follows
+from the target and what one channel can hold.
+
+The target follows BBR's shape (Cardwell et al., 2016), measured per SFTP
+request instead of per TCP segment:
+
+- **start** at the round trip seen at set-up times 1 Gbit/s (``START_RATE``),
+  never less than one channel's worth: on a LAN that is one channel, at
+  300 ms it is ~37 MB, found in one step rather than five doublings;
+- **startup**: once per round (about one RTT) the target doubles if the
+  delivery rate grew by a quarter or more; it stops after three rounds without
+  such growth, or at once when the RTT inflates to twice its minimum (a queue
+  is building: more in flight only adds delay);
+- **steady**: target = ``GAIN`` x highest delivery rate x lowest RTT.
+
+Rounds that could not fill the target (channels still opening, end of file,
+a slow disk) are *limited* and teach nothing about the link, so they neither
+grow the target nor count as a stall. The target never exceeds the memory
+budget or the file size; the byte budget the engine runs with never falls
+below ``min_in_flight``, which keeps a LAN or loopback pipe full when the
+RTT measured per request is mostly the server's own queueing.
+
+No I/O, no clock: times are arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+# 1 Gbit/s: what a first guess of the link assumes (TCP starts from ten
+# segments; we start from one second's worth of a gigabit pipe per second of
+# RTT). Too much only queues, which the RTT shows within one round.
+START_RATE = 125_000_000
+# Target = GAIN x bandwidth-delay product in steady state: a quarter of
+# headroom for request/reply jitter, little enough to keep queues short.
+GAIN = 1.25
+GROWTH = 1.25  # a round "grew" if the delivery rate rose by this factor (BBR)
+STALL_ROUNDS = 3  # rounds without growth that end startup (BBR)
+# The RTT has inflated when a round's mean exceeds INFLATION x the minimum
+# plus SLACK (the slack keeps sub-millisecond loopback noise from counting).
+RTT_INFLATION = 2.0
+RTT_SLACK = 0.002
+# A round lasts at least this long, so loopback rounds are not single replies.
+MIN_ROUND = 0.010
+# A round is limited when the most bytes in flight during it stayed under
+# this share of the target.
+LIMITED_SHARE = 0.8
+
+Phase = Literal["startup", "steady"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FlowLimits:
+    """What the controller may not exceed, and what one channel holds.
+
+    Attributes:
+        memory_budget: most payload bytes charged at once for the transfer.
+        min_in_flight: floor of the byte budget (not of the channel count).
+        channel_capacity: bytes one channel keeps in flight: our receive
+            window for a download, the server's window for an upload.
+        max_channels: channels the transfer may use, over all connections.
+        size: bytes the transfer moves, when known (no point in more in flight).
+    """
+
+    memory_budget: int
+    min_in_flight: int
+    channel_capacity: int
+    max_channels: int
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if min(self.memory_budget, self.min_in_flight, self.channel_capacity) < 1:
+            raise ValueError("flow limits must be positive")
+        if self.max_channels < 1:
+            raise ValueError("max_channels must be at least 1")
+
+
+@dataclass(slots=True)
+class _Round:
+    start: float
+    delivered: int = 0
+    rtt_sum: float = 0.0
+    rtt_count: int = 0
+    peak_in_flight: int = 0
+
+
+class FlowController:
+    """The byte target and channel count of one transfer, updated per reply.
+
+    Args:
+        limits: the caps and the capacity of one channel.
+        rtt0: the round trip measured at set-up (an SFTP request on an idle channel).
+        now: the clock's current value (any monotonic clock, in seconds).
+    """
+
+    def __init__(self, limits: FlowLimits, *, rtt0: float, now: float) -> None:
+        self.limits = limits
+        self.min_rtt = max(rtt0, 1e-6)
+        self.srtt = self.min_rtt
+        self.max_rate = 0.0  # bytes/s, best round so far
+        self.phase: Phase = "startup"
+        self.rounds = 0
+        self._full_rate = 0.0  # rate to beat by GROWTH in startup
+        self._stalls = 0
+        self._round = _Round(start=now)
+        self.target = self._cap(max(limits.channel_capacity, int(self.min_rtt * START_RATE)))
+        self.peak_target = self.target
+
+    def __repr__(self) -> str:
+        return (
+            f"<FlowController {self.phase} target={self.target} channels={self.channels} "
+            f"min_rtt={self.min_rtt * 1000:.1f}ms rate={self.max_rate / 1e6:.1f}MB/s>"
+        )
+
+    @property
+    def channels(self) -> int:
+        """Channels needed to hold the target in flight."""
+        wanted = math.ceil(self.target / self.limits.channel_capacity)
+        return max(1, min(wanted, self.limits.max_channels))
+
+    @property
+    def budget(self) -> int:
+        """Bytes the engine may charge at once: the target, but not below the floor."""
+        floor = min(self.limits.min_in_flight, self.limits.memory_budget)
+        return max(self.target, floor)
+
+    def on_reply(self, now: float, *, rtt: float, delivered: int, in_flight: int) -> bool:
+        """Account one answered request; returns True when a round ended.
+
+        Args:
+            now: clock value when the reply arrived.
+            rtt: seconds from sending the request to its reply.
+            delivered: payload bytes the reply completed (read or acknowledged).
+            in_flight: payload bytes outstanding just before this reply.
+        """
+        rnd = self._round
+        rnd.delivered += delivered
+        rnd.peak_in_flight = max(rnd.peak_in_flight, in_flight)
+        if rtt > 0:
+            rnd.rtt_sum += rtt
+            rnd.rtt_count += 1
+            self.min_rtt = min(self.min_rtt, rtt)
+            self.srtt += (rtt - self.srtt) / 8  # RFC 6298's alpha
+        elapsed = now - rnd.start
+        if elapsed < max(self.min_rtt, MIN_ROUND) or rnd.rtt_count == 0:
+            return False
+        self._end_round(rnd, elapsed)
+        self._round = _Round(start=now)
+        return True
+
+    def _end_round(self, rnd: _Round, elapsed: float) -> None:
+        self.rounds += 1
+        rate = rnd.delivered / elapsed
+        mean_rtt = rnd.rtt_sum / rnd.rtt_count
+        limited = rnd.peak_in_flight < LIMITED_SHARE * self.target
+        if not limited:
+            self.max_rate = max(self.max_rate, rate)
+        if self.phase == "startup":
+            if mean_rtt > RTT_INFLATION * self.min_rtt + RTT_SLACK:
+                self.max_rate = max(self.max_rate, rate)
+                self._enter_steady()
+            elif not limited:
+                if rate >= GROWTH * self._full_rate:
+                    self._full_rate = rate
+                    self._stalls = 0
+                    self.target = self._cap(self.target * 2)
+                else:
+                    self._stalls += 1
+                    if self._stalls >= STALL_ROUNDS:
+                        self._enter_steady()
+        else:
+            self._set_steady_target()
+        self.peak_target = max(self.peak_target, self.target)
+
+    def _enter_steady(self) -> None:
+        self.phase = "steady"
+        self._set_steady_target()
+
+    def _set_steady_target(self) -> None:
+        if self.max_rate > 0:
+            self.target = self._cap(int(GAIN * self.max_rate * self.min_rtt))
+
+    def _cap(self, target: int) -> int:
+        limits = self.limits
+        ceiling = limits.memory_budget
+        if limits.size is not None:
+            ceiling = min(ceiling, max(limits.size, 1))
+        return max(1, min(target, ceiling))
