@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 
 from . import _engine as engine
+from ._codec import Limits
 from ._config import (
     DEFAULT_CIPHERS,
     ConnectConfig,
@@ -59,6 +60,9 @@ class Client:
         self._busy: set[SFTPSession] = set()
         self._connecting = 0
         self._closed = False
+        # The server's limits@openssh.com answer, learned on the first channel:
+        # every connection reaches the same server.
+        self._server_limits: Limits | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._slots else "new")
@@ -115,7 +119,12 @@ class Client:
     # -- channels ------------------------------------------------------------
 
     async def _take_channels(
-        self, config: TransferConfig, count: int, *, required: int
+        self,
+        config: TransferConfig,
+        count: int,
+        *,
+        required: int,
+        ready: Callable[[SFTPSession], None] | None = None,
     ) -> list[SFTPSession]:
         """Up to ``count`` channels: idle ones first, then new ones, on new connections if needed.
 
@@ -136,9 +145,12 @@ class Client:
             else:
                 self._forget(sftp)
         self._busy.update(taken)
+        if ready is not None:
+            for sftp in taken:
+                ready(sftp)
         errors: list[BaseException] = []
         try:
-            opened = await self._open_channels(config, count - len(taken), errors)
+            opened = await self._open_channels(config, count - len(taken), errors, ready)
         except BaseException:
             self._give_back(config, taken)
             raise
@@ -149,7 +161,11 @@ class Client:
         return taken
 
     async def _open_channels(
-        self, config: TransferConfig, count: int, errors: list[BaseException]
+        self,
+        config: TransferConfig,
+        count: int,
+        errors: list[BaseException],
+        ready: Callable[[SFTPSession], None] | None = None,
     ) -> list[SFTPSession]:
         """Open ``count`` channels concurrently over the connections with room and new ones."""
         if count <= 0:
@@ -173,7 +189,9 @@ class Client:
         async def on_slot(slot: _Slot) -> None:
             try:
                 sftp = await slot.link.open_sftp(
-                    window=config.window, max_packet_size=config.max_packet_size
+                    window=config.window,
+                    max_packet_size=config.max_packet_size,
+                    known_limits=self._server_limits,
                 )
             except ChannelRefused as exc:
                 slot.open -= 1
@@ -191,9 +209,12 @@ class Client:
                 sftp.close()
                 slot.open -= 1
                 return
+            self._server_limits = self._server_limits or sftp.limits
             self._slot_of[sftp] = slot
             self._busy.add(sftp)
             opened.append(sftp)
+            if ready is not None:
+                ready(sftp)
 
         async def on_new_link(channels: int) -> None:
             self._connecting += 1
@@ -376,14 +397,24 @@ class _Lease:
     def connections(self) -> int:
         return self._client._connections_of(self.channels)
 
-    async def add(self, count: int) -> list[SFTPSession]:
-        """Up to ``count`` more channels (fewer, or none, if the server says no)."""
+    async def add(
+        self, count: int, ready: Callable[[SFTPSession], None] | None = None
+    ) -> list[SFTPSession]:
+        """Up to ``count`` more channels (fewer, or none, if the server says no).
+
+        ``ready(channel)`` is called for each as soon as it is open, before the
+        rest are; the channel already belongs to this lease then.
+        """
         count = min(count, self.max_channels - len(self.channels))
         if count <= 0 or not self.can_grow:
             return []
-        new = await self._client._take_channels(self._config, count, required=0)
-        self.channels += new
-        return new
+
+        def arrived(sftp: SFTPSession) -> None:
+            self.channels.append(sftp)
+            if ready is not None:
+                ready(sftp)
+
+        return await self._client._take_channels(self._config, count, required=0, ready=arrived)
 
 
 def connect(

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import posixpath
 import secrets
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -38,6 +39,8 @@ from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
+
+logger = logging.getLogger("sshpipe.flow")
 
 Chunks = list[bytes | memoryview]
 # Replies carry the request header too; keep a block plus its framing under the
@@ -68,7 +71,9 @@ class LanePool(Protocol):
     @property
     def connections(self) -> int: ...
 
-    async def add(self, count: int) -> list[SFTPSession]: ...
+    async def add(
+        self, count: int, ready: Callable[[SFTPSession], None] | None = None
+    ) -> list[SFTPSession]: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -111,8 +116,16 @@ class _Handles:
         return self._append(sftp, handle)
 
     def _append(self, sftp: SFTPSession, handle: bytes) -> _Lane:
-        window = sftp.peer_window if self.write else sftp.recv_window
-        lane = _Lane(sftp, handle, window or _UNKNOWN_WINDOW)
+        if self.write:
+            # The server's window and half as much again: a WRITE stays charged
+            # until its STATUS returns, after sshd has already re-granted its
+            # window, so a bit more keeps the window full; much more would only
+            # wait in our send buffer and inflate the RTT we measure.
+            window = sftp.peer_window or _UNKNOWN_WINDOW
+            cap = window + window // 2
+        else:
+            cap = sftp.recv_window or _UNKNOWN_WINDOW
+        lane = _Lane(sftp, handle, cap)
         self.lanes.append(lane)
         self.opened += 1
         return lane
@@ -146,6 +159,7 @@ class _Pump:
         *,
         requests_per_lane: int,
         adaptive: bool,
+        want_lanes: asyncio.Event,
     ) -> None:
         self.handles = handles
         self.budget = budget
@@ -156,7 +170,7 @@ class _Pump:
         self.requests = 0
         self.on_wire = 0  # payload bytes of requests not yet answered
         self.progress = asyncio.Event()
-        self.want_lanes = asyncio.Event()
+        self.want_lanes = want_lanes  # set when the controller wants more lanes
         self._sync_budget()
 
     def _pick(self, length: int) -> _Lane | None:
@@ -196,6 +210,10 @@ class _Pump:
         now = time.monotonic()
         if self.controller.on_reply(now, rtt=now - sent, delivered=delivered, in_flight=in_flight):
             self._sync_budget()
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "%s: %r lanes=%d", self.handles.path, self.controller, len(self.handles.lanes)
+                )
 
     def _sent(self, lane: _Lane, length: int) -> None:
         lane.bytes += length
@@ -221,7 +239,7 @@ class _Pump:
             "rtt_initial": first.init_rtt,
             "rtt_min": ctl.min_rtt,
             "rtt_smoothed": ctl.srtt,
-            "peak_delivery_rate": ctl.max_rate,
+            "peak_delivery_rate": ctl.peak_rate,
             "peak_target_in_flight": ctl.peak_target,
             "receive_window": first.recv_window,
             "peer_window": first.peer_window,
@@ -243,48 +261,107 @@ def _controller(
     return FlowController(limits, rtt0=rtt0, now=time.monotonic())
 
 
-async def _grow(pump: _Pump, lanes: LanePool) -> None:
-    """Add lanes while the controller wants more than the transfer has.
+class _Grower:
+    """Opens more channels while the controller wants more, and makes them lanes.
 
-    A channel or connection that cannot be opened only stops the growth; the
-    transfer carries on with the lanes it has.
+    It starts before the file is open (the controller's first guess comes from
+    the RTT seen at set-up), so new channels' four round trips overlap the
+    first channel's STAT/OPEN/FSTAT. Channels that arrive before the pump
+    exists are parked; ``attach`` turns them into lanes. Each channel becomes a
+    lane as soon as it and its handle are open, not when the whole batch is (a
+    new connection takes ten round trips). A channel or connection that cannot
+    be opened only stops the growth: the transfer goes on with what it has.
     """
-    handles = pump.handles
-    try:
-        while lanes.can_grow:
-            await pump.want_lanes.wait()
-            pump.want_lanes.clear()
-            missing = pump.controller.channels - len(handles.lanes)
-            if missing <= 0 or pump.error is not None:
-                continue
-            new = await lanes.add(missing)
-            if not new:
-                return  # the server (or our caps) allow no more
-            results = await asyncio.gather(*(handles.add(s) for s in new), return_exceptions=True)
-            for result in results:
-                if isinstance(result, _Lane):
-                    pump.add_lane(result)
-                elif not isinstance(result, SSHPipeError):
-                    raise result
-            pump.fill()
-    except SSHPipeError:
-        return
-    except Exception as exc:  # a bug: stop the transfer rather than hide it
-        pump.fail(exc)
+
+    def __init__(self, lanes: LanePool, controller: FlowController) -> None:
+        self.lanes = lanes
+        self.controller = controller
+        self.want = asyncio.Event()
+        self.want.set()  # the first guess may already want more than one channel
+        self._pump: _Pump | None = None
+        self._parked: list[SFTPSession] = []
+        self._group: asyncio.TaskGroup | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._bug: Exception | None = None
+
+    def start(self) -> None:
+        if self.lanes.can_grow:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Cancel the growth and wait for it: no lane is added after this returns."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+        if self._bug is not None and self._pump is None:
+            raise self._bug
+
+    def attach(self, pump: _Pump) -> None:
+        """The file is open and the pump runs: parked channels become lanes."""
+        self._pump = pump
+        room = max(0, self.controller.channels - len(pump.handles.lanes))
+        parked, self._parked = self._parked[:room], self._parked[room:]
+        for sftp in parked:
+            self._spawn(sftp)
+        self.want.set()
+
+    def _arrived(self, sftp: SFTPSession) -> None:
+        if self._pump is None:
+            self._parked.append(sftp)
+        else:
+            self._spawn(sftp)
+
+    def _spawn(self, sftp: SFTPSession) -> None:
+        if self._group is not None:
+            self._group.create_task(self._open_lane(sftp))
+
+    async def _open_lane(self, sftp: SFTPSession) -> None:
+        pump = self._pump
+        assert pump is not None
+        try:
+            lane = await pump.handles.add(sftp)
+        except SSHPipeError as exc:
+            logger.debug("%s: no handle on a new channel: %s", pump.handles.path, exc)
+            return
+        pump.add_lane(lane)
+        pump.fill()
+
+    async def _run(self) -> None:
+        growing = True
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                while True:  # lives until stop(): attach() may still need the group
+                    await self.want.wait()
+                    self.want.clear()
+                    pump = self._pump
+                    missing = self.controller.channels - len(self.lanes.channels)
+                    if not growing or missing <= 0 or (pump is not None and pump.error):
+                        continue
+                    added = await self.lanes.add(missing, self._arrived)
+                    growing = bool(added)  # none: the server (or our caps) allow no more
+        except SSHPipeError:
+            return
+        except Exception as exc:  # a bug: stop the transfer rather than hide it
+            self._bug = exc
+            if self._pump is not None:
+                self._pump.fail(exc)
 
 
 @contextlib.asynccontextmanager
-async def _growing(pump: _Pump, lanes: LanePool) -> AsyncIterator[None]:
-    """Run the grower beside the transfer; on leaving it is cancelled and awaited.
+async def _growing(lanes: LanePool, controller: FlowController) -> AsyncIterator[_Grower]:
+    """A grower running for the duration of the block (stopped, and awaited, on leaving).
 
-    Not a TaskGroup: that would wrap the transfer's own error in an ExceptionGroup.
+    Not a TaskGroup around the block: that would wrap the transfer's own error
+    in an ExceptionGroup.
     """
-    grower = asyncio.get_running_loop().create_task(_grow(pump, lanes))
+    grower = _Grower(lanes, controller)
+    grower.start()
     try:
-        yield
+        yield grower
     finally:
-        grower.cancel()
-        await asyncio.wait([grower])
+        await grower.stop()
 
 
 class ReadPump(_Pump):
@@ -299,6 +376,7 @@ class ReadPump(_Pump):
         *,
         requests_per_lane: int,
         adaptive: bool,
+        want_lanes: asyncio.Event,
     ) -> None:
         self.plan = plan
         super().__init__(
@@ -307,6 +385,7 @@ class ReadPump(_Pump):
             controller,
             requests_per_lane=requests_per_lane,
             adaptive=adaptive,
+            want_lanes=want_lanes,
         )
         self.arrived: list[tuple[int, Chunks, int]] = []  # (offset, chunks, length)
         self.unwritten = 0  # bytes handed to the local writer, not yet written
@@ -405,27 +484,23 @@ class ReadPump(_Pump):
         )
 
 
-def _pump_parts(
-    config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None
-) -> tuple[FlightBudget, FlowController, dict[str, int | bool]]:
-    """The budget, the controller and the pump options of one transfer."""
-    controller = _controller(config, lanes, capacity=capacity, size=size)
-    budget = FlightBudget(max_requests=config.requests, max_bytes=config.max_bytes_in_flight)
-    options: dict[str, int | bool] = {
-        "requests_per_lane": config.requests,
-        "adaptive": lanes.can_grow,
-    }
-    return budget, controller, options
+def _budget(config: TransferConfig) -> FlightBudget:
+    return FlightBudget(max_requests=config.requests, max_bytes=config.max_bytes_in_flight)
+
+
+def _first_channels(lanes: LanePool) -> list[SFTPSession]:
+    """The channels the file is opened on before any growth: all of them when fixed."""
+    return list(lanes.channels) if not lanes.can_grow else lanes.channels[:1]
 
 
 async def _open_lanes(
-    lanes: LanePool, path: str, pflags: int, attrs: codec.Attrs, *, write: bool
+    channels: list[SFTPSession], path: str, pflags: int, attrs: codec.Attrs, *, write: bool
 ) -> _Handles:
     """Open the file on the first channel alone (one error if the path is wrong), then the rest."""
-    handles = await _Handles.open(lanes.channels[0], path, pflags, attrs, write=write)
+    handles = await _Handles.open(channels[0], path, pflags, attrs, write=write)
     try:
         rest = await asyncio.gather(
-            *(handles.add(sftp) for sftp in lanes.channels[1:]), return_exceptions=True
+            *(handles.add(sftp) for sftp in channels[1:]), return_exceptions=True
         )
         for result in rest:
             if isinstance(result, BaseException):
@@ -436,10 +511,10 @@ async def _open_lanes(
     return handles
 
 
-async def _open_for_read(lanes: LanePool, path: str) -> tuple[_Handles, codec.Attrs]:
-    first = lanes.channels[0]
+async def _open_for_read(channels: list[SFTPSession], path: str) -> tuple[_Handles, codec.Attrs]:
+    first = channels[0]
     try:
-        handles = await _open_lanes(lanes, path, codec.FXF_READ, codec.Attrs(), write=False)
+        handles = await _open_lanes(channels, path, codec.FXF_READ, codec.Attrs(), write=False)
     except RemoteError as exc:
         # Some servers refuse to open a directory with a bare FAILURE (asyncssh
         # does, OpenSSH opens it and fails the reads): say what it really is.
@@ -463,11 +538,12 @@ async def _is_remote_dir(sftp: SFTPSession, path: str) -> bool:
         return False
 
 
-async def _finish_reads(pump: ReadPump, error: BaseException | None) -> None:
-    """Stop issuing, let replies in flight return, close every handle."""
+async def _finish_reads(pump: ReadPump, grower: _Grower, error: BaseException | None) -> None:
+    """Stop issuing and growing, let replies in flight return, close every handle."""
     if error is not None:
         pump.fail(error)
     try:
+        await grower.stop()
         if pump.plan.outstanding and pump.error is not None:
             # A server that stops answering must not hide the first error.
             with contextlib.suppress(TimeoutError):
@@ -476,15 +552,32 @@ async def _finish_reads(pump: ReadPump, error: BaseException | None) -> None:
         await pump.handles.close(check=pump.error is None)
 
 
-async def _read_pump(lanes: LanePool, remote: str, config: TransferConfig) -> ReadPump:
-    handles, attrs = await _open_for_read(lanes, remote)
-    first = lanes.channels[0]
+@contextlib.asynccontextmanager
+async def _reading(
+    lanes: LanePool, remote: str, config: TransferConfig
+) -> AsyncIterator[tuple[ReadPump, _Grower]]:
+    """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump."""
+    first_channels = _first_channels(lanes)
+    first = first_channels[0]
     block = block_size_for(config, first, write=False)
-    plan = ReadPlan(block_size=block, size_hint=attrs.size)
     # A download lane holds what our window allows, and no more than its requests.
     capacity = min(first.recv_window or config.window, config.requests * block)
-    budget, controller, options = _pump_parts(config, lanes, capacity=capacity, size=attrs.size)
-    return ReadPump(handles, budget, controller, plan, **options)  # type: ignore[arg-type]
+    controller = _controller(config, lanes, capacity=capacity, size=None)
+    async with _growing(lanes, controller) as grower:
+        handles, attrs = await _open_for_read(first_channels, remote)
+        controller.set_size(attrs.size)
+        plan = ReadPlan(block_size=block, size_hint=attrs.size)
+        pump = ReadPump(
+            handles,
+            _budget(config),
+            controller,
+            plan,
+            requests_per_lane=config.requests,
+            adaptive=lanes.can_grow,
+            want_lanes=grower.want,
+        )
+        grower.attach(pump)
+        yield pump, grower
 
 
 async def download(
@@ -498,12 +591,11 @@ async def download(
     target.open()
     committed = False
     try:
-        pump = await _read_pump(lanes, remote, config)
-        plan = pump.plan
-        writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
-        failure: BaseException | None = None
-        try:
-            async with _growing(pump, lanes):
+        async with _reading(lanes, remote, config) as (pump, grower):
+            plan = pump.plan
+            writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
+            failure: BaseException | None = None
+            try:
                 pump.fill()
                 while True:
                     batch = pump.take()
@@ -515,16 +607,16 @@ async def download(
                         break
                     else:
                         await pump.wait()
-            if pump.error is not None:
-                raise pump.error
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            try:
-                await writer.close(abandon=failure is not None)
+                if pump.error is not None:
+                    raise pump.error
+            except BaseException as exc:
+                failure = exc
+                raise
             finally:
-                await _finish_reads(pump, failure)
+                try:
+                    await writer.close(abandon=failure is not None)
+                finally:
+                    await _finish_reads(pump, grower, failure)
         await target.commit(plan.final_size)
         committed = True
         return pump.stats(started, plan.final_size, lanes)
@@ -537,12 +629,11 @@ async def stream(
     lanes: LanePool, remote: str, config: TransferConfig
 ) -> AsyncGenerator[bytes, None]:
     """Yield the remote file's bytes in order; memory stays within the byte budget."""
-    pump = await _read_pump(lanes, remote, config)
-    plan = pump.plan
-    reorder = ReorderBuffer()
-    failure: BaseException | None = None
-    try:
-        async with _growing(pump, lanes):
+    async with _reading(lanes, remote, config) as (pump, grower):
+        plan = pump.plan
+        reorder = ReorderBuffer()
+        failure: BaseException | None = None
+        try:
             pump.fill()
             while True:
                 for offset, chunks, _ in pump.take():
@@ -556,14 +647,14 @@ async def stream(
                     break
                 if not pieces:
                     await pump.wait()
-        if pump.error is not None:
-            raise pump.error
-        pump.free(reorder.discard())
-    except BaseException as exc:
-        failure = exc
-        raise
-    finally:
-        await _finish_reads(pump, failure)
+            if pump.error is not None:
+                raise pump.error
+            pump.free(reorder.discard())
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            await _finish_reads(pump, grower, failure)
 
 
 class WritePump(_Pump):
@@ -578,6 +669,7 @@ class WritePump(_Pump):
         *,
         requests_per_lane: int,
         adaptive: bool,
+        want_lanes: asyncio.Event,
     ) -> None:
         super().__init__(
             handles,
@@ -585,6 +677,7 @@ class WritePump(_Pump):
             controller,
             requests_per_lane=requests_per_lane,
             adaptive=adaptive,
+            want_lanes=want_lanes,
         )
         self.block_size = block_size
         self.outstanding = 0
@@ -687,32 +780,42 @@ async def _upload(
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
     started = time.perf_counter()
-    sftp = lanes.channels[0]
-    remote = await _resolve_remote_target(sftp, remote, name)
-    temp = _remote_temp_name(remote)
-    pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
+    first_channels = _first_channels(lanes)
+    sftp = first_channels[0]
+    block = block_size_for(config, sftp, write=True)
+    # Each lane holds 1.5 server windows (_Handles._append); counting it as
+    # 1.25 puts GAIN's headroom in that extra half window, not in more
+    # channels: channels = bandwidth-delay product / window.
+    window = sftp.peer_window or _UNKNOWN_WINDOW
+    capacity = min(window + window // 4, config.requests * block)
+    controller = _controller(config, lanes, capacity=capacity, size=size)
     committed = False
+    temp: str | None = None
     try:
-        # Inside the try: a cancel while the OPEN is in flight must still remove
-        # the temp file the server may have created (the name is ours alone: EXCL).
-        try:
-            handles = await _open_lanes(
-                lanes, temp, pflags, codec.Attrs(permissions=mode), write=True
+        async with _growing(lanes, controller) as grower:
+            remote = await _resolve_remote_target(sftp, remote, name)
+            temp = _remote_temp_name(remote)
+            pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
+            # Inside the try: a cancel while the OPEN is in flight must still remove
+            # the temp file the server may have created (the name is ours alone: EXCL).
+            try:
+                handles = await _open_lanes(
+                    first_channels, temp, pflags, codec.Attrs(permissions=mode), write=True
+                )
+            except RemoteError as exc:
+                # Name the path the user asked for, not our temporary one.
+                raise type(exc)(remote, exc.reason, status=exc.status) from exc
+            pump = WritePump(
+                handles,
+                _budget(config),
+                controller,
+                block,
+                requests_per_lane=config.requests,
+                adaptive=lanes.can_grow,
+                want_lanes=grower.want,
             )
-        except RemoteError as exc:
-            # Name the path the user asked for, not our temporary one.
-            raise type(exc)(remote, exc.reason, status=exc.status) from exc
-        block = block_size_for(config, sftp, write=True)
-        # An upload lane holds the server's window and half as much again. A
-        # WRITE stays charged until its STATUS returns, after sshd has already
-        # re-granted its window, so a bit more keeps the window full; much more
-        # would only wait in our send buffer and inflate the RTT we measure.
-        window = sftp.peer_window or _UNKNOWN_WINDOW
-        capacity = min(window + window // 2, config.requests * block)
-        budget, controller, options = _pump_parts(config, lanes, capacity=capacity, size=size)
-        pump = WritePump(handles, budget, controller, block, **options)  # type: ignore[arg-type]
-        try:
-            async with _growing(pump, lanes):
+            grower.attach(pump)
+            try:
                 offset = 0
                 while pump.error is None:
                     room = pump.room()
@@ -726,19 +829,20 @@ async def _upload(
                         pump.send(offset, data)
                         offset += len(data)
                 await pump.drain()
-        except BaseException as exc:
-            pump.fail(exc)
-            # Let the writes in flight be answered before the handle is closed.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(pump.settle(), timeout=30)
-            raise
-        finally:
-            await handles.close(check=pump.error is None)
-        await _rename_into_place(sftp, temp, remote)
-        committed = True
-        return pump.stats(started, lanes)
+            except BaseException as exc:
+                pump.fail(exc)
+                # Let the writes in flight be answered before the handle is closed.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(pump.settle(), timeout=30)
+                raise
+            finally:
+                await grower.stop()
+                await handles.close(check=pump.error is None)
+            await _rename_into_place(sftp, temp, remote)
+            committed = True
+            return pump.stats(started, lanes)
     finally:
-        if not committed:
+        if not committed and temp is not None:
             await _remove_quietly(sftp, temp)
 
 

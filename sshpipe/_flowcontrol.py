@@ -15,9 +15,10 @@ request instead of per TCP segment:
   never less than one channel's worth: on a LAN that is one channel, at
   300 ms it is ~37 MB, found in one step rather than five doublings;
 - **startup**: once per round (about one RTT) the target doubles if the
-  delivery rate grew by a quarter or more; it stops after three rounds without
-  such growth, or at once when the RTT inflates to twice its minimum (a queue
-  is building: more in flight only adds delay);
+  delivery rate grew by a quarter or more and the link carried at least half
+  the target in one round trip; it stops after three rounds without such
+  growth, or at once when the RTT inflates to twice its minimum (a queue is
+  building: more in flight only adds delay);
 - **steady**: target = ``GAIN`` x highest delivery rate x lowest RTT.
 
 Rounds that could not fill the target (channels still opening, end of file,
@@ -33,7 +34,7 @@ No I/O, no clock: times are arguments.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 # 1 Gbit/s: what a first guess of the link assumes (TCP starts from ten
@@ -106,7 +107,8 @@ class FlowController:
         self.limits = limits
         self.min_rtt = max(rtt0, 1e-6)
         self.srtt = self.min_rtt
-        self.max_rate = 0.0  # bytes/s, best round so far
+        self.max_rate = 0.0  # bytes/s, best round that was not limited
+        self.peak_rate = 0.0  # bytes/s, best round of all (for the stats)
         self.phase: Phase = "startup"
         self.rounds = 0
         self._full_rate = 0.0  # rate to beat by GROWTH in startup
@@ -117,9 +119,15 @@ class FlowController:
 
     def __repr__(self) -> str:
         return (
-            f"<FlowController {self.phase} target={self.target} channels={self.channels} "
-            f"min_rtt={self.min_rtt * 1000:.1f}ms rate={self.max_rate / 1e6:.1f}MB/s>"
+            f"<FlowController {self.phase} round={self.rounds} target={self.target} "
+            f"channels={self.channels} min_rtt={self.min_rtt * 1000:.1f}ms "
+            f"srtt={self.srtt * 1000:.1f}ms rate={self.max_rate / 1e6:.1f}MB/s>"
         )
+
+    def set_size(self, size: int | None) -> None:
+        """The transfer's size became known (a download learns it after opening)."""
+        self.limits = replace(self.limits, size=size)
+        self.target = self._cap(self.target)
 
     @property
     def channels(self) -> int:
@@ -162,6 +170,7 @@ class FlowController:
         rate = rnd.delivered / elapsed
         mean_rtt = rnd.rtt_sum / rnd.rtt_count
         limited = rnd.peak_in_flight < LIMITED_SHARE * self.target
+        self.peak_rate = max(self.peak_rate, rate)
         if not limited:
             self.max_rate = max(self.max_rate, rate)
         if self.phase == "startup":
@@ -172,7 +181,11 @@ class FlowController:
                 if rate >= GROWTH * self._full_rate:
                     self._full_rate = rate
                     self._stalls = 0
-                    self.target = self._cap(self.target * 2)
+                    # Double only when the link carried at least half the target
+                    # per round trip: a round whose replies were still on their
+                    # way (new channels just added) shows a low rate, not a full pipe.
+                    if rate * self.min_rtt >= self.target / 2:
+                        self.target = self._cap(self.target * 2)
                 else:
                     self._stalls += 1
                     if self._stalls >= STALL_ROUNDS:

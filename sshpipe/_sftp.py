@@ -188,8 +188,13 @@ class SFTPSession:
 
     # -- session set-up and control requests ---------------------------------
 
-    async def start(self) -> None:
-        """Exchange INIT/VERSION and learn the server's limits when it offers them."""
+    async def start(self, *, known_limits: codec.Limits | None = None) -> None:
+        """Exchange INIT/VERSION and learn the server's limits when it offers them.
+
+        Args:
+            known_limits: limits another session on the same server already
+                learned; a channel opened mid-transfer then saves a round trip.
+        """
         self._version = asyncio.get_running_loop().create_future()
         sent = time.monotonic()
         self._pipe.write(codec.encode_init())
@@ -198,7 +203,9 @@ class SFTPSession:
         if version.version != codec.SFTP_VERSION:
             raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
         self.extensions = version.extensions
-        if "limits@openssh.com" in self.extensions:
+        if "limits@openssh.com" in self.extensions and known_limits is not None:
+            self.limits = known_limits
+        elif "limits@openssh.com" in self.extensions:
             reply = await self.call(lambda rid: codec.encode_extended(rid, "limits@openssh.com"))
             if not isinstance(reply, codec.ExtendedReply):
                 raise ProtocolError(f"{self.name}: bad reply to limits@openssh.com")

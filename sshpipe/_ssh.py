@@ -24,6 +24,7 @@ import asyncssh
 from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST
 from asyncssh.packet import UInt32
 
+from ._codec import Limits
 from ._config import ConnectConfig
 from ._errors import (
     AuthenticationError,
@@ -276,7 +277,9 @@ class SSHLink:
     def __repr__(self) -> str:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
 
-    async def open_sftp(self, *, window: int, max_packet_size: int) -> SFTPSession:
+    async def open_sftp(
+        self, *, window: int, max_packet_size: int, known_limits: Limits | None = None
+    ) -> SFTPSession:
         """Start the sftp subsystem on a new channel with our window and packet size.
 
         Raises:
@@ -305,7 +308,7 @@ class SSHLink:
         sftp.peer_window = pipe.peer_window
         pipe.sftp = sftp
         try:
-            await sftp.start()
+            await sftp.start(known_limits=known_limits)
         except BaseException:
             sftp.close()
             raise

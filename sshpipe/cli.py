@@ -18,7 +18,12 @@ from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from ._client import connect
-from ._config import DEFAULT_REQUESTS, TransferConfig, parse_destination
+from ._config import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUESTS,
+    TransferConfig,
+    parse_destination,
+)
 from ._errors import LocalError, SSHPipeError, UsageError
 from ._stats import TransferStats
 
@@ -84,6 +89,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a finite number >= 0")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
@@ -118,7 +133,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         dest="requests",
         type=_positive_int,
         default=DEFAULT_REQUESTS,
-        help=f"requests in flight (as sftp -R; default {DEFAULT_REQUESTS})",
+        help=f"requests in flight per channel (as sftp -R; default {DEFAULT_REQUESTS})",
     )
     parser.add_argument(
         "-B",
@@ -126,12 +141,27 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         type=_size,
         help="bytes per request (as sftp -B; default: the server's limit)",
     )
-    parser.add_argument("--channels", type=_positive_int, help="SFTP channels to spread over")
+    parser.add_argument(
+        "--channels",
+        type=_positive_int,
+        help="use exactly this many SFTP channels (default: the flow controller decides)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=_positive_int,
+        help=f"most SSH connections to open (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    parser.add_argument(
+        "--channels-per-connection",
+        dest="channels_per_connection",
+        type=_positive_int,
+        help="most channels per connection (default 10, sshd's MaxSessions)",
+    )
     parser.add_argument(
         "--in-flight",
         dest="in_flight",
         type=_size,
-        help="payload bytes in flight at most (bounds memory)",
+        help="memory budget: payload bytes in flight at most (default 64M)",
     )
     parser.add_argument("--window", type=_size, help="SSH receive window per channel")
     parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing on success")
@@ -153,6 +183,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run get/put against an embedded server and compare")
     demo.add_argument(
         "--size", type=_size, default=64 * 1024 * 1024, help="test file size (default 64M)"
+    )
+    demo.add_argument(
+        "--rtt",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="MS",
+        help="emulate this round-trip time between client and server (link emulator)",
+    )
+    demo.add_argument(
+        "--rate",
+        type=_non_negative_float,
+        default=None,
+        metavar="MBIT",
+        help="emulate a link of this many Mbit/s per direction",
     )
     serve = commands.add_parser("serve", help="run the embedded SFTP server until Ctrl-C")
     serve.add_argument("--root", help="directory to serve (default: a new temp dir)")
@@ -222,6 +266,10 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
     )
     if args.channels:
         config = replace(config, channels=args.channels)
+    if args.connections:
+        config = replace(config, max_connections=args.connections)
+    if args.channels_per_connection:
+        config = replace(config, channels_per_connection=args.channels_per_connection)
     if args.in_flight:
         config = replace(config, max_bytes_in_flight=args.in_flight)
     if args.window:
@@ -236,7 +284,8 @@ def _report(args: argparse.Namespace, source: str, target: str, stats: TransferS
         print(
             f"{source} -> {target}: {_human(stats.bytes)} in {stats.seconds:.2f} s "
             f"({stats.throughput / 1e6:.1f} MB/s), {stats.requests} requests, "
-            f"peak {stats.peak_requests_in_flight} in flight"
+            f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
+            f"{stats.connections} connection(s), RTT {stats.rtt_min * 1000:.1f} ms"
         )
 
 
@@ -295,11 +344,16 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m sshpipe``; returns the exit code."""
-    debug = os.environ.get("SSHPIPE_DEBUG") == "1"
+    # SSHPIPE_DEBUG=1: sshpipe's own debug log (the flow controller's rounds
+    # among it); =asyncssh adds asyncssh's. Neither logs secrets or payload.
+    debug = os.environ.get("SSHPIPE_DEBUG", "")
     logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING, format="sshpipe: %(message)s"
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="sshpipe: %(relativeCreated)d ms: %(message)s" if debug else "sshpipe: %(message)s",
     )
-    logging.getLogger("asyncssh").setLevel(logging.DEBUG if debug else logging.CRITICAL)
+    logging.getLogger("asyncssh").setLevel(
+        logging.DEBUG if debug == "asyncssh" else logging.CRITICAL
+    )
     try:
         args = build_parser().parse_args(argv)
         if args.command in ("get", "put"):
@@ -307,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import _demo  # the embedded server is only imported when asked for
 
         if args.command == "demo":
-            return _run(_demo.demo(args.size))
+            return _run(_demo.demo(args.size, rtt_ms=args.rtt, rate_mbit=args.rate))
         return _run(_demo.serve(args.root, args.port))
     except SSHPipeError as exc:
         if debug:

@@ -71,6 +71,8 @@ def test_json_stats(openssh_peer: Peer, tmp_path: Path) -> None:
         "4",
         "-B",
         "8192",
+        "--channels",
+        "1",
         *openssh_peer.cli_options(),
         openssh_peer.spec("src.bin"),
         str(tmp_path / "out"),
@@ -78,8 +80,13 @@ def test_json_stats(openssh_peer: Peer, tmp_path: Path) -> None:
     stats = json.loads(result.stdout)
     assert stats["bytes"] == 100_000
     assert stats["block_size"] == 8192
-    assert stats["peak_requests_in_flight"] == 4
+    assert stats["peak_requests_in_flight"] == 4  # -R caps each channel, as sftp -R does
     assert stats["requests"] == 14  # 13 blocks and the probe that finds EOF
+    # Why it ran at the speed it did: one fixed channel on one connection, and the RTT.
+    assert (stats["channels"], stats["connections"], stats["flow_phase"]) == (1, 1, "fixed")
+    assert 0 < stats["rtt_min"] <= stats["rtt_initial"] < 1
+    assert stats["receive_window"] == 15 * 1024 * 1024
+    assert stats["peer_window"] > 0
 
 
 def test_port_from_o_option_and_user_from_spec(openssh_peer: Peer, tmp_path: Path) -> None:
