@@ -23,10 +23,14 @@ request instead of per TCP segment:
 
 Rounds that could not fill the target (channels still opening, end of file,
 a slow disk) are *limited* and teach nothing about the link, so they neither
-grow the target nor count as a stall. The target never exceeds the memory
-budget or the file size; the byte budget the engine runs with never falls
-below ``min_in_flight``, which keeps a LAN or loopback pipe full when the
-RTT measured per request is mostly the server's own queueing.
+grow the target nor count as a stall; a round at the channel cap is not
+limited, it is all the transfer can do. The highest rate is the maximum over
+the last ``RATE_WINDOW`` rounds, so a link that slows down is followed. The
+target never exceeds the memory budget or the file size. On a LAN or
+loopback (min RTT under ``LAN_RTT``) the RTT of a request is mostly the
+server's own queue and says little about the pipe, so there the byte budget
+never falls below ``min_in_flight``; on a WAN the target alone decides, so a
+slow link does not get a 16 MiB queue.
 
 No I/O, no clock: times are arguments.
 """
@@ -34,6 +38,7 @@ No I/O, no clock: times are arguments.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -55,6 +60,9 @@ MIN_ROUND = 0.010
 # A round is limited when the most bytes in flight during it stayed under
 # this share of the target.
 LIMITED_SHARE = 0.8
+RATE_WINDOW = 10  # rounds the highest delivery rate is remembered (BBR's filter)
+# Below this min RTT the link is a LAN or loopback and min_in_flight applies.
+LAN_RTT = 0.005
 
 Phase = Literal["startup", "steady"]
 
@@ -65,7 +73,7 @@ class FlowLimits:
 
     Attributes:
         memory_budget: most payload bytes charged at once for the transfer.
-        min_in_flight: floor of the byte budget (not of the channel count).
+        min_in_flight: floor of the byte budget on a LAN (not of the channel count).
         channel_capacity: bytes one channel keeps in flight: our receive
             window for a download, the server's window for an upload.
         max_channels: channels the transfer may use, over all connections.
@@ -107,7 +115,7 @@ class FlowController:
         self.limits = limits
         self.min_rtt = max(rtt0, 1e-6)
         self.srtt = self.min_rtt
-        self.max_rate = 0.0  # bytes/s, best round that was not limited
+        self._rates: deque[float] = deque(maxlen=RATE_WINDOW)  # recent unlimited rounds
         self.peak_rate = 0.0  # bytes/s, best round of all (for the stats)
         self.phase: Phase = "startup"
         self.rounds = 0
@@ -130,6 +138,11 @@ class FlowController:
         self.target = self._cap(self.target)
 
     @property
+    def max_rate(self) -> float:
+        """Bytes/s: the best of the last RATE_WINDOW rounds that were not limited."""
+        return max(self._rates, default=0.0)
+
+    @property
     def channels(self) -> int:
         """Channels needed to hold the target in flight."""
         wanted = math.ceil(self.target / self.limits.channel_capacity)
@@ -137,9 +150,10 @@ class FlowController:
 
     @property
     def budget(self) -> int:
-        """Bytes the engine may charge at once: the target, but not below the floor."""
-        floor = min(self.limits.min_in_flight, self.limits.memory_budget)
-        return max(self.target, floor)
+        """Bytes the engine may charge at once: the target, on a LAN not below the floor."""
+        if self.min_rtt >= LAN_RTT:
+            return self.target
+        return max(self.target, min(self.limits.min_in_flight, self.limits.memory_budget))
 
     def on_reply(self, now: float, *, rtt: float, delivered: int, in_flight: int) -> bool:
         """Account one answered request; returns True when a round ended.
@@ -169,16 +183,18 @@ class FlowController:
         self.rounds += 1
         rate = rnd.delivered / elapsed
         mean_rtt = rnd.rtt_sum / rnd.rtt_count
-        limited = rnd.peak_in_flight < LIMITED_SHARE * self.target
+        limits = self.limits
+        reachable = min(self.target, limits.max_channels * limits.channel_capacity)
+        limited = rnd.peak_in_flight < LIMITED_SHARE * reachable
         self.peak_rate = max(self.peak_rate, rate)
-        if not limited:
-            self.max_rate = max(self.max_rate, rate)
+        inflated = mean_rtt > RTT_INFLATION * self.min_rtt + RTT_SLACK
+        if not limited or inflated:  # a queue building is a full pipe, limited or not
+            self._rates.append(rate)
         if self.phase == "startup":
-            if mean_rtt > RTT_INFLATION * self.min_rtt + RTT_SLACK:
-                self.max_rate = max(self.max_rate, rate)
+            if inflated:
                 self._enter_steady()
             elif not limited:
-                if rate >= GROWTH * self._full_rate:
+                if rate > 0 and rate >= GROWTH * self._full_rate:
                     self._full_rate = rate
                     self._stalls = 0
                     # Double only when the link carried at least half the target
