@@ -433,14 +433,19 @@ def _tail(path: Path) -> str:
 
 def verify(output: Path, run: Run) -> str | None:
     """None when ``output`` matches the source, else why not."""
+    return verify_file(output, run.size, run.source_sha256)
+
+
+def verify_file(output: Path, size: int, sha256: str) -> str | None:
+    """None when ``output`` has ``size`` bytes hashing to ``sha256``, else why not."""
     if not output.exists():
         return f"output {output} does not exist"
     actual_size = output.stat().st_size
-    if actual_size != run.size:
-        return f"output size {actual_size} != source size {run.size}"
+    if actual_size != size:
+        return f"output size {actual_size} != source size {size}"
     digest = sha256_file(output)
-    if digest != run.source_sha256:
-        return f"sha256 mismatch: {digest} != {run.source_sha256}"
+    if digest != sha256:
+        return f"sha256 mismatch: {digest} != {sha256}"
     return None
 
 

@@ -128,13 +128,19 @@ def sshd_path() -> Path | None:
 
 
 @contextlib.contextmanager
-def openssh_server(workdir: Path, *, extra_config: Sequence[str] = ()) -> Iterator[SSHServerInfo]:
+def openssh_server(
+    workdir: Path, *, extra_config: Sequence[str] = (), max_sessions: int = 64
+) -> Iterator[SSHServerInfo]:
     """Run sshd for the duration of the ``with`` block.
 
     ``extra_config`` lines are appended to sshd_config. sshd keeps the first
     value it reads for a keyword, so they can add keywords or ``Match``
     blocks but cannot override the launcher's own settings.
+    ``max_sessions`` is sshd's ``MaxSessions`` (channels per connection): 64
+    lets tests open many channels; stock sshd allows 10.
     """
+    if max_sessions < 1:
+        raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
     sshd = sshd_path()
     if sshd is None:
         raise SSHServerError("sshd not found (install openssh-server)")
@@ -144,7 +150,7 @@ def openssh_server(workdir: Path, *, extra_config: Sequence[str] = ()) -> Iterat
     if os.geteuid() == 0:
         _ensure_privsep_dir()
         _ensure_not_locked(user)
-    proc, port = _start_with_retries(sshd, files, user, extra_config)
+    proc, port = _start_with_retries(sshd, files, user, extra_config, max_sessions)
     try:
         yield SSHServerInfo(
             host=HOST,
@@ -237,7 +243,7 @@ def _quote(path: Path) -> str:
 
 
 def _sshd_config_lines(
-    files: _Files, port: int, user: str, extra_config: Sequence[str]
+    files: _Files, port: int, user: str, extra_config: Sequence[str], max_sessions: int
 ) -> list[str]:
     return [
         f"ListenAddress {HOST}",
@@ -258,7 +264,7 @@ def _sshd_config_lines(
         # VERBOSE so auth failures are explained and readiness is visible.
         "LogLevel VERBOSE",
         "MaxStartups 100",
-        "MaxSessions 64",
+        f"MaxSessions {max_sessions}",
         "UseDNS no",
         "PrintMotd no",
         f"AllowUsers {user}",
@@ -289,9 +295,9 @@ def _ssh_config_lines(files: _Files, port: int, user: str) -> list[str]:
 
 
 def _write_port_dependent_files(
-    files: _Files, port: int, user: str, extra_config: Sequence[str]
+    files: _Files, port: int, user: str, extra_config: Sequence[str], max_sessions: int
 ) -> None:
-    lines = _sshd_config_lines(files, port, user, extra_config)
+    lines = _sshd_config_lines(files, port, user, extra_config, max_sessions)
     files.sshd_config.write_text("\n".join(lines) + "\n")
     files.ssh_config.write_text("\n".join(_ssh_config_lines(files, port, user)) + "\n")
     host_entry = f"[{HOST}]:{port} {_public_key(files.host_key)}\n"
@@ -306,11 +312,11 @@ def _free_port() -> int:
 
 
 def _start_with_retries(
-    sshd: Path, files: _Files, user: str, extra_config: Sequence[str]
+    sshd: Path, files: _Files, user: str, extra_config: Sequence[str], max_sessions: int
 ) -> tuple[subprocess.Popen[bytes], int]:
     for _ in range(_BIND_ATTEMPTS):
         port = _free_port()
-        _write_port_dependent_files(files, port, user, extra_config)
+        _write_port_dependent_files(files, port, user, extra_config, max_sessions)
         proc = _spawn(sshd, files)
         try:
             _wait_until_ready(proc, port, files.log_file)
