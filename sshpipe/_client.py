@@ -393,9 +393,9 @@ class _Lease:
     def __repr__(self) -> str:
         return f"<_Lease channels={len(self.channels)}/{self.max_channels}>"
 
-    @property
-    def connections(self) -> int:
-        return self._client._connections_of(self.channels)
+    def connections_of(self, channels: list[SFTPSession]) -> int:
+        """How many connections these channels (of this lease) belong to."""
+        return self._client._connections_of(channels)
 
     async def add(
         self, count: int, ready: Callable[[SFTPSession], None] | None = None

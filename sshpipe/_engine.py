@@ -68,8 +68,7 @@ class LanePool(Protocol):
     max_channels: int
     can_grow: bool
 
-    @property
-    def connections(self) -> int: ...
+    def connections_of(self, channels: list[SFTPSession]) -> int: ...
 
     async def add(
         self, count: int, ready: Callable[[SFTPSession], None] | None = None
@@ -96,7 +95,7 @@ class _Handles:
     attrs: codec.Attrs
     write: bool  # lanes are capped by the server's window (upload) or ours
     lanes: list[_Lane] = field(default_factory=list)
-    opened: int = 0  # how many lanes held a handle (stays after close)
+    used: list[SFTPSession] = field(default_factory=list)  # every channel that held a lane
 
     @classmethod
     async def open(
@@ -127,7 +126,7 @@ class _Handles:
             cap = sftp.recv_window or _UNKNOWN_WINDOW
         lane = _Lane(sftp, handle, cap)
         self.lanes.append(lane)
-        self.opened += 1
+        self.used.append(sftp)
         return lane
 
     async def close(self, *, check: bool = True) -> None:
@@ -235,7 +234,7 @@ class _Pump:
         ctl = self.controller
         first = lanes.channels[0]
         return {
-            "connections": lanes.connections,
+            "connections": lanes.connections_of(self.handles.used),
             "rtt_initial": first.init_rtt,
             "rtt_min": ctl.min_rtt,
             "rtt_smoothed": ctl.srtt,
@@ -478,7 +477,7 @@ class ReadPump(_Pump):
             short_writes_reissued=0,
             peak_requests_in_flight=self.budget.peak_requests,
             peak_bytes_in_flight=self.budget.peak_bytes,
-            channels=self.handles.opened,
+            channels=len(self.handles.used),
             block_size=self.plan.block_size,
             size_changed=self.plan.changed,
         )
@@ -764,7 +763,7 @@ class WritePump(_Pump):
             short_writes_reissued=0,
             peak_requests_in_flight=self.budget.peak_requests,
             peak_bytes_in_flight=self.budget.peak_bytes,
-            channels=self.handles.opened,
+            channels=len(self.handles.used),
             block_size=self.block_size,
         )
 

@@ -269,4 +269,21 @@ def test_unreadable_identity_file(openssh_peer: Peer, tmp_path: Path) -> None:
 def test_demo_runs_and_verifies(tmp_path: Path) -> None:
     result = run_cli("demo", "--size", "2M", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("  ok") == 4
+    assert result.stdout.count("  ok") == 6  # 3 clients x get/put, each sha256-checked
+
+
+def test_demo_over_an_emulated_link(tmp_path: Path) -> None:
+    result = run_cli("demo", "--size", "4M", "--rtt", "40", "--rate", "400", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "emulated link (40 ms RTT, 400 Mbit/s)" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if line.endswith("  ok")]
+    assert len(rows) == 4  # sshpipe and the sftp-like client, get and put
+    # Every row measured the emulated round trip (column "RTT ms"), not loopback's.
+    assert all(36 <= float(row[-2]) <= 60 for row in rows), result.stdout
+
+
+def test_demo_rejects_a_negative_rtt(tmp_path: Path) -> None:
+    result = run_cli("demo", "--rtt", "-5", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "must be a finite number >= 0" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -15,7 +15,13 @@ from typing import Any
 
 import sshpipe
 
-CORE = ["sshpipe._codec", "sshpipe._readplan", "sshpipe._reorder", "sshpipe._flight"]
+CORE = [
+    "sshpipe._codec",
+    "sshpipe._readplan",
+    "sshpipe._reorder",
+    "sshpipe._flight",
+    "sshpipe._flowcontrol",
+]
 FORBIDDEN = ["asyncio", "asyncssh", "uvloop"]
 PACKAGE_DIR = str(Path(sshpipe.__file__).parent)
 
@@ -44,7 +50,7 @@ def test_fresh_interpreter_starts_clean() -> None:
 
 
 def test_core_modules_import_nothing_but_the_stdlib() -> None:
-    """The four core modules themselves, without running ``sshpipe/__init__.py``.
+    """The core modules themselves, without running ``sshpipe/__init__.py``.
 
     A bare package object stands in for ``sshpipe`` so only the modules' own
     imports run. Every module they load must be from the standard library.
