@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sshpipe.linkemu import LinkEmulator, LinkSpec, _proxy
+from sshpipe.linkemu import LinkEmulator, LinkSpec, _pipe, _proxy
 from sshpipe.linkemu._model import LinkModel
-from sshpipe.linkemu._proxy import _Pipe
+from sshpipe.linkemu._pipe import _Pipe
 
 TIMEOUT = 10.0
 
@@ -353,7 +353,7 @@ async def test_cut_gives_up_waiting_for_a_receiver_that_never_takes_the_last_byt
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_proxy, "_CUT_FLUSH_SECONDS", 0.2)
-    monkeypatch.setattr(_proxy, "_unsent", lambda transport: 1)  # never flushed
+    monkeypatch.setattr(_pipe, "_unsent", lambda transport: 1)  # never flushed
     payload = pattern(1 << 20)
     async with emulated(LinkSpec(rtt=0.02)) as setup:
         pair = await setup.connect()

@@ -37,7 +37,7 @@ stats when stopped by SIGINT or SIGTERM)::
     python -m sshpipe.linkemu --target 127.0.0.1:22 --rtt 100 --rate 1000
 
 The pure model is in ``_model`` (no sockets, no clock), the asyncio proxy in
-``_proxy``.
+``_proxy`` (one direction in ``_pipe``, one proxied connection in ``_connection``).
 """
 
 from __future__ import annotations

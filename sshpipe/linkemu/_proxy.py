@@ -20,452 +20,39 @@ A connection: the client connects, the proxy connects to the target (the
 client is not read until then, and is reset if that fails); an EOF travels like
 an empty chunk and reaches the other side as ``write_eof()``; when both
 directions have ended, or either side fails, both transports close.
+
+One direction is a ``_pipe._Pipe``; a connection, its two sockets and its two
+pipes are a ``_connection._Connection``; this module has the listener and the faults.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import socket
-import struct
 import time
-from collections import deque
 from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any, cast
 
+from . import _pipe
+from ._connection import _Connection, _Side
 from ._model import LinkModel, LinkSpec, LinkStats
+from ._pipe import _TICK, Direction, _Cut
 
 __all__ = ["Direction", "LinkEmulator"]
 
 logger = logging.getLogger("sshpipe.linkemu")
 
-Direction = Literal["up", "down"]
-
-#: uvloop's clock and timers tick in milliseconds (and asyncio's own loop runs
-#: anything within its clock resolution as due): what falls due within one tick
-#: is delivered now, instead of re-arming a timer that rounds to zero and spins.
-_TICK = 0.001
-
-#: SO_LINGER on, timeout 0: close() then sends RST instead of FIN, so a cut
-#: connection looks broken to both ends, not cleanly finished.
-_LINGER_RESET = struct.pack("ii", 1, 0)
-
 #: How long a cut waits for its last bytes to reach a receiver that does not
 #: read before resetting anyway (see ``LinkEmulator._reset_when_flushed``).
 _CUT_FLUSH_SECONDS = 1.0
-
-try:  # Linux: SIOCOUTQ (= TIOCOUTQ) is the bytes a socket has not had acknowledged yet
-    import fcntl
-    import termios
-
-    _SIOCOUTQ: int | None = termios.TIOCOUTQ
-except (ImportError, AttributeError):  # elsewhere only the transport's own buffer is seen
-    _SIOCOUTQ = None
 
 
 def _check_direction(direction: str) -> Direction:
     if direction not in ("up", "down"):
         raise ValueError(f"direction must be 'up' or 'down', not {direction!r}")
     return cast(Direction, direction)
-
-
-def _set_nodelay(transport: asyncio.BaseTransport) -> None:
-    """No Nagle: a small write is a ping whose timing the emulator promises."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def _unsent(transport: asyncio.Transport) -> int:
-    """Bytes written to ``transport`` that its peer has not received yet (0 once it is closed)."""
-    if transport.is_closing():
-        return 0
-    pending: int = transport.get_write_buffer_size()
-    sock = transport.get_extra_info("socket")
-    if _SIOCOUTQ is not None and sock is not None:
-        try:
-            raw = fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0\0\0\0")
-        except OSError:
-            return pending
-        pending += struct.unpack("i", raw)[0]
-    return pending
-
-
-def _reset(transport: asyncio.Transport) -> None:
-    """Abort with RST (see ``_LINGER_RESET``)."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and not transport.is_closing():
-        # OSError: already shut down by the peer, and a plain abort is all there is.
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-    transport.abort()
-
-
-class _Cut:
-    """An armed ``cut_after``: bytes still allowed through in one direction."""
-
-    __slots__ = ("direction", "remaining")
-
-    def __init__(self, direction: Direction, remaining: int) -> None:
-        self.direction = direction
-        self.remaining = remaining
-
-
-class _Pipe:
-    """One direction of one connection: its model, its delay line and its one timer."""
-
-    __slots__ = (
-        "_conn",
-        "_dest_paused",
-        "_ended",
-        "_line",
-        "_loop",
-        "_reading",
-        "_timer",
-        "_timer_at",
-        "dest",
-        "finished",
-        "model",
-        "name",
-        "source",
-    )
-
-    def __init__(
-        self,
-        conn: _Connection,
-        name: Direction,
-        model: LinkModel,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self._conn = conn
-        self.name = name
-        self.model = model
-        self._loop = loop
-        self.source: asyncio.Transport | None = None
-        self.dest: asyncio.Transport | None = None
-        self._line: deque[tuple[float, bytes]] = deque()  # b"" is the end of stream
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = math.inf
-        self._reading = False
-        self._ended = False  # nothing more will be admitted (EOF, or close_direction)
-        self._dest_paused = False
-        self.finished = False  # the end of stream was handed to dest
-
-    def __repr__(self) -> str:
-        return (
-            f"<_Pipe {self.name} queued={len(self._line)} reading={self._reading} "
-            f"dest_paused={self._dest_paused} ended={self._ended} finished={self.finished}>"
-        )
-
-    # -- events from the transports ------------------------------------------------
-
-    def attach_source(self, transport: asyncio.Transport) -> None:
-        """``transport`` is now the source; it is read unless the model says otherwise."""
-        self.source = transport
-        if self._ended:  # close_direction came first: never read it
-            transport.pause_reading()
-            return
-        now = self._loop.time()
-        if self.model.reading_allowed(now, reading=False):
-            transport.resume_reading()
-            self._reading = True
-        else:
-            transport.pause_reading()
-        self._arm(now)
-
-    def attach_dest(self, transport: asyncio.Transport) -> None:
-        self.dest = transport
-        self._arm(self._loop.time())
-
-    def push(self, data: bytes) -> None:
-        if self._ended or self._conn.closing:
-            return  # after close_direction its receiver has seen EOF; or we are tearing down
-        now = self._loop.time()
-        self._line.append((self.model.admit(now, len(data)), data))
-        self._update_reading(now)
-        self._arm(now)
-
-    def push_eof(self) -> None:
-        if self._ended or self._conn.closing:
-            return
-        self._ended = True
-        now = self._loop.time()
-        self._line.append((self.model.admit(now, 0), b""))
-        self._arm(now)
-
-    def pause_dest(self) -> None:
-        self._dest_paused = True
-
-    def resume_dest(self) -> None:
-        self._dest_paused = False
-        now = self._loop.time()
-        self._deliver(now + _TICK)
-        if not self._conn.closing:
-            self._update_reading(now)
-            self._arm(now)
-
-    # -- faults ---------------------------------------------------------------------
-
-    def end_now(self) -> None:
-        """Half-close: EOF to the receiver right after what is queued; stop reading."""
-        if self._ended:
-            return  # an EOF is queued already
-        self._ended = True
-        if self.source is not None:
-            self.source.pause_reading()
-            self._reading = False
-        now = self._loop.time()
-        self._line.append((self._line[-1][0] if self._line else now, b""))
-        self._arm(now)
-
-    def stall(self, now: float, seconds: float) -> None:
-        self.model.stall(now, seconds)
-        self._arm(now)
-
-    # -- the timer ------------------------------------------------------------------
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-            self._timer_at = math.inf
-        self._line.clear()
-
-    def _arm(self, now: float) -> None:
-        """Keep the one timer at the next moment something can happen."""
-        if self._conn.closing:
-            return
-        deadline = math.inf
-        if self._line and self.dest is not None and not self._dest_paused:
-            deadline = max(self._line[0][0], self.model.stalled_until)
-        if not self._reading and not self._ended and self.source is not None:
-            resume = self.model.resume_time(now)
-            if resume is not None and resume < deadline:
-                deadline = resume
-        if deadline >= self._timer_at:
-            return  # an earlier wake-up is set: it re-arms when it fires
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = deadline
-        self._timer = self._loop.call_at(deadline, self._on_timer)
-
-    def _on_timer(self) -> None:
-        # Trust the deadline we armed: uvloop rounds timers to the millisecond
-        # and may run us a fraction of one early.
-        horizon = max(self._loop.time(), self._timer_at) + _TICK
-        self._timer = None
-        self._timer_at = math.inf
-        self._deliver(horizon)
-        if not self._conn.closing:
-            self._update_reading(horizon)
-            self._arm(horizon)
-
-    # -- delivery -------------------------------------------------------------------
-
-    def _update_reading(self, now: float) -> None:
-        source = self.source
-        if source is None or self._ended:
-            return
-        allowed = self.model.reading_allowed(now, reading=self._reading)
-        if allowed != self._reading:
-            self._reading = allowed
-            if allowed:
-                source.resume_reading()
-            else:
-                source.pause_reading()
-
-    def _deliver(self, horizon: float) -> None:
-        """Write every chunk due by ``horizon``, unless stalled or the receiver is full."""
-        dest = self.dest
-        if dest is None or self._dest_paused or self.model.stalled_until > horizon:
-            return
-        if dest.is_closing():
-            return  # broken under us; its connection_lost() is on the way and tears down
-        line = self._line
-        link = self._conn.link
-        while line and line[0][0] <= horizon:
-            data = line.popleft()[1]
-            if not data:
-                self._finish(dest)
-                return
-            cut = link.armed_cut
-            if cut is not None and cut.direction == self.name:
-                if len(data) > cut.remaining:
-                    if cut.remaining:
-                        dest.write(data[: cut.remaining])  # the one copy, once per cut
-                        link.count(self.name, cut.remaining)
-                    link.fire_cut(dest)
-                    return
-                cut.remaining -= len(data)
-            dest.write(data)
-            self.model.delivered(len(data))
-            link.count(self.name, len(data))
-            if self._dest_paused:  # write() called our pause_writing()
-                return
-
-    def _finish(self, dest: asyncio.Transport) -> None:
-        self.finished = True
-        if dest.can_write_eof():
-            dest.write_eof()
-        self._conn.pipe_finished()
-
-
-class _Side(asyncio.Protocol):
-    """The protocol of one socket of a proxied connection, client's or target's."""
-
-    __slots__ = ("_conn", "_incoming", "_is_target", "_outgoing")
-
-    def __init__(self, conn: _Connection, *, is_target: bool) -> None:
-        self._conn = conn
-        self._is_target = is_target
-        self._incoming = conn.down if is_target else conn.up  # fed by what this side sends
-        self._outgoing = conn.up if is_target else conn.down  # writes to this side
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        tcp = cast(asyncio.Transport, transport)
-        if self._is_target:
-            self._conn.target_made(tcp)
-        else:
-            self._conn.client_made(tcp)
-
-    def data_received(self, data: bytes) -> None:
-        self._incoming.push(data)
-
-    def eof_received(self) -> bool:
-        self._incoming.push_eof()
-        return True  # keep the transport open: the other direction may go on (half-close)
-
-    def pause_writing(self) -> None:
-        self._outgoing.pause_dest()
-
-    def resume_writing(self) -> None:
-        self._outgoing.resume_dest()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._conn.side_lost(exc)
-
-
-class _Connection:
-    """A client connection and its connection to the target."""
-
-    __slots__ = (
-        "_connecting",
-        "_open",
-        "client",
-        "closing",
-        "down",
-        "link",
-        "target",
-        "up",
-    )
-
-    def __init__(self, link: LinkEmulator, loop: asyncio.AbstractEventLoop) -> None:
-        self.link = link
-        now = loop.time()
-        self.up = _Pipe(self, "up", link.new_model(now), loop)
-        self.down = _Pipe(self, "down", link.new_model(now), loop)
-        self.client: asyncio.Transport | None = None
-        self.target: asyncio.Transport | None = None
-        self.closing = False
-        self._open = 0  # transports made and not yet lost
-        self._connecting = False
-
-    def __repr__(self) -> str:
-        return f"<_Connection closing={self.closing} up={self.up!r} down={self.down!r}>"
-
-    def pipe(self, direction: Direction) -> _Pipe:
-        return self.up if direction == "up" else self.down
-
-    def client_made(self, transport: asyncio.Transport) -> None:
-        self._open += 1
-        self.client = transport
-        _set_nodelay(transport)
-        transport.pause_reading()  # nowhere to forward to until the target answers
-        self.up.source = transport
-        self.down.attach_dest(transport)
-        self._connecting = True
-        self.link.spawn(self._connect())
-
-    async def _connect(self) -> None:
-        link = self.link
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.create_connection(
-                lambda: _Side(self, is_target=True), link.target_host, link.target_port
-            )
-        except OSError as exc:
-            logger.info("link emulator: cannot connect to the target: %s", exc)
-            self.abort(reset=True)  # as the target refused us, the client sees a reset
-        except Exception:
-            self.abort(reset=True)  # a bug: do not leave the client hanging; _task_done logs it
-            raise
-        finally:
-            self._connecting = False
-            self._maybe_gone()
-
-    def target_made(self, transport: asyncio.Transport) -> None:
-        self._open += 1
-        self.target = transport
-        if self.closing:  # the client went away while we were connecting
-            transport.abort()
-            return
-        _set_nodelay(transport)
-        self.up.attach_dest(transport)
-        self.down.attach_source(transport)
-        if self.client is not None:
-            self.up.attach_source(self.client)
-
-    def pipe_finished(self) -> None:
-        if self.up.finished and self.down.finished:
-            self.close()
-
-    def close(self) -> None:
-        """Both directions ended: flush what the transports hold, then close them."""
-        if self.closing:
-            return
-        self.closing = True
-        self.up.cancel()
-        self.down.cancel()
-        for transport in (self.client, self.target):
-            if transport is not None:
-                transport.close()
-        self._maybe_gone()
-
-    def freeze(self) -> None:
-        """Stop moving data either way, keeping the sockets open (a cut is about to reset them)."""
-        self.closing = True
-        self.up.cancel()
-        self.down.cancel()
-        for transport in (self.client, self.target):
-            if transport is not None and not transport.is_closing():
-                transport.pause_reading()
-
-    def abort(self, *, reset: bool) -> None:
-        """Drop everything now; with ``reset`` both ends get RST, not FIN."""
-        self.closing = True
-        self.up.cancel()
-        self.down.cancel()
-        for transport in (self.client, self.target):
-            if transport is not None:
-                if reset:
-                    _reset(transport)
-                else:
-                    transport.abort()
-        self._maybe_gone()  # nothing to wait for if no transport was ever made
-
-    def side_lost(self, exc: Exception | None) -> None:
-        self._open -= 1
-        if not self.closing:
-            # A broken side breaks the other (RST), as a path that fails would.
-            self.abort(reset=exc is not None)
-        self._maybe_gone()
-
-    def _maybe_gone(self) -> None:
-        if self.closing and self._open == 0 and not self._connecting:
-            self.link.forget(self)
 
 
 class LinkEmulator:
@@ -683,7 +270,8 @@ class LinkEmulator:
         loop = self._running_loop()
         deadline = loop.time() + _CUT_FLUSH_SECONDS
         # Polled: the kernel signals no event when its send queue empties.
-        while _unsent(dest) and loop.time() < deadline:  # noqa: ASYNC110
+        # _pipe._unsent, not a from-import: looked up on each call, so a test can patch it.
+        while _pipe._unsent(dest) and loop.time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(_TICK)
         for conn in victims:
             conn.abort(reset=True)
