@@ -44,9 +44,7 @@ SETTINGS: dict[str, sshpipe.TransferConfig] = {
     "in-flight=4M": replace(BASE, max_bytes_in_flight=4 * MIB),
     "in-flight=8M": replace(BASE, max_bytes_in_flight=8 * MIB),
     "in-flight=32M": replace(BASE, max_bytes_in_flight=32 * MIB, window=32 * MIB),
-    "packet=64K,in-flight=4M": replace(
-        BASE, max_packet_size=64 * KIB, max_bytes_in_flight=4 * MIB
-    ),
+    "packet=64K,in-flight=4M": replace(BASE, max_packet_size=64 * KIB, max_bytes_in_flight=4 * MIB),
     "requests=16": replace(BASE, requests=16),
     "requests=1": replace(BASE, requests=1),
 }

@@ -75,9 +75,7 @@ def wire_attrs(attrs: Attrs, extended: Sequence[tuple[bytes, bytes]] = ()) -> by
     return u32(flags) + parts
 
 
-def wire_status(
-    rid: int, code: int, message: str | None = None, lang: str | None = None
-) -> bytes:
+def wire_status(rid: int, code: int, message: str | None = None, lang: str | None = None) -> bytes:
     body = u32(rid) + u32(code)
     if message is not None:
         body += sstr(message)
@@ -150,7 +148,8 @@ def test_encode_read_exact_bytes() -> None:
         "00000017"  # length: type + id + string(2) + offset + len = 1+4+6+8+4
         "05"  # SSH_FXP_READ
         "00000007"  # request id
-        "00000002" "6831"  # handle "h1"
+        "00000002"
+        "6831"  # handle "h1"
         "0102030405060708"  # uint64 offset
         "00008000"  # uint32 len
     )
@@ -164,7 +163,8 @@ def test_encode_write_header_exact_bytes_and_framing() -> None:
         "0000001c"  # length counts the payload that follows: 1+4+6+8+4+5 = 28
         "06"  # SSH_FXP_WRITE
         "00000009"  # request id
-        "00000002" "6864"  # handle "hd"
+        "00000002"
+        "6864"  # handle "hd"
         "0000000000001000"  # uint64 offset
         "00000005"  # string data: its length; the payload itself is sent after
     )
@@ -184,13 +184,16 @@ def test_encode_open_with_all_attrs_exact_bytes() -> None:
     body = bytes.fromhex(
         "03"  # SSH_FXP_OPEN
         "00000001"  # request id
-        "00000006" "2f746d702f78"  # filename "/tmp/x"
+        "00000006"
+        "2f746d702f78"  # filename "/tmp/x"
         "0000001a"  # pflags WRITE|CREAT|TRUNC
         "0000000f"  # attr flags SIZE|UIDGID|PERMISSIONS|ACMODTIME
         "0000000000000010"  # size
-        "000003e8" "00000064"  # uid 1000, gid 100
+        "000003e8"
+        "00000064"  # uid 1000, gid 100
         "000001a4"  # permissions 0644
-        "00000001" "00000002"  # atime, mtime
+        "00000001"
+        "00000002"  # atime, mtime
     )
     assert wire == u32(len(body)) + body
 
@@ -199,10 +202,10 @@ def test_encode_open_with_all_attrs_exact_bytes() -> None:
     ("attrs", "encoded"),
     [
         (Attrs(), "00000000"),
-        (Attrs(permissions=0o600), "00000004" "00000180"),
-        (Attrs(size=3), "00000001" "0000000000000003"),
-        (Attrs(atime=5, mtime=6), "00000008" "00000005" "00000006"),
-        (Attrs(uid=1, gid=2, size=0), "00000003" "0000000000000000" "00000001" "00000002"),
+        (Attrs(permissions=0o600), "0000000400000180"),
+        (Attrs(size=3), "000000010000000000000003"),
+        (Attrs(atime=5, mtime=6), "000000080000000500000006"),
+        (Attrs(uid=1, gid=2, size=0), "0000000300000000000000000000000100000002"),
     ],
 )
 def test_encode_attrs(attrs: Attrs, encoded: str) -> None:
@@ -214,9 +217,12 @@ def test_encode_posix_rename_exact_bytes() -> None:
     body = (
         b"\xc8"  # SSH_FXP_EXTENDED
         + u32(42)
-        + u32(len(name)) + name
-        + bytes.fromhex("00000003") + b"old"
-        + bytes.fromhex("00000003") + b"new"
+        + u32(len(name))
+        + name
+        + bytes.fromhex("00000003")
+        + b"old"
+        + bytes.fromhex("00000003")
+        + b"new"
     )
     assert codec.encode_posix_rename(42, b"old", b"new") == u32(len(body)) + body
 
@@ -224,22 +230,22 @@ def test_encode_posix_rename_exact_bytes() -> None:
 @pytest.mark.parametrize(
     ("wire", "expected_hex"),
     [
-        (codec.encode_init(), "00000005" "01" "00000003"),
+        (codec.encode_init(), "000000050100000003"),
         (
             codec.encode_handle_request(codec.FXP_CLOSE, 3, b"H"),
-            "0000000a" "04" "00000003" "00000001" "48",
+            "0000000a04000000030000000148",
         ),
         (
             codec.encode_path_request(codec.FXP_STAT, 4, b"/a"),
-            "0000000b" "11" "00000004" "00000002" "2f61",
+            "0000000b1100000004000000022f61",
         ),
         (
             codec.encode_rename(5, b"a", b"b"),
-            "0000000f" "12" "00000005" "00000001" "61" "00000001" "62",
+            "0000000f120000000500000001610000000162",
         ),
         (
             codec.encode_extended(6, "limits@openssh.com"),
-            "0000001b" "c8" "00000006" "00000012" + b"limits@openssh.com".hex(),
+            "0000001bc80000000600000012" + b"limits@openssh.com".hex(),
         ),
     ],
     ids=["init", "close", "stat", "rename", "extended-limits"],

@@ -430,8 +430,11 @@ def request_bound(sim: Sim) -> int:
     before the first EOF answer (+1 per loss), plus one re-request per short
     read and per lost request. Holds at every moment, not just at the end."""
     return (
-        math.ceil(sim.size / sim.plan.block_size) + 1 + sim.inflight
-        + sim.short_replies + 2 * sim.losses
+        math.ceil(sim.size / sim.plan.block_size)
+        + 1
+        + sim.inflight
+        + sim.short_replies
+        + 2 * sim.losses
     )
 
 
@@ -515,8 +518,13 @@ def test_static_file_drawn_schedule(
     )
     plan = ReadPlan(block_size=block, size_hint=hint)
     sim = Sim(
-        plan, make_file(size), size, inflight, DrawChooser(data, may_lose),
-        cap=cap, limit=request_bound,
+        plan,
+        make_file(size),
+        size,
+        inflight,
+        DrawChooser(data, may_lose),
+        cap=cap,
+        limit=request_bound,
     )
     sim.run(max_steps=50 * (size + 1) + 10 * inflight)
     check_static(sim)
@@ -536,7 +544,6 @@ def changing_bound(versions: int, max_size: int) -> Callable[[Sim], int]:
         return 2 * versions * per_version + sim.short_replies + 2 * sim.losses
 
     return bound
-
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -584,13 +591,20 @@ def test_size_change_seen_by_the_planner(
             state["changed"] = True
 
     chooser: Chooser = (
-        DrawChooser(data, may_lose=False) if drawn
+        DrawChooser(data, may_lose=False)
+        if drawn
         else RandomChooser(rnd, "random", short_p=0.3, lose_p=0.0)
     )
     plan = ReadPlan(block_size=block, size_hint=s0)
     sim = Sim(
-        plan, master, s0, inflight, chooser,
-        before_answer=maybe_change, allow_parked=True, limit=changing_bound(2, max(s0, s1)),
+        plan,
+        master,
+        s0,
+        inflight,
+        chooser,
+        before_answer=maybe_change,
+        allow_parked=True,
+        limit=changing_bound(2, max(s0, s1)),
     )
     sim.run(max_steps=20 * (max(s0, s1) + 1) + 10 * inflight)
     final = sim.assert_complete()
@@ -631,8 +645,14 @@ def test_growth_right_after_an_eof(
     plan = ReadPlan(block_size=block, size_hint=s0 // 2 if hint_small else None)
     chooser = RandomChooser(rnd, "random", short_p=0.2, lose_p=0.0)
     sim = Sim(
-        plan, make_file(s1), s0, inflight, chooser,
-        before_answer=grow, allow_parked=True, limit=changing_bound(2, s1),
+        plan,
+        make_file(s1),
+        s0,
+        inflight,
+        chooser,
+        before_answer=grow,
+        allow_parked=True,
+        limit=changing_bound(2, s1),
     )
     sim.run(max_steps=20 * (s1 + 1) + 10 * inflight)
     final = sim.assert_complete()
@@ -679,7 +699,8 @@ def test_size_changes_at_any_time(
     def change(sim: Sim, rng: Range) -> None:
         state["step"] += 1
         while state["next"] < len(sizes) and (
-            len(sim.eof_offsets) >= state["next"] if after_eof
+            len(sim.eof_offsets) >= state["next"]
+            if after_eof
             else state["step"] >= when[state["next"] - 1]
         ):
             sim.size = sizes[state["next"]]
@@ -689,8 +710,14 @@ def test_size_changes_at_any_time(
     plan = ReadPlan(block_size=block, size_hint=hint)
     chooser = RandomChooser(rnd, "random", short_p=0.3, lose_p=0.02)
     sim = Sim(
-        plan, master, sizes[0], inflight, chooser,
-        before_answer=change, allow_parked=True, limit=changing_bound(len(sizes), max(sizes)),
+        plan,
+        master,
+        sizes[0],
+        inflight,
+        chooser,
+        before_answer=change,
+        allow_parked=True,
+        limit=changing_bound(len(sizes), max(sizes)),
     )
     sim.run(max_steps=50 * (max(sizes) + 1) * len(sizes) + 20 * inflight)
     final = sim.assert_complete()
