@@ -186,6 +186,39 @@ async def test_rate_and_bounded_queue() -> None:
     assert queue < peak <= queue + 2 * 256 * 1024 + rate / 8 * (0.01 + 0.01)
 
 
+async def test_connections_share_the_link() -> None:
+    """Two connections at once get the link's rate between them, not each.
+
+    A real link is shared: a client that opens more connections must not
+    find more bandwidth than the link has (sshpipe's uploads do open several).
+    """
+    rate, size = 80e6, 4_000_000
+    payload = pattern(size)
+    async with emulated(LinkSpec(rtt=0.02, rate=rate)) as setup:
+        pairs = [await setup.connect(), await setup.connect()]
+
+        async def send(pair: Pair) -> None:
+            view = memoryview(payload)
+            for offset in range(0, size, 256 * 1024):
+                pair.client_w.write(view[offset : offset + 256 * 1024])
+                await pair.client_w.drain()
+
+        async def receive(pair: Pair) -> float:
+            received = 0
+            while received < size:
+                received += len(await pair.server_r.read(1 << 20))
+            return time.perf_counter()
+
+        started = time.perf_counter()
+        async with asyncio.timeout(TIMEOUT), asyncio.TaskGroup() as tasks:
+            for pair in pairs:
+                tasks.create_task(send(pair))
+            done = [tasks.create_task(receive(pair)) for pair in pairs]
+        elapsed = max(task.result() for task in done) - started
+    # 8 MB in all at 80 Mbit/s: 0.8 s plus one delay (each alone would take 0.4 s).
+    assert elapsed == pytest.approx(2 * size * 8 / rate + 0.01, rel=0.1)
+
+
 async def test_one_way_delay_of_a_bulk_stream_is_half_the_rtt() -> None:
     """The first byte of a stream arrives rtt/2 after it was sent."""
     async with emulated(LinkSpec(rtt=0.1)) as setup:

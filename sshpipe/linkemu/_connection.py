@@ -68,9 +68,8 @@ class _Connection:
 
     def __init__(self, link: LinkEmulator, loop: asyncio.AbstractEventLoop) -> None:
         self.link = link
-        now = loop.time()
-        self.up = _Pipe(self, "up", link.new_model(now), loop)
-        self.down = _Pipe(self, "down", link.new_model(now), loop)
+        self.up = _Pipe(self, "up", link.model("up"), loop)
+        self.down = _Pipe(self, "down", link.model("down"), loop)
         self.client: asyncio.Transport | None = None
         self.target: asyncio.Transport | None = None
         self.closing = False

@@ -200,7 +200,16 @@ class _Pipe:
             self._timer.cancel()
             self._timer = None
             self._timer_at = math.inf
+        # The model is shared with other connections: what this one will never
+        # deliver must not keep counting against their in-flight cap.
+        self.model.delivered(sum(len(data) for _, data in self._line))
         self._line.clear()
+
+    def recheck(self, now: float) -> None:
+        """Another connection's delivery changed the shared model: resume if allowed."""
+        if not self._reading and not self._conn.closing:
+            self._update_reading(now)
+            self._arm(now)
 
     def _arm(self, now: float) -> None:
         """Keep the one timer at the next moment something can happen."""
@@ -254,6 +263,7 @@ class _Pipe:
             return  # broken under us; its connection_lost() is on the way and tears down
         line = self._line
         link = self._conn.link
+        delivered = False
         while line and line[0][0] <= horizon:
             data = line.popleft()[1]
             if not data:
@@ -271,8 +281,11 @@ class _Pipe:
             dest.write(data)
             self.model.delivered(len(data))
             link.count(self.name, len(data))
+            delivered = True
             if self._dest_paused:  # write() called our pause_writing()
-                return
+                break
+        if delivered:
+            link.wake(self.name, horizon)
 
     def _finish(self, dest: asyncio.Transport) -> None:
         self.finished = True

@@ -58,9 +58,11 @@ def _check_direction(direction: str) -> Direction:
 class LinkEmulator:
     """A TCP proxy on loopback that makes the path to ``target`` look like a WAN link.
 
-    Each direction of every proxied connection gets its own serializer of
-    ``spec.rate``, its own ``spec.queue`` and a delay of ``spec.rtt / 2``
-    (see ``sshpipe.linkemu``). Faults act on the connections open when called.
+    All proxied connections share one link: one serializer of ``spec.rate``
+    and one ``spec.queue`` per direction, as a physical link is shared (a
+    client that opens two connections does not get twice the rate), and a
+    delay of ``spec.rtt / 2`` (see ``sshpipe.linkemu``). Faults act on the
+    connections open when called.
 
     Example::
 
@@ -99,8 +101,10 @@ class LinkEmulator:
         self._bytes_up = 0
         self._bytes_down = 0
         self._accepted = 0
-        self._peak_buffered = 0
-        self._stalled_until = -math.inf
+        self._models: dict[Direction, LinkModel] = {
+            "up": LinkModel.from_spec(spec),
+            "down": LinkModel.from_spec(spec),
+        }
         self._started_wall = 0.0
         self._started_cpu = 0.0
         self._stopped: tuple[float, float] | None = None  # (wall, cpu) at aclose()
@@ -199,7 +203,8 @@ class LinkEmulator:
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"seconds must be finite and >= 0, not {seconds!r}")
         now = self._running_loop().time()
-        self._stalled_until = max(self._stalled_until, now + seconds)
+        for model in self._models.values():  # connections made during the stall share it
+            model.stall(now, seconds)
         for conn in list(self._conns):
             conn.up.stall(now, seconds)
             conn.down.stall(now, seconds)
@@ -230,21 +235,19 @@ class LinkEmulator:
             active=len(self._conns),
             cpu_seconds=cpu - self._started_cpu if started else 0.0,
             wall_seconds=wall - self._started_wall if started else 0.0,
-            peak_buffered=max(
-                self._peak_buffered,
-                *(c.up.model.peak_undelivered for c in self._conns),
-                *(c.down.model.peak_undelivered for c in self._conns),
-                0,
-            ),
+            peak_buffered=max(model.peak_undelivered for model in self._models.values()),
         )
 
     # -- for _Connection and _Pipe ----------------------------------------------------
 
-    def new_model(self, now: float) -> LinkModel:
-        model = LinkModel.from_spec(self.spec)
-        if self._stalled_until > now:
-            model.stall(now, self._stalled_until - now)
-        return model
+    def model(self, direction: Direction) -> LinkModel:
+        """The one model of ``direction`` that every connection shares."""
+        return self._models[direction]
+
+    def wake(self, direction: Direction, now: float) -> None:
+        """A delivery freed room in the shared model: let paused senders check it."""
+        for conn in self._conns:
+            conn.pipe(direction).recheck(now)
 
     def count(self, direction: Direction, nbytes: int) -> None:
         if direction == "up":
@@ -282,9 +285,6 @@ class LinkEmulator:
         task.add_done_callback(self._task_done)
 
     def forget(self, conn: _Connection) -> None:
-        self._peak_buffered = max(
-            self._peak_buffered, conn.up.model.peak_undelivered, conn.down.model.peak_undelivered
-        )
         self._conns.discard(conn)
         if not self._conns and self._idle is not None:
             self._idle.set()
