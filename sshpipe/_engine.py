@@ -247,7 +247,7 @@ class _Pump:
 
 
 def _controller(
-    config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None
+    config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None, block: int
 ) -> FlowController:
     limits = FlowLimits(
         memory_budget=config.max_bytes_in_flight,
@@ -255,6 +255,7 @@ def _controller(
         channel_capacity=max(1, capacity),
         max_channels=lanes.max_channels,
         size=size,
+        block=block,
     )
     rtt0 = min((s.init_rtt for s in lanes.channels if s.init_rtt > 0), default=0.0)
     return FlowController(limits, rtt0=rtt0, now=time.monotonic())
@@ -561,7 +562,7 @@ async def _reading(
     block = block_size_for(config, first, write=False)
     # A download lane holds what our window allows, and no more than its requests.
     capacity = min(first.recv_window or config.window, config.requests * block)
-    controller = _controller(config, lanes, capacity=capacity, size=None)
+    controller = _controller(config, lanes, capacity=capacity, size=None, block=block)
     async with _growing(lanes, controller) as grower:
         handles, attrs = await _open_for_read(first_channels, remote)
         controller.set_size(attrs.size)
@@ -787,7 +788,7 @@ async def _upload(
     # channels: channels = bandwidth-delay product / window.
     window = sftp.peer_window or _UNKNOWN_WINDOW
     capacity = min(window + window // 4, config.requests * block)
-    controller = _controller(config, lanes, capacity=capacity, size=size)
+    controller = _controller(config, lanes, capacity=capacity, size=size, block=block)
     committed = False
     temp: str | None = None
     try:

@@ -12,14 +12,18 @@ The target follows BBR's shape (Cardwell et al., 2016), measured per SFTP
 request instead of per TCP segment:
 
 - **start** at the round trip seen at set-up times 1 Gbit/s (``START_RATE``),
-  never less than one channel's worth: on a LAN that is one channel, at
-  300 ms it is ~37 MB, found in one step rather than five doublings;
+  never less than one block: on a LAN that is one channel, at 300 ms it is
+  ~37 MB, found in one step rather than five doublings;
 - **startup**: once per round (about one RTT) the target doubles if the
   delivery rate grew by a quarter or more and the link carried at least half
   the target in one round trip; it stops after three rounds without such
   growth, or at once when the RTT inflates to twice its minimum (a queue is
   building: more in flight only adds delay);
-- **steady**: target = ``GAIN`` x highest delivery rate x lowest RTT.
+- **steady**: target = ``GAIN`` x (highest delivery rate x lowest RTT + one
+  block). A reply counts only once its last byte is in, so a full pipe holds
+  a block more than rate x RTT; without it, at 400 Mbit/s and 20 ms (a 255
+  KiB block is 5 ms of the link) every request's RTT was 1.25 x the minimum,
+  and the target, computed from the rate that target allowed, drifted down.
 
 Rounds that could not fill the target (channels still opening, end of file,
 a slow disk) are *limited* and teach nothing about the link, so they neither
@@ -78,6 +82,7 @@ class FlowLimits:
             window for a download, the server's window for an upload.
         max_channels: channels the transfer may use, over all connections.
         size: bytes the transfer moves, when known (no point in more in flight).
+        block: bytes per request.
     """
 
     memory_budget: int
@@ -85,9 +90,10 @@ class FlowLimits:
     channel_capacity: int
     max_channels: int
     size: int | None = None
+    block: int = 1
 
     def __post_init__(self) -> None:
-        if min(self.memory_budget, self.min_in_flight, self.channel_capacity) < 1:
+        if min(self.memory_budget, self.min_in_flight, self.channel_capacity, self.block) < 1:
             raise ValueError("flow limits must be positive")
         if self.max_channels < 1:
             raise ValueError("max_channels must be at least 1")
@@ -122,7 +128,7 @@ class FlowController:
         self._full_rate = 0.0  # rate to beat by GROWTH in startup
         self._stalls = 0
         self._round = _Round(start=now)
-        self.target = self._cap(max(limits.channel_capacity, int(self.min_rtt * START_RATE)))
+        self.target = self._cap(max(limits.block, int(self.min_rtt * START_RATE)))
         self.peak_target = self.target
 
     def __repr__(self) -> str:
@@ -216,7 +222,8 @@ class FlowController:
 
     def _set_steady_target(self) -> None:
         if self.max_rate > 0:
-            self.target = self._cap(int(GAIN * self.max_rate * self.min_rtt))
+            pipe = self.max_rate * self.min_rtt + self.limits.block
+            self.target = self._cap(int(GAIN * pipe))
 
     def _cap(self, target: int) -> int:
         limits = self.limits
