@@ -31,7 +31,7 @@ from bench_loopback import (
     write_random_file,
 )
 
-from tests.support.openssh import SSHServerInfo
+from tests.support.openssh import SSHServerError, SSHServerInfo, ssh_config_lines
 
 # As the brief for this benchmark: more requests and bigger blocks than stock,
 # nothing else. 261120, not 262144: OpenSSH 9.2 advertises a 261120-byte max
@@ -101,27 +101,12 @@ def write_ssh_config(
 
     Host keys are checked strictly against ``known_hosts`` only.
     """
-    for value in (key, known_hosts):
-        if '"' in str(value):
-            raise BenchError(f"unsupported character in path: {value}")
-    lines = [
-        "Host *",
-        f"  HostName {host}",
-        f"  Port {port}",
-        f"  User {user}",
-        f'  IdentityFile "{key}"',
-        "  IdentitiesOnly yes",
-        "  IdentityAgent none",
-        f'  UserKnownHostsFile "{known_hosts}"',
-        "  GlobalKnownHostsFile /dev/null",
-        "  StrictHostKeyChecking yes",
-        "  UpdateHostKeys no",
-        "  BatchMode yes",
-        "  PreferredAuthentications publickey",
-        "  ControlMaster no",
-        "  ControlPath none",
-        "  LogLevel ERROR",
-    ]
+    try:
+        lines = ssh_config_lines(
+            host=host, port=port, user=user, client_key=key, known_hosts=known_hosts
+        )
+    except SSHServerError as exc:
+        raise BenchError(str(exc)) from exc
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -272,17 +272,23 @@ def _sshd_config_lines(
     ]
 
 
-def _ssh_config_lines(files: _Files, port: int, user: str) -> list[str]:
+def ssh_config_lines(
+    *, host: str, port: int, user: str, client_key: Path, known_hosts: Path
+) -> list[str]:
+    """An ssh_config for ``ssh``/``sftp`` that reads nothing of the caller's.
+
+    Host keys are checked strictly against ``known_hosts`` alone.
+    """
     return [
         "Host *",
-        f"  HostName {HOST}",
+        f"  HostName {host}",
         f"  Port {port}",
         f"  User {user}",
-        f"  IdentityFile {_quote(files.client_key)}",
+        f"  IdentityFile {_quote(client_key)}",
         "  IdentitiesOnly yes",
         # An ssh-agent in the caller's environment must not add keys.
         "  IdentityAgent none",
-        f"  UserKnownHostsFile {_quote(files.known_hosts)}",
+        f"  UserKnownHostsFile {_quote(known_hosts)}",
         "  GlobalKnownHostsFile /dev/null",
         "  StrictHostKeyChecking yes",
         "  UpdateHostKeys no",
@@ -299,7 +305,10 @@ def _write_port_dependent_files(
 ) -> None:
     lines = _sshd_config_lines(files, port, user, extra_config, max_sessions)
     files.sshd_config.write_text("\n".join(lines) + "\n")
-    files.ssh_config.write_text("\n".join(_ssh_config_lines(files, port, user)) + "\n")
+    lines = ssh_config_lines(
+        host=HOST, port=port, user=user, client_key=files.client_key, known_hosts=files.known_hosts
+    )
+    files.ssh_config.write_text("\n".join(lines) + "\n")
     host_entry = f"[{HOST}]:{port} {_public_key(files.host_key)}\n"
     files.known_hosts.write_text(host_entry)
 
