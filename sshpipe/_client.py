@@ -63,6 +63,7 @@ class Client:
         # The server's limits@openssh.com answer, learned on the first channel:
         # every connection reaches the same server.
         self._server_limits: Limits | None = None
+        self._freed = asyncio.Event()  # set when a transfer gives channels back
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._slots else "new")
@@ -102,6 +103,7 @@ class Client:
     async def aclose(self) -> None:
         """Close every channel and connection; calling it twice is fine."""
         self._closed = True
+        self._freed.set()  # transfers waiting for a channel see the client closed
         slots, self._slots = self._slots, []
         for sessions in self._idle.values():
             for sftp in sessions:
@@ -131,6 +133,38 @@ class Client:
         Fewer than ``count`` is not an error (a server may refuse channels or
         connections); fewer than ``required`` raises the first failure.
         """
+        while True:
+            taken = await self._try_take_channels(config, count, required=required, ready=ready)
+            if taken is not None:
+                return taken
+            if self._evict_idle(keep=(config.window, config.max_packet_size)):
+                continue  # idle channels of other settings made room
+            # Every connection we may open is full of busy channels: wait for a
+            # transfer to give one back rather than fail (many transfers at once).
+            self._freed.clear()
+            await self._freed.wait()
+
+    def _evict_idle(self, *, keep: _ChannelKey) -> bool:
+        """Close idle channels opened with other settings; True if there were any."""
+        evicted = False
+        for key, sessions in self._idle.items():
+            if key != keep:
+                for sftp in sessions:
+                    sftp.close()
+                    self._forget(sftp)
+                evicted = evicted or bool(sessions)
+                sessions.clear()
+        return evicted
+
+    async def _try_take_channels(
+        self,
+        config: TransferConfig,
+        count: int,
+        *,
+        required: int,
+        ready: Callable[[SFTPSession], None] | None,
+    ) -> list[SFTPSession] | None:
+        """One attempt of ``_take_channels``; None when no room is left anywhere yet."""
         if self._closed:
             raise ClosedError("this client was closed")
         if not self._slots:
@@ -157,7 +191,9 @@ class Client:
         taken += opened
         if len(taken) < required:
             self._give_back(config, taken)
-            raise errors[0] if errors else ClosedError("no channel could be opened")
+            if errors:
+                raise errors[0]
+            return None
         return taken
 
     async def _open_channels(
@@ -257,6 +293,8 @@ class Client:
 
     def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
         key = (config.window, config.max_packet_size)
+        if channels:
+            self._freed.set()
         for sftp in channels:
             self._busy.discard(sftp)
             if sftp.broken is None and not self._closed:

@@ -190,3 +190,26 @@ async def test_cancel_while_channels_are_opening(
     assert not (tmp_path / "got.bin").exists()
     assert not (far_small_sshd.root / "up.bin").exists()
     assert _leftovers(tmp_path, far_small_sshd.root) == []
+
+
+async def test_more_transfers_than_channels_wait_for_one(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """Ten transfers at once on a client allowed two channels in all: none fails, all wait."""
+    data = _random_file(openssh_peer.root / "src.bin", 3 * MiB + 7)
+    config = sshpipe.TransferConfig(max_connections=1, channels_per_connection=2)
+    async with openssh_peer.client(config) as client:
+        results = await asyncio.gather(
+            *(
+                client.get(openssh_peer.remote("src.bin"), str(tmp_path / f"got{i}.bin"))
+                for i in range(10)
+            )
+        )
+        assert client.connections == 1
+        # A transfer with other settings evicts idle channels rather than wait forever.
+        other = sshpipe.TransferConfig(window=MiB, max_connections=1, channels_per_connection=2)
+        await client.get(openssh_peer.remote("src.bin"), str(tmp_path / "other.bin"), config=other)
+    for i in range(10):
+        assert (tmp_path / f"got{i}.bin").read_bytes() == data
+    assert (tmp_path / "other.bin").read_bytes() == data
+    assert all(stats.channels <= 2 for stats in results)
