@@ -1,0 +1,310 @@
+"""Downloads and ``stream()``: keep READs in flight over the lanes, write or yield in order.
+
+Issuing and bookkeeping happen in the reply callbacks (synchronously, inside
+the channel's ``data_received``), so a reply is turned into the next request
+without a trip through the event loop. The awaiting coroutine only moves
+payload to the disk or the reader and frees budget as it goes: "ask the core
+-> await I/O -> feed the core".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import posixpath
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
+
+from . import _codec as codec
+from ._config import TransferConfig
+from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
+from ._flight import FlightBudget
+from ._flowcontrol import FlowController
+from ._lanes import (
+    Grower,
+    Handles,
+    Lane,
+    LanePool,
+    Pump,
+    block_size_for,
+    budget_for,
+    growing,
+    initial_channels,
+    make_controller,
+    open_lanes,
+)
+from ._localio import LocalTarget
+from ._readplan import Range, ReadPlan
+from ._reorder import ReorderBuffer
+from ._sftp import SFTPSession, status_error
+from ._stats import TransferStats
+
+Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
+
+
+class ReadPump(Pump):
+    """Keeps READs in flight per the read plan and collects what they return."""
+
+    def __init__(
+        self,
+        handles: Handles,
+        budget: FlightBudget,
+        controller: FlowController,
+        plan: ReadPlan,
+        *,
+        requests_per_lane: int,
+        adaptive: bool,
+        want_lanes: asyncio.Event,
+    ) -> None:
+        self.plan = plan
+        super().__init__(
+            handles,
+            budget,
+            controller,
+            requests_per_lane=requests_per_lane,
+            adaptive=adaptive,
+            want_lanes=want_lanes,
+        )
+        self.arrived: list[tuple[int, Chunks, int]] = []  # (offset, chunks, length)
+        self.unwritten = 0  # bytes handed to the local writer, not yet written
+
+    def __repr__(self) -> str:
+        return f"<ReadPump {self.handles.path} {self.plan!r} {self.budget!r}>"
+
+    @property
+    def finished(self) -> bool:
+        return self.plan.done or (self.error is not None and self.plan.outstanding == 0)
+
+    def fill(self) -> None:
+        plan, budget = self.plan, self.budget
+        while self.error is None and budget.has_room(plan.block_size):
+            lane = self._pick(plan.block_size)
+            if lane is None:
+                break
+            rng = plan.next_range()
+            if rng is None:
+                break
+            budget.send(rng.length)
+            self._sent(lane, rng.length)
+            reply = partial(self._on_reply, rng, lane, time.monotonic())
+            try:
+                lane.sftp.send_read(lane.handle, rng.offset, rng.length, reply)
+            except BaseException as exc:  # the channel broke: count the request as answered
+                reply(exc)
+
+    def _on_reply(
+        self, rng: Range, lane: Lane, sent: float, reply: codec.Reply | BaseException
+    ) -> None:
+        plan = self.plan
+        ok = isinstance(reply, codec.Data) and 0 < reply.length <= rng.length
+        self._sample(lane, rng.length, reply.length if ok else 0, sent)  # type: ignore[union-attr]
+        if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
+            plan.on_data(rng, reply.length)
+            self.budget.reply(rng.length, reply.length)
+            self.arrived.append((rng.offset, reply.chunks, reply.length))
+        elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
+            plan.on_eof(rng)
+            self.budget.reply(rng.length, 0)
+        else:
+            plan.on_retry(rng)  # not answered: the range stays owed
+            self.budget.reply(rng.length, 0)
+            self.fail(self._reply_error(rng, reply))
+        self.fill()
+        self.progress.set()
+
+    def _reply_error(self, rng: Range, reply: codec.Reply | BaseException) -> BaseException:
+        path = self.handles.path
+        if isinstance(reply, BaseException):
+            return reply
+        if isinstance(reply, codec.Status):
+            return status_error(reply, path, rng.offset)
+        if isinstance(reply, codec.Data):
+            return ProtocolError(
+                f"{path}: server returned {reply.length} bytes for a read of {rng.length} "
+                f"at offset {rng.offset}"
+            )
+        return ProtocolError(f"{path}: unexpected {type(reply).__name__} reply to a read")
+
+    def take(self) -> list[tuple[int, Chunks, int]]:
+        arrived, self.arrived = self.arrived, []
+        return arrived
+
+    def free(self, count: int) -> None:
+        self.budget.free(count)
+        self.fill()
+
+    def on_written(self, count: int, error: BaseException | None) -> None:
+        """The local writer finished ``count`` bytes (called on the loop)."""
+        self.unwritten -= count
+        if error is not None:
+            self.fail(error)
+        self.free(count)
+        self.progress.set()
+
+    async def drain(self) -> None:
+        """After an error: let outstanding replies come back (or the channel die)."""
+        while self.plan.outstanding:
+            await self.wait()
+
+    def stats(self, started: float, size: int, lanes: LanePool) -> TransferStats:
+        return TransferStats(
+            **self.flow_stats(lanes),  # type: ignore[arg-type]
+            bytes=size,
+            seconds=time.perf_counter() - started,
+            requests=self.requests,
+            short_reads_reissued=self.plan.short_reads,
+            short_writes_reissued=0,
+            peak_requests_in_flight=self.budget.peak_requests,
+            peak_bytes_in_flight=self.budget.peak_bytes,
+            channels=len(self.handles.used),
+            block_size=self.plan.block_size,
+            size_changed=self.plan.changed,
+        )
+
+
+async def _open_for_read(channels: list[SFTPSession], path: str) -> tuple[Handles, codec.Attrs]:
+    first = channels[0]
+    try:
+        handles = await open_lanes(channels, path, codec.FXF_READ, codec.Attrs(), write=False)
+    except RemoteError as exc:
+        # Some servers refuse to open a directory with a bare FAILURE (asyncssh
+        # does, OpenSSH opens it and fails the reads): say what it really is.
+        if type(exc) is RemoteError and await _is_remote_dir(first, path):
+            raise RemoteIsADirectory(path, "is a directory") from exc
+        raise
+    try:
+        attrs = await first.fstat(handles.lanes[0].handle, path)
+        if attrs.is_dir():
+            raise RemoteIsADirectory(path, "is a directory")
+    except BaseException:
+        await handles.close(check=False)
+        raise
+    return handles, attrs
+
+
+async def _is_remote_dir(sftp: SFTPSession, path: str) -> bool:
+    try:
+        return (await sftp.stat(path)).is_dir()
+    except SSHPipeError:
+        return False
+
+
+async def _finish_reads(pump: ReadPump, grower: Grower, error: BaseException | None) -> None:
+    """Stop issuing and growing, let replies in flight return, close every handle."""
+    if error is not None:
+        pump.fail(error)
+    try:
+        await grower.stop()
+        if pump.plan.outstanding and pump.error is not None:
+            # A server that stops answering must not hide the first error.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(pump.drain(), timeout=30)
+    finally:
+        await pump.handles.close(check=pump.error is None)
+
+
+@contextlib.asynccontextmanager
+async def _reading(
+    lanes: LanePool, remote: str, config: TransferConfig
+) -> AsyncIterator[tuple[ReadPump, Grower]]:
+    """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump."""
+    first_channels = initial_channels(lanes)
+    first = first_channels[0]
+    block = block_size_for(config, first, write=False)
+    # A download lane holds what our window allows, and no more than its requests.
+    capacity = min(first.recv_window or config.window, config.requests * block)
+    controller = make_controller(config, lanes, capacity=capacity, size=None, block=block)
+    async with growing(lanes, controller) as grower:
+        handles, attrs = await _open_for_read(first_channels, remote)
+        controller.set_size(attrs.size)
+        plan = ReadPlan(block_size=block, size_hint=attrs.size)
+        pump = ReadPump(
+            handles,
+            budget_for(config),
+            controller,
+            plan,
+            requests_per_lane=config.requests,
+            adaptive=lanes.can_grow,
+            want_lanes=grower.want,
+        )
+        grower.attach(pump)
+        yield pump, grower
+
+
+async def download(
+    lanes: LanePool, remote: str, local: str, config: TransferConfig
+) -> TransferStats:
+    """Copy ``remote`` to ``local`` through a temp file renamed into place at the end."""
+    started = time.perf_counter()
+    if os.path.isdir(local):  # scp: copying into a directory keeps the remote name
+        local = os.path.join(local, posixpath.basename(remote.rstrip("/")) or "download")
+    target = LocalTarget(local)
+    target.open()
+    committed = False
+    try:
+        async with _reading(lanes, remote, config) as (pump, grower):
+            plan = pump.plan
+            writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
+            failure: BaseException | None = None
+            try:
+                pump.fill()
+                while True:
+                    batch = pump.take()
+                    if batch:
+                        count = sum(length for _, _, length in batch)
+                        pump.unwritten += count
+                        writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
+                    elif pump.finished and not pump.unwritten:
+                        break
+                    else:
+                        await pump.wait()
+                if pump.error is not None:
+                    raise pump.error
+            except BaseException as exc:
+                failure = exc
+                raise
+            finally:
+                try:
+                    await writer.close(abandon=failure is not None)
+                finally:
+                    await _finish_reads(pump, grower, failure)
+        await target.commit(plan.final_size)
+        committed = True
+        return pump.stats(started, plan.final_size, lanes)
+    finally:
+        if not committed:
+            target.discard()
+
+
+async def stream(
+    lanes: LanePool, remote: str, config: TransferConfig
+) -> AsyncGenerator[bytes, None]:
+    """Yield the remote file's bytes in order; memory stays within the byte budget."""
+    async with _reading(lanes, remote, config) as (pump, grower):
+        plan = pump.plan
+        reorder = ReorderBuffer()
+        failure: BaseException | None = None
+        try:
+            pump.fill()
+            while True:
+                for offset, chunks, _ in pump.take():
+                    reorder.add(offset, b"".join(chunks))
+                before = reorder.buffered
+                pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
+                pump.free(before - reorder.buffered)
+                for piece in pieces:
+                    yield piece
+                if pump.finished and not pump.arrived:
+                    break
+                if not pieces:
+                    await pump.wait()
+            if pump.error is not None:
+                raise pump.error
+            pump.free(reorder.discard())
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            await _finish_reads(pump, grower, failure)

@@ -1,0 +1,328 @@
+"""Uploads: keep WRITEs in flight over the lanes to a temp name, then rename it into place."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterable
+from functools import partial
+
+from . import _codec as codec
+from ._config import TransferConfig
+from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
+from ._flight import FlightBudget
+from ._flowcontrol import FlowController
+from ._lanes import (
+    UNKNOWN_WINDOW,
+    Handles,
+    Lane,
+    LanePool,
+    Pump,
+    block_size_for,
+    budget_for,
+    growing,
+    initial_channels,
+    make_controller,
+    open_lanes,
+)
+from ._localio import LocalSource
+from ._sftp import SFTPSession, status_error
+from ._stats import TransferStats
+
+
+class WritePump(Pump):
+    """Keeps WRITEs in flight; each is charged to the budget until the server acks it."""
+
+    def __init__(
+        self,
+        handles: Handles,
+        budget: FlightBudget,
+        controller: FlowController,
+        block_size: int,
+        *,
+        requests_per_lane: int,
+        adaptive: bool,
+        want_lanes: asyncio.Event,
+    ) -> None:
+        super().__init__(
+            handles,
+            budget,
+            controller,
+            requests_per_lane=requests_per_lane,
+            adaptive=adaptive,
+            want_lanes=want_lanes,
+        )
+        self.block_size = block_size
+        self.outstanding = 0
+        self.sent_bytes = 0
+
+    def __repr__(self) -> str:
+        return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
+
+    def room(self) -> int:
+        """How many full blocks could be sent right now (by the budget and the lanes)."""
+        budget = self.budget
+        if self.error is not None:
+            return 0
+        block = self.block_size
+        by_requests = budget.max_requests - budget.requests
+        by_bytes = (budget.max_bytes - budget.bytes) // block
+        if budget.bytes == 0:
+            by_bytes = max(by_bytes, 1)
+        by_lanes = 0
+        for lane in self.handles.lanes:
+            blocks = (lane.cap - lane.bytes) // block
+            if lane.bytes == 0:
+                blocks = max(blocks, 1)  # an empty lane always takes one block
+            by_lanes += max(0, min(blocks, self.requests_per_lane - lane.requests))
+        return max(0, min(by_requests, by_bytes, by_lanes))
+
+    def send(self, offset: int, data: bytes) -> None:
+        lane = self._pick(len(data))
+        if lane is None:  # room() said there was: a lane filled since
+            lane = min(self.handles.lanes, key=lambda candidate: candidate.bytes)
+        self.budget.send(len(data))
+        self._sent(lane, len(data))
+        self.outstanding += 1
+        self.sent_bytes = max(self.sent_bytes, offset + len(data))
+        reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
+        try:
+            lane.sftp.send_write(lane.handle, offset, data, reply)
+        except BaseException as exc:
+            reply(exc)
+
+    def _on_reply(
+        self,
+        offset: int,
+        length: int,
+        lane: Lane,
+        sent: float,
+        reply: codec.Reply | BaseException,
+    ) -> None:
+        self.outstanding -= 1
+        self.budget.reply(length, 0)
+        ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
+        self._sample(lane, length, length if ok else 0, sent)
+        if ok:
+            pass
+        elif isinstance(reply, codec.Status):
+            self.fail(status_error(reply, self.handles.path, offset))
+        elif isinstance(reply, BaseException):
+            self.fail(reply)
+        else:
+            self.fail(
+                ProtocolError(
+                    f"{self.handles.path}: unexpected {type(reply).__name__} reply to a write"
+                )
+            )
+        self.progress.set()
+
+    async def settle(self) -> None:
+        while self.outstanding:
+            await self.wait()
+
+    async def drain(self) -> None:
+        """Wait for every write to be acknowledged; raise the first failure."""
+        await self.settle()
+        if self.error is not None:
+            raise self.error
+
+    def stats(self, started: float, lanes: LanePool) -> TransferStats:
+        return TransferStats(
+            **self.flow_stats(lanes),  # type: ignore[arg-type]
+            bytes=self.sent_bytes,
+            seconds=time.perf_counter() - started,
+            requests=self.requests,
+            short_reads_reissued=0,
+            short_writes_reissued=0,
+            peak_requests_in_flight=self.budget.peak_requests,
+            peak_bytes_in_flight=self.budget.peak_bytes,
+            channels=len(self.handles.used),
+            block_size=self.block_size,
+        )
+
+
+async def _upload(
+    lanes: LanePool,
+    remote: str,
+    config: TransferConfig,
+    mode: int,
+    blocks: _BlockSource,
+    name: str | None,
+    size: int | None,
+) -> TransferStats:
+    """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
+    started = time.perf_counter()
+    first_channels = initial_channels(lanes)
+    sftp = first_channels[0]
+    block = block_size_for(config, sftp, write=True)
+    # Each lane holds 1.5 server windows (Handles._append); counting it as
+    # 1.25 puts GAIN's headroom in that extra half window, not in more
+    # channels: channels = bandwidth-delay product / window.
+    window = sftp.peer_window or UNKNOWN_WINDOW
+    capacity = min(window + window // 4, config.requests * block)
+    controller = make_controller(config, lanes, capacity=capacity, size=size, block=block)
+    committed = False
+    temp: str | None = None
+    try:
+        async with growing(lanes, controller) as grower:
+            remote = await _resolve_remote_target(sftp, remote, name)
+            temp = _remote_temp_name(remote)
+            pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
+            # Inside the try: a cancel while the OPEN is in flight must still remove
+            # the temp file the server may have created (the name is ours alone: EXCL).
+            try:
+                handles = await open_lanes(
+                    first_channels, temp, pflags, codec.Attrs(permissions=mode), write=True
+                )
+            except RemoteError as exc:
+                # Name the path the user asked for, not our temporary one.
+                raise type(exc)(remote, exc.reason, status=exc.status) from exc
+            pump = WritePump(
+                handles,
+                budget_for(config),
+                controller,
+                block,
+                requests_per_lane=config.requests,
+                adaptive=lanes.can_grow,
+                want_lanes=grower.want,
+            )
+            grower.attach(pump)
+            try:
+                offset = 0
+                while pump.error is None:
+                    room = pump.room()
+                    if room == 0:
+                        await pump.wait()
+                        continue
+                    new = await blocks.next(offset, pump.block_size, room)
+                    if not new:
+                        break
+                    for data in new:
+                        pump.send(offset, data)
+                        offset += len(data)
+                await pump.drain()
+            except BaseException as exc:
+                pump.fail(exc)
+                # Let the writes in flight be answered before the handle is closed.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(pump.settle(), timeout=30)
+                raise
+            finally:
+                await grower.stop()
+                await handles.close(check=pump.error is None)
+            await _rename_into_place(sftp, temp, remote)
+            committed = True
+            return pump.stats(started, lanes)
+    finally:
+        if not committed and temp is not None:
+            await _remove_quietly(sftp, temp)
+
+
+class _BlockSource:
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        raise NotImplementedError
+
+
+class _FileBlocks(_BlockSource):
+    def __init__(self, source: LocalSource, *, in_thread: bool) -> None:
+        self.source = source
+        self.in_thread = in_thread
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        return await self.source.read_blocks(offset, block, count, in_thread=self.in_thread)
+
+
+class _StreamBlocks(_BlockSource):
+    """Re-cuts an async iterable of bytes of any sizes into full blocks."""
+
+    def __init__(self, chunks: AsyncIterable[bytes]) -> None:
+        self._iter = aiter(chunks)
+        self._pending = bytearray()
+        self._ended = False
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        while not self._ended and len(self._pending) < block:
+            try:
+                chunk = await anext(self._iter)
+            except StopAsyncIteration:
+                self._ended = True
+                break
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                raise TypeError(f"put_stream needs bytes, got {type(chunk).__name__}")
+            self._pending += chunk
+        cut = min(len(self._pending), block)
+        if cut == 0:
+            return []
+        with memoryview(self._pending) as view:  # one copy, not slice-then-bytes
+            data = bytes(view[:cut])
+        del self._pending[:cut]
+        return [data]
+
+
+async def upload(lanes: LanePool, local: str, remote: str, config: TransferConfig) -> TransferStats:
+    source = LocalSource(local)
+    source.open()
+    try:
+        return await _upload(
+            lanes,
+            remote,
+            config,
+            source.mode,
+            _FileBlocks(source, in_thread=config.local_io_in_thread),
+            source.path.name,
+            source.size,
+        )
+    finally:
+        source.close()
+
+
+async def upload_stream(
+    lanes: LanePool,
+    chunks: AsyncIterable[bytes],
+    remote: str,
+    config: TransferConfig,
+    mode: int = 0o644,
+) -> TransferStats:
+    return await _upload(lanes, remote, config, mode, _StreamBlocks(chunks), None, None)
+
+
+def _remote_temp_name(remote: str) -> str:
+    head, sep, name = remote.rpartition("/")
+    return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
+
+
+async def _resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
+    """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
+    try:
+        attrs = await sftp.stat(remote)
+    except SSHPipeError:
+        return remote  # missing (the usual case) or unreadable: the open will say why
+    if not attrs.is_dir():
+        return remote
+    if name is None:
+        raise RemoteIsADirectory(remote, "is a directory")
+    return f"{remote.rstrip('/')}/{name}"
+
+
+async def _rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
+    if "posix-rename@openssh.com" in sftp.extensions:
+        reply = await sftp.call(
+            lambda rid: codec.encode_posix_rename(rid, temp.encode(), remote.encode())
+        )
+        sftp.check_status(reply, remote)
+        return
+    # Plain SFTP v3 RENAME fails when the target exists (filexfer-02 §6.5), so
+    # the old file is removed first: a crash in between leaves only the temp.
+    with contextlib.suppress(SSHPipeError):
+        await sftp.remove(remote)
+    reply = await sftp.call(lambda rid: codec.encode_rename(rid, temp.encode(), remote.encode()))
+    sftp.check_status(reply, remote)
+
+
+async def _remove_quietly(sftp: SFTPSession, path: str) -> None:
+    if sftp.broken is None:
+        with contextlib.suppress(SSHPipeError):
+            await sftp.remove(path)
