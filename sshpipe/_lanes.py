@@ -266,7 +266,8 @@ class Grower:
         self.want = asyncio.Event()
         self.want.set()  # the first guess may already want more than one channel
         self._pump: Pump | None = None
-        self._parked: list[SFTPSession] = []
+        self._parked: list[SFTPSession] = []  # open channels not (yet) wanted as lanes
+        self._opening = 0  # channels whose handle on the file is being opened
         self._group: asyncio.TaskGroup | None = None
         self._task: asyncio.Task[None] | None = None
         self._bug: Exception | None = None
@@ -287,11 +288,22 @@ class Grower:
     def attach(self, pump: Pump) -> None:
         """The file is open and the pump runs: parked channels become lanes."""
         self._pump = pump
-        room = max(0, self.controller.channels - len(pump.handles.lanes))
-        parked, self._parked = self._parked[:room], self._parked[room:]
-        for sftp in parked:
-            self._spawn(sftp)
+        self._use_parked()
         self.want.set()
+
+    def _use_parked(self) -> None:
+        """Make lanes of parked channels, as many as the controller wants now.
+
+        A download learns its size only once open; channels opened for the first
+        guess then wait here until (if ever) the controller wants them.
+        """
+        pump = self._pump
+        if pump is None:
+            return
+        room = max(0, self.controller.channels - len(pump.handles.lanes) - self._opening)
+        taken, self._parked = self._parked[:room], self._parked[room:]
+        for sftp in taken:
+            self._spawn(sftp)
 
     def _arrived(self, sftp: SFTPSession) -> None:
         if self._pump is None:
@@ -300,8 +312,9 @@ class Grower:
             self._spawn(sftp)
 
     def _spawn(self, sftp: SFTPSession) -> None:
-        if self._group is not None:
-            self._group.create_task(self._open_lane(sftp))
+        assert self._group is not None  # only called from _run or after it started
+        self._opening += 1
+        self._group.create_task(self._open_lane(sftp))
 
     async def _open_lane(self, sftp: SFTPSession) -> None:
         pump = self._pump
@@ -311,6 +324,8 @@ class Grower:
         except SSHPipeError as exc:
             logger.debug("%s: no handle on a new channel: %s", pump.handles.path, exc)
             return
+        finally:
+            self._opening -= 1
         pump.add_lane(lane)
         pump.fill()
 
@@ -322,6 +337,7 @@ class Grower:
                 while True:  # lives until stop(): attach() may still need the group
                     await self.want.wait()
                     self.want.clear()
+                    self._use_parked()
                     pump = self._pump
                     missing = self.controller.channels - len(self.lanes.channels)
                     if not growing or missing <= 0 or (pump is not None and pump.error):
