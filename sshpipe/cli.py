@@ -17,6 +17,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
+from ._argtypes import number_at_least, size_at_least
 from ._client import connect
 from ._config import (
     DEFAULT_MAX_CONNECTIONS,
@@ -65,18 +66,7 @@ def parse_remote(spec: str) -> RemoteSpec | None:
     return RemoteSpec(user=user, host=host, path=path or ".")
 
 
-def _size(text: str) -> int:
-    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
-    text = text.strip().lower().removesuffix("ib").removesuffix("b")
-    factor = units.get(text[-1:], 1)
-    digits = text[:-1] if text[-1:] in units else text
-    try:
-        value = int(digits) * factor
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("size must be positive")
-    return value
+_size = size_at_least(1)
 
 
 def _positive_int(text: str) -> int:
@@ -86,16 +76,6 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("must be a finite number >= 0")
     return value
 
 
@@ -186,14 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--rtt",
-        type=_non_negative_float,
+        type=number_at_least(0, "rtt"),
         default=0.0,
         metavar="MS",
         help="emulate this round-trip time between client and server (link emulator)",
     )
     demo.add_argument(
         "--rate",
-        type=_non_negative_float,
+        type=number_at_least(0, "rate"),
         default=None,
         metavar="MBIT",
         help="emulate a link of this many Mbit/s per direction",

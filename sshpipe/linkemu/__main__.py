@@ -14,10 +14,11 @@ import asyncio
 import json
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import asdict
 from typing import Any, NoReturn
 
+from .._argtypes import number_at_least, size_at_least
 from ._model import LinkSpec
 from ._proxy import LinkEmulator
 
@@ -47,34 +48,6 @@ def _address(text: str) -> tuple[str, int]:
     return host, port
 
 
-def _size(text: str) -> int:
-    """Bytes, with an optional binary suffix: 65536, 64K, 4M, 1G (also 4MiB, 4MB)."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    spelled = text.strip().lower().removesuffix("ib").removesuffix("b")
-    factor = units.get(spelled[-1:], 1)
-    digits = spelled[:-1] if spelled[-1:] in units else spelled
-    try:
-        value = int(digits) * factor
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"size must not be negative: {text!r}")
-    return value
-
-
-def _number(minimum: float, what: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not (value >= minimum and value != float("inf")):
-            raise argparse.ArgumentTypeError(f"{what} must be at least {minimum:g}: {text!r}")
-        return value
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -91,25 +64,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--target", type=_address, required=True, metavar="HOST:PORT", help="where to forward"
     )
     parser.add_argument(
-        "--rtt", type=_number(0, "rtt"), default=0.0, metavar="MS", help="round trip, ms"
+        "--rtt", type=number_at_least(0, "rtt"), default=0.0, metavar="MS", help="round trip, ms"
     )
     parser.add_argument(
         "--rate",
-        type=_number(1e-6, "rate"),
+        type=number_at_least(1e-6, "rate"),
         default=None,
         metavar="MBIT",
         help="Mbit/s per direction (default unlimited)",
     )
     parser.add_argument(
         "--queue",
-        type=_size,
+        type=size_at_least(0),
         default=None,
         metavar="BYTES",
         help="bottleneck queue per direction, e.g. 4M (default one BDP, at least 1M)",
     )
     parser.add_argument(
         "--cut-after",
-        type=_size,
+        type=size_at_least(0),
         default=None,
         metavar="BYTES",
         help="reset every connection after this many bytes in --cut-direction",
@@ -117,14 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cut-direction", choices=("down", "up"), default="down")
     parser.add_argument(
         "--stall-at",
-        type=_number(0, "--stall-at"),
+        type=number_at_least(0, "stall-at"),
         default=None,
         metavar="SECONDS",
         help="seconds after start to stall the link",
     )
     parser.add_argument(
         "--stall-for",
-        type=_number(0, "--stall-for"),
+        type=number_at_least(0, "stall-for"),
         default=None,
         metavar="SECONDS",
         help="how long the stall lasts",
