@@ -25,6 +25,7 @@ from ._errors import (
     ConnectionBroken,
     HostKeyError,
     HostKeyMismatch,
+    IncompleteTransfer,
     LocalError,
     ProtocolError,
     RemoteError,
@@ -34,9 +35,10 @@ from ._errors import (
     SSHPipeError,
     TransferError,
     UnknownHostKey,
+    UnsafePath,
     UsageError,
 )
-from ._stats import TransferStats
+from ._stats import TransferStats, TreeFailure, TreeProgress, TreeStats
 
 if TYPE_CHECKING:
     from ._client import Client, connect
@@ -64,6 +66,7 @@ __all__ = [
     "ConnectionBroken",
     "HostKeyError",
     "HostKeyMismatch",
+    "IncompleteTransfer",
     "LocalError",
     "ProtocolError",
     "RemoteError",
@@ -74,7 +77,11 @@ __all__ = [
     "TransferConfig",
     "TransferError",
     "TransferStats",
+    "TreeFailure",
+    "TreeProgress",
+    "TreeStats",
     "UnknownHostKey",
+    "UnsafePath",
     "UsageError",
     "__version__",
     "connect",

@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
+from typing import Literal, overload
 
 from . import _engine as engine
 from ._codec import Limits
@@ -18,10 +19,14 @@ from ._config import (
     TransferConfig,
     parse_destination,
 )
-from ._errors import ChannelRefused, ClosedError, SSHPipeError
+from ._errors import ChannelRefused, ClosedError, SSHPipeError, UsageError
+from ._remotefs import glob as remote_glob
 from ._sftp import SFTPSession
 from ._ssh import SSHLink, open_link
-from ._stats import TransferStats
+from ._stats import TransferStats, TreeProgress, TreeStats
+from ._tree import PIPELINE_CHANNELS, TreeOptions
+from ._treeget import TreeGet
+from ._treeput import TreePut
 
 _ChannelKey = tuple[int, int]  # (window, max_packet_size) a channel was opened with
 
@@ -307,10 +312,17 @@ class Client:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
 
     @contextlib.asynccontextmanager
-    async def _lease(self, config: TransferConfig) -> AsyncIterator[_Lease]:
-        """Channels for one transfer, given back to the pool when it ends."""
+    async def _lease(
+        self, config: TransferConfig, *, required: int | None = None
+    ) -> AsyncIterator[_Lease]:
+        """Channels for one transfer, given back to the pool when it ends.
+
+        ``config.channels`` of them (1 when the controller decides), or as many
+        as the server allows down to ``required``.
+        """
         first = config.channels or 1
-        lease = _Lease(self, config, await self._take_channels(config, first, required=first))
+        need = first if required is None else min(required, first)
+        lease = _Lease(self, config, await self._take_channels(config, first, required=need))
         try:
             yield lease
         finally:
@@ -321,48 +333,232 @@ class Client:
 
     # -- transfers -----------------------------------------------------------
 
+    @overload
     async def get(
-        self, remote: str, local: str, *, config: TransferConfig | None = None
-    ) -> TransferStats:
-        """Download one remote file.
+        self,
+        remote: str,
+        local: str,
+        *,
+        recursive: Literal[False] = False,
+        preserve: bool = False,
+        config: TransferConfig | None = None,
+    ) -> TransferStats: ...
 
-        The bytes go to a temporary file beside ``local`` that is renamed over it
-        only when complete, so a failure never leaves a truncated ``local``.
+    @overload
+    async def get(
+        self,
+        remote: str | list[str] | tuple[str, ...],
+        local: str,
+        *,
+        recursive: Literal[True],
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: Callable[[TreeProgress], None] | None = None,
+        config: TransferConfig | None = None,
+    ) -> TreeStats: ...
+
+    @overload
+    async def get(
+        self,
+        remote: list[str] | tuple[str, ...],
+        local: str,
+        *,
+        recursive: bool = False,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: Callable[[TreeProgress], None] | None = None,
+        config: TransferConfig | None = None,
+    ) -> TreeStats: ...
+
+    async def get(
+        self,
+        remote: str | list[str] | tuple[str, ...],
+        local: str,
+        *,
+        recursive: bool = False,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: Callable[[TreeProgress], None] | None = None,
+        config: TransferConfig | None = None,
+    ) -> TransferStats | TreeStats:
+        """Download a remote file, or with ``recursive`` (or several sources) a tree.
+
+        Files go to a temporary name beside their destination, renamed over it
+        only when complete, so a failure never leaves a truncated file. Where
+        things land follows scp: into ``local`` if it is a directory, else as
+        ``local``.
 
         Args:
-            remote: path on the server.
-            local: destination file path (its directory must exist).
+            remote: a remote path, or a list of them (see :meth:`glob`).
+            local: destination file or directory.
+            recursive: copy directories and everything in them (``-r``).
+            preserve: keep permissions and access/modification times (``-p``).
+            follow_symlinks: copy what links point to instead of the links (``-L``).
+            fail_fast: stop at the first failure instead of copying the rest.
+            progress: called a few times a second with a TreeProgress.
             config: per-transfer override of the client's TransferConfig.
 
         Returns:
-            TransferStats of the transfer.
+            TransferStats for one file; TreeStats for a tree or several sources.
 
         Raises:
-            RemoteError, LocalError, ConnectionBroken, ProtocolError.
+            RemoteError, LocalError, ConnectionBroken, ProtocolError; for a tree,
+            IncompleteTransfer when some entries failed (all others are copied).
         """
         cfg = self._config(config)
-        async with self._lease(cfg) as lease:
-            return await engine.download(lease, remote, local, cfg)
+        options = TreeOptions(
+            recursive=recursive,
+            preserve=preserve,
+            follow_symlinks=follow_symlinks,
+            fail_fast=fail_fast,
+            progress=progress,
+        )
+        if isinstance(remote, str) and not recursive:
+            if preserve:
+                return await self._one_file(TreeGet, [remote], local, options, cfg)
+            async with self._lease(cfg) as lease:
+                return await engine.download(lease, remote, local, cfg)
+        sources = [remote] if isinstance(remote, str) else list(remote)
+        return await self._tree(TreeGet, sources, local, options, cfg)
+
+    @overload
+    async def put(
+        self,
+        local: str,
+        remote: str,
+        *,
+        recursive: Literal[False] = False,
+        preserve: bool = False,
+        config: TransferConfig | None = None,
+    ) -> TransferStats: ...
+
+    @overload
+    async def put(
+        self,
+        local: str | list[str] | tuple[str, ...],
+        remote: str,
+        *,
+        recursive: Literal[True],
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: Callable[[TreeProgress], None] | None = None,
+        config: TransferConfig | None = None,
+    ) -> TreeStats: ...
+
+    @overload
+    async def put(
+        self,
+        local: list[str] | tuple[str, ...],
+        remote: str,
+        *,
+        recursive: bool = False,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: Callable[[TreeProgress], None] | None = None,
+        config: TransferConfig | None = None,
+    ) -> TreeStats: ...
 
     async def put(
-        self, local: str, remote: str, *, config: TransferConfig | None = None
-    ) -> TransferStats:
-        """Upload one local file (to a temporary remote name, then renamed into place).
+        self,
+        local: str | list[str] | tuple[str, ...],
+        remote: str,
+        *,
+        recursive: bool = False,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: Callable[[TreeProgress], None] | None = None,
+        config: TransferConfig | None = None,
+    ) -> TransferStats | TreeStats:
+        """Upload a local file, or with ``recursive`` (or several sources) a tree.
 
-        Args:
-            local: source file path.
-            remote: destination path on the server.
-            config: per-transfer override of the client's TransferConfig.
+        Each file goes to a temporary remote name, renamed into place when
+        complete. Layout, arguments and errors mirror :meth:`get`.
 
         Returns:
-            TransferStats of the transfer.
+            TransferStats for one file; TreeStats for a tree or several sources.
 
         Raises:
-            LocalError, RemoteError, ConnectionBroken, ProtocolError.
+            LocalError, RemoteError, ConnectionBroken, ProtocolError; for a tree,
+            IncompleteTransfer when some entries failed (all others are copied).
         """
         cfg = self._config(config)
-        async with self._lease(cfg) as lease:
-            return await engine.upload(lease, local, remote, cfg)
+        options = TreeOptions(
+            recursive=recursive,
+            preserve=preserve,
+            follow_symlinks=follow_symlinks,
+            fail_fast=fail_fast,
+            progress=progress,
+        )
+        if isinstance(local, str) and not recursive:
+            if preserve:
+                return await self._one_file(TreePut, [local], remote, options, cfg)
+            async with self._lease(cfg) as lease:
+                return await engine.upload(lease, local, remote, cfg)
+        sources = [local] if isinstance(local, str) else list(local)
+        return await self._tree(TreePut, sources, remote, options, cfg)
+
+    async def glob(self, pattern: str) -> list[str]:
+        """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
+
+        As in a shell, a name starting with "." is matched only by a pattern
+        component that starts with "." too.
+
+        Raises:
+            RemoteNotFound: nothing matches.
+        """
+        async with self._lease(self.config) as lease:
+            return await remote_glob(lease.channels[0], pattern)
+
+    async def _tree(
+        self,
+        kind: type[TreeGet | TreePut],
+        sources: list[str],
+        dest: str,
+        options: TreeOptions,
+        config: TransferConfig,
+    ) -> TreeStats:
+        if not sources:
+            raise UsageError("nothing to copy: no sources given")
+        count = config.channels or PIPELINE_CHANNELS
+        async with self._lease(replace(config, channels=count), required=1) as lease:
+            run = kind(lease.channels, self._lease_for, options, config, sources, dest)
+            return await run.run()
+
+    async def _one_file(
+        self,
+        kind: type[TreeGet | TreePut],
+        sources: list[str],
+        dest: str,
+        options: TreeOptions,
+        config: TransferConfig,
+    ) -> TransferStats:
+        """One file with ``-p``: the tree code keeps modes and times; report it as a file."""
+        # fail_fast: the file's own error is raised, not an IncompleteTransfer.
+        tree = await self._tree(kind, sources, dest, replace(options, fail_fast=True), config)
+        return TransferStats(
+            bytes=tree.bytes,
+            seconds=tree.seconds,
+            requests=0,
+            short_reads_reissued=0,
+            short_writes_reissued=0,
+            peak_requests_in_flight=0,
+            peak_bytes_in_flight=0,
+            channels=0,
+            block_size=0,
+        )
+
+    def _lease_for(
+        self, config: TransferConfig, count: int | None
+    ) -> contextlib.AbstractAsyncContextManager[_Lease]:
+        if count is None:
+            return self._lease(config)
+        return self._lease(replace(config, channels=count), required=1)
 
     async def stream(
         self, remote: str, *, config: TransferConfig | None = None

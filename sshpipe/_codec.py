@@ -35,6 +35,8 @@ FXP_RMDIR: Final = 15
 FXP_REALPATH: Final = 16
 FXP_STAT: Final = 17
 FXP_RENAME: Final = 18
+FXP_READLINK: Final = 19
+FXP_SYMLINK: Final = 20
 FXP_STATUS: Final = 101
 FXP_HANDLE: Final = 102
 FXP_DATA: Final = 103
@@ -101,6 +103,20 @@ class Attrs:
 
     def is_dir(self) -> bool:
         return self.permissions is not None and (self.permissions & 0o170000) == 0o040000
+
+    @property
+    def kind(self) -> str:
+        """ "file", "dir", "symlink" or "special" (fifo, socket, device) from the mode bits.
+
+        A server that sends no permissions describes nothing else either: we
+        take the entry for a regular file and let OPEN say otherwise.
+        """
+        if self.permissions is None:
+            return "file"
+        return _KINDS.get(self.permissions & 0o170000, "special")
+
+
+_KINDS = {0o100000: "file", 0o040000: "dir", 0o120000: "symlink"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +226,21 @@ def encode_handle_request(ptype: int, request_id: int, handle: bytes) -> bytes:
 def encode_path_request(ptype: int, request_id: int, path: bytes) -> bytes:
     """STAT, LSTAT, REALPATH, REMOVE, OPENDIR, RMDIR: requests on one path."""
     return _packet(ptype, _U32.pack(request_id) + _string(path))
+
+
+def encode_path_attrs_request(ptype: int, request_id: int, path: bytes, attrs: Attrs) -> bytes:
+    """MKDIR, SETSTAT: a path and the attributes to give it."""
+    return _packet(ptype, _U32.pack(request_id) + _string(path) + encode_attrs(attrs))
+
+
+def encode_handle_attrs_request(ptype: int, request_id: int, handle: bytes, attrs: Attrs) -> bytes:
+    """FSETSTAT: a handle and the attributes to give its file."""
+    return _packet(ptype, _U32.pack(request_id) + _string(handle) + encode_attrs(attrs))
+
+
+def encode_symlink(request_id: int, first: bytes, second: bytes) -> bytes:
+    """SYMLINK with its two paths in the order the caller chose (servers disagree on it)."""
+    return _packet(FXP_SYMLINK, _U32.pack(request_id) + _string(first) + _string(second))
 
 
 def encode_rename(request_id: int, old: bytes, new: bytes) -> bytes:

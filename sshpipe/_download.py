@@ -234,13 +234,23 @@ async def _reading(
 
 
 async def download(
-    lanes: LanePool, remote: str, local: str, config: TransferConfig
+    lanes: LanePool,
+    remote: str,
+    local: str,
+    config: TransferConfig,
+    *,
+    into_directory: bool = True,
+    new_file_mode: int = 0o644,
 ) -> TransferStats:
-    """Copy ``remote`` to ``local`` through a temp file renamed into place at the end."""
+    """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
+
+    ``into_directory``: a directory at ``local`` receives the file under its
+    remote name (scp); False (a tree already chose the name) makes it an error.
+    """
     started = time.perf_counter()
-    if os.path.isdir(local):  # scp: copying into a directory keeps the remote name
+    if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
         local = os.path.join(local, posixpath.basename(remote.rstrip("/")) or "download")
-    target = LocalTarget(local)
+    target = LocalTarget(local, new_file_mode=new_file_mode)
     target.open()
     committed = False
     try:

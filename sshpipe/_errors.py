@@ -19,12 +19,19 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
     │   └── ChannelRefused         no more channels on this connection (MaxSessions)
     ├── ProtocolError              the server broke the SFTP protocol (exit 8)
-    └── ClosedError                you closed the session and then used it (exit 9)
+    │   └── UnsafePath             a listing named something outside the destination
+    ├── ClosedError                you closed the session and then used it (exit 9)
+    └── IncompleteTransfer         some files of a tree failed (their common exit code, else 1)
 
 *Closed* is what you did; *broken* is what the world did (trio's split).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._stats import TreeStats
 
 
 class SSHPipeError(Exception):
@@ -149,3 +156,37 @@ class ClosedError(SSHPipeError):
     """The session was closed by this side and then used."""
 
     exit_code = 9
+
+
+class UnsafePath(ProtocolError):
+    """A remote listing held a name that is not one plain path component.
+
+    ``..``, ``.``, a ``/`` or a NUL inside a name, or the same name twice: a
+    server that sends one is broken or hostile (the scp CVE-2019-6111 class),
+    and nothing is ever written for it.
+    """
+
+    def __init__(self, where: str, name: str) -> None:
+        self.path = where
+        self.name = name
+        super().__init__(f"remote: {where}: unsafe name {name!r} in the listing, refused")
+
+
+class IncompleteTransfer(SSHPipeError):
+    """Some files of a tree transfer failed; the others were copied.
+
+    Attributes:
+        stats: the TreeStats of the whole transfer.
+        failures: a TreeFailure per path that failed, in the order they failed.
+    """
+
+    def __init__(self, stats: TreeStats) -> None:
+        self.stats = stats
+        self.failures = stats.failures
+        codes = {failure.exit_code for failure in self.failures}
+        self.exit_code = codes.pop() if len(codes) == 1 else 1
+        first = self.failures[0].error if self.failures else "no detail"
+        super().__init__(
+            f"{len(self.failures)} of {stats.files + stats.directories + stats.symlinks} "
+            f"entries failed (first: {first})"
+        )

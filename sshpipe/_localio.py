@@ -184,12 +184,94 @@ class InlineWriter:
         """Nothing runs in the background: nothing to wait for."""
 
 
-class LocalTarget:
-    """A download destination: a temporary file that becomes ``path`` on commit."""
+def temp_name(path: str | os.PathLike[str]) -> Path:
+    """``.NAME.sshpipe-XXXXXX.partial`` beside ``path``: hidden, ours, never a final name."""
+    target = Path(path)
+    return target.with_name(f".{target.name}.sshpipe-{secrets.token_hex(3)}.partial")
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+def write_whole_file(
+    path: str,
+    pieces: Batch,
+    *,
+    mode: int,
+    exact_mode: bool,
+    times: tuple[int, int] | None,
+) -> None:
+    """Write a file that is all in memory, through a temp file renamed into place.
+
+    Args:
+        pieces: (offset, chunks) covering the file.
+        mode: permissions; masked by the umask unless ``exact_mode`` (``-p``).
+            An existing file keeps its own unless ``exact_mode``.
+        times: (atime, mtime) to set, or None for now.
+
+    Raises:
+        LocalError: naming ``path`` (a directory there, permission, disk full...).
+    """
+    temp = temp_name(path)
+    try:
+        if not exact_mode:
+            with contextlib.suppress(OSError):
+                mode = os.stat(path).st_mode & 0o7777  # overwriting keeps the mode, as cp
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temp, flags, mode & 0o7777)
+        try:
+            _write_batch(fd, pieces)
+            if exact_mode:
+                os.fchmod(fd, mode & 0o7777)
+            if times is not None:
+                os.utime(fd, times)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise local_error(path, exc) from exc
+
+
+def read_whole_file(path: str, size: int) -> bytes | None:
+    """A small regular file's bytes, or None if it holds more than ``size`` now.
+
+    Reading stops one byte past ``size``: a file that grew since it was
+    listed is never pulled into memory whole.
+
+    Raises:
+        LocalError: missing, unreadable, or not a regular file (any more).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise LocalError(path, "is not a regular file")
+            parts = []
+            left = size + 1
+            while left > 0 and (data := os.read(fd, left)):
+                parts.append(data)
+                left -= len(data)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise local_error(path, exc) from exc
+    if left <= 0:
+        return None
+    return b"".join(parts)
+
+
+class LocalTarget:
+    """A download destination: a temporary file that becomes ``path`` on commit.
+
+    Args:
+        path: the final name.
+        new_file_mode: permissions of a file that does not exist yet (masked
+            by the umask); an existing file keeps its own.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, new_file_mode: int = 0o644) -> None:
         self.path = Path(path)
-        self.temp = self.path.with_name(f".{self.path.name}.sshpipe-{secrets.token_hex(3)}.partial")
+        self.temp = temp_name(self.path)
+        self.new_file_mode = new_file_mode
         self._fd: int | None = None
 
     def __repr__(self) -> str:
@@ -201,7 +283,7 @@ class LocalTarget:
         try:
             mode = self.path.stat().st_mode & 0o7777  # keep an overwritten file's mode
         except FileNotFoundError:
-            mode = 0o644
+            mode = self.new_file_mode
         except OSError as exc:
             raise local_error(self.path, exc) from exc
         try:

@@ -37,11 +37,19 @@ class ReadPlan:
     Args:
         block_size: bytes per READ request.
         size_hint: the size FSTAT reported, or None when unknown.
+        probe_length: length of the probe past ``size_hint`` (default one
+            block). A small file's probe asks for 1 byte: EOF costs nothing
+            then, and growth shows all the same.
     """
 
-    def __init__(self, *, block_size: int, size_hint: int | None) -> None:
+    def __init__(
+        self, *, block_size: int, size_hint: int | None, probe_length: int | None = None
+    ) -> None:
         if block_size <= 0:
             raise ValueError("block_size must be positive")
+        if probe_length is not None and probe_length <= 0:
+            raise ValueError("probe_length must be positive")
+        self.probe_length = probe_length or block_size
         self.block_size = block_size
         self.size_hint = size_hint
         self.frontier = 0
@@ -74,9 +82,13 @@ class ReadPlan:
             if self._probe_out:
                 return None
             self._probe_out = True  # one request past the hint finds EOF or growth
+            return self._issue_frontier(self.probe_length)
         length = self.block_size
         if self.size_hint is not None and self.frontier < self.size_hint:
             length = min(length, self.size_hint - self.frontier)
+        return self._issue_frontier(length)
+
+    def _issue_frontier(self, length: int) -> Range:
         rng = Range(self.frontier, length)
         self.frontier += length
         return self._issue(rng)

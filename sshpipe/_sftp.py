@@ -93,6 +93,8 @@ class SFTPSession:
         # granted. 0 means unknown; the SSH edge fills them in.
         self.recv_window = 0
         self.peer_window = 0
+        # The server's SSH version string: OpenSSH swaps SYMLINK's arguments.
+        self.server_version = ""
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -182,6 +184,10 @@ class SFTPSession:
         self._pipe.write(build(request_id))
         return future
 
+    def request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
+        """Send one request now; await the future for its reply (pipelining)."""
+        return self._request(build)
+
     async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
         """Send one request and await its reply."""
         return await self._request(build)
@@ -215,7 +221,17 @@ class SFTPSession:
                 raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
 
     async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
-        future = self._request(lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs))
+        return await self._open_handle(
+            lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs), path
+        )
+
+    async def opendir(self, path: str) -> bytes:
+        return await self._open_handle(
+            lambda rid: codec.encode_path_request(codec.FXP_OPENDIR, rid, path.encode()), path
+        )
+
+    async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
+        future = self._request(build)
         try:
             reply = await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -246,6 +262,50 @@ class SFTPSession:
         )
         return self._expect(reply, codec.AttrsReply, path).attrs
 
+    async def lstat(self, path: str) -> codec.Attrs:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, path.encode())
+        )
+        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def realpath(self, path: str) -> str:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_REALPATH, rid, path.encode())
+        )
+        return self._single_name(reply, path)
+
+    async def readlink(self, path: str) -> str:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_READLINK, rid, path.encode())
+        )
+        return self._single_name(reply, path)
+
+    async def symlink(self, target: str, link: str) -> None:
+        """Make ``link`` a symlink to ``target``.
+
+        filexfer-02 sends (linkpath, targetpath); OpenSSH's server has always
+        read them the other way round, and asyncssh's client swaps them for it.
+        """
+        first, second = (target, link) if "OpenSSH" in self.server_version else (link, target)
+        reply = await self.call(
+            lambda rid: codec.encode_symlink(rid, first.encode(), second.encode())
+        )
+        self.check_status(reply, link)
+
+    async def mkdir(self, path: str, attrs: codec.Attrs = _NO_ATTRS) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_path_attrs_request(codec.FXP_MKDIR, rid, path.encode(), attrs)
+        )
+        self.check_status(reply, path)
+
+    async def setstat(self, path: str, attrs: codec.Attrs) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_path_attrs_request(
+                codec.FXP_SETSTAT, rid, path.encode(), attrs
+            )
+        )
+        self.check_status(reply, path)
+
     async def remove(self, path: str) -> None:
         reply = await self.call(
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, path.encode())
@@ -262,6 +322,13 @@ class SFTPSession:
             raise ProtocolError(f"{path}: expected a STATUS reply, got {type(reply).__name__}")
         if reply.code != codec.FX_OK:
             raise status_error(reply, path, offset)
+
+    @classmethod
+    def _single_name(cls, reply: codec.Reply, path: str) -> str:
+        names = cls._expect(reply, codec.Name, path).names
+        if len(names) != 1:
+            raise ProtocolError(f"{path}: expected one name in the reply, got {len(names)}")
+        return names[0][0]
 
     @staticmethod
     def _expect(reply: codec.Reply, kind: type[_R], path: str) -> _R:

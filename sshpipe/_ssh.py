@@ -304,6 +304,7 @@ class SSHLink:
         self.channels_opened += 1
         sftp = SFTPSession(pipe, name=f"{self.label}#{self.channels_opened}")
         sftp.recv_window = window
+        sftp.server_version = str(self._conn.get_extra_info("server_version", ""))
         # Read before INIT is sent: nothing has used the server's grant yet.
         sftp.peer_window = pipe.peer_window
         pipe.sftp = sftp

@@ -61,3 +61,70 @@ class TransferStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "throughput": self.throughput}
+
+
+@dataclass(frozen=True, slots=True)
+class TreeFailure:
+    """One path of a tree that was not copied, and why."""
+
+    path: str
+    error: str  # the one-line message, as the CLI prints it
+    exit_code: int  # the exit code this error alone would give
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TreeProgress:
+    """Where a tree transfer stands; totals grow until the scan is done."""
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    scan_done: bool
+    rate: float  # bytes/s over the last few seconds
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TreeStats:
+    """Counters of one finished tree (or multi-file) transfer.
+
+    Attributes:
+        files: regular files found (copied or failed).
+        files_done: files copied.
+        files_failed: files that failed (each is in ``failures``).
+        directories: directories created or reused at the destination.
+        symlinks: symbolic links recreated.
+        skipped: special files (fifo, socket, device) left out, in ``skipped_paths``.
+        bytes: payload bytes of the files copied.
+        seconds: wall time of the whole transfer.
+        failures: every path that failed (files, directories, links, refused names).
+    """
+
+    files: int
+    files_done: int
+    files_failed: int
+    directories: int
+    symlinks: int
+    skipped: int
+    bytes: int
+    seconds: float
+    failures: tuple[TreeFailure, ...] = ()
+    skipped_paths: tuple[str, ...] = ()
+
+    @property
+    def throughput(self) -> float:
+        """Bytes per second (0 for an instant transfer)."""
+        return self.bytes / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def files_per_second(self) -> float:
+        return self.files_done / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "failures": [asdict(failure) for failure in self.failures],
+            "skipped_paths": list(self.skipped_paths),
+            "throughput": self.throughput,
+            "files_per_second": self.files_per_second,
+        }

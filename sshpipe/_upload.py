@@ -169,7 +169,7 @@ async def _upload(
     try:
         async with growing(lanes, controller) as grower:
             remote = await _resolve_remote_target(sftp, remote, name)
-            temp = _remote_temp_name(remote)
+            temp = remote_temp_name(remote)
             pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
             # Inside the try: a cancel while the OPEN is in flight must still remove
             # the temp file the server may have created (the name is ours alone: EXCL).
@@ -213,12 +213,12 @@ async def _upload(
             finally:
                 await grower.stop()
                 await handles.close(check=pump.error is None)
-            await _rename_into_place(sftp, temp, remote)
+            await rename_into_place(sftp, temp, remote)
             committed = True
             return pump.stats(started, lanes)
     finally:
         if not committed and temp is not None:
-            await _remove_quietly(sftp, temp)
+            await remove_quietly(sftp, temp)
 
 
 class _BlockSource:
@@ -262,7 +262,14 @@ class _StreamBlocks(_BlockSource):
         return [data]
 
 
-async def upload(lanes: LanePool, local: str, remote: str, config: TransferConfig) -> TransferStats:
+async def upload(
+    lanes: LanePool, local: str, remote: str, config: TransferConfig, *, into_directory: bool = True
+) -> TransferStats:
+    """Copy ``local`` to ``remote`` (a temp name renamed into place).
+
+    ``into_directory``: a directory at ``remote`` receives the file under its
+    local name (scp); False (a tree already chose the name) makes it an error.
+    """
     source = LocalSource(local)
     source.open()
     try:
@@ -272,7 +279,7 @@ async def upload(lanes: LanePool, local: str, remote: str, config: TransferConfi
             config,
             source.mode,
             _FileBlocks(source, in_thread=config.local_io_in_thread),
-            source.path.name,
+            source.path.name if into_directory else None,
             source.size,
         )
     finally:
@@ -289,7 +296,7 @@ async def upload_stream(
     return await _upload(lanes, remote, config, mode, _StreamBlocks(chunks), None, None)
 
 
-def _remote_temp_name(remote: str) -> str:
+def remote_temp_name(remote: str) -> str:
     head, sep, name = remote.rpartition("/")
     return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
 
@@ -307,7 +314,7 @@ async def _resolve_remote_target(sftp: SFTPSession, remote: str, name: str | Non
     return f"{remote.rstrip('/')}/{name}"
 
 
-async def _rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
+async def rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
     if "posix-rename@openssh.com" in sftp.extensions:
         reply = await sftp.call(
             lambda rid: codec.encode_posix_rename(rid, temp.encode(), remote.encode())
@@ -322,7 +329,7 @@ async def _rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
     sftp.check_status(reply, remote)
 
 
-async def _remove_quietly(sftp: SFTPSession, path: str) -> None:
+async def remove_quietly(sftp: SFTPSession, path: str) -> None:
     if sftp.broken is None:
         with contextlib.suppress(SSHPipeError):
             await sftp.remove(path)

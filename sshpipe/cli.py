@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import json
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from ._argtypes import number_at_least, size_at_least
-from ._client import connect
+from ._client import Client, connect
 from ._config import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_REQUESTS,
     TransferConfig,
     parse_destination,
 )
-from ._errors import LocalError, SSHPipeError, UsageError
-from ._stats import TransferStats
+from ._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
+from ._stats import TransferStats, TreeProgress, TreeStats
+from ._treeplan import has_magic
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
@@ -107,6 +109,31 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")
 
 
+def _add_tree_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-r", dest="recursive", action="store_true", help="copy directories recursively"
+    )
+    parser.add_argument(
+        "-p",
+        dest="preserve",
+        action="store_true",
+        help="preserve modes and access/modification times (as scp -p)",
+    )
+    parser.add_argument(
+        "-L",
+        "--follow-symlinks",
+        dest="follow_symlinks",
+        action="store_true",
+        help="copy what symlinks point to (default: recreate the links)",
+    )
+    parser.add_argument(
+        "--fail-fast",
+        dest="fail_fast",
+        action="store_true",
+        help="stop at the first file that fails (default: copy the rest, then report)",
+    )
+
+
 def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-R",
@@ -151,13 +178,20 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m sshpipe", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    get = commands.add_parser("get", help="download: [user@]host:REMOTE LOCAL")
-    get.add_argument("source", metavar="[user@]host:REMOTE")
+    get = commands.add_parser("get", help="download: [user@]host:REMOTE... LOCAL")
+    get.add_argument(
+        "sources",
+        nargs="+",
+        metavar="[user@]host:REMOTE",
+        help="remote files or (with -r) directories; wildcards are expanded on the server "
+        "(quote them: host:'logs/*.gz')",
+    )
     get.add_argument("target", metavar="LOCAL")
-    put = commands.add_parser("put", help="upload: LOCAL [user@]host:REMOTE")
-    put.add_argument("source", metavar="LOCAL")
+    put = commands.add_parser("put", help="upload: LOCAL... [user@]host:REMOTE")
+    put.add_argument("sources", nargs="+", metavar="LOCAL")
     put.add_argument("target", metavar="[user@]host:REMOTE")
     for sub in (get, put):
+        _add_tree_options(sub)
         _add_ssh_options(sub)
         _add_transfer_options(sub)
     demo = commands.add_parser("demo", help="run get/put against an embedded server and compare")
@@ -278,39 +312,128 @@ def _human(count: float) -> str:
 
 
 async def _transfer(args: argparse.Namespace) -> int:
-    if args.command == "get":
-        spec = parse_remote(args.source)
-        if spec is None:
-            raise UsageError(f"get needs a remote source [user@]host:PATH, not {args.source!r}")
-        if parse_remote(args.target) is not None:
-            raise UsageError("get copies to a local path; remote-to-remote is not supported")
-    else:
-        spec = parse_remote(args.target)
-        if spec is None:
-            raise UsageError(f"put needs a remote target [user@]host:PATH, not {args.target!r}")
-        if parse_remote(args.source) is not None:
-            raise UsageError("put copies from a local path; remote-to-remote is not supported")
-    _check_local(args)
+    remote_side = args.sources if args.command == "get" else [args.target]
+    local_side = [args.target] if args.command == "get" else args.sources
+    specs = [parse_remote(text) for text in remote_side]
+    spec = specs[0]
+    if spec is None or any(other is None for other in specs):
+        bad = next(text for text, other in zip(remote_side, specs, strict=True) if other is None)
+        needs = "a remote source" if args.command == "get" else "a remote target"
+        raise UsageError(f"{args.command} needs {needs} [user@]host:PATH, not {bad!r}")
+    if any((other.user, other.host) != (spec.user, spec.host) for other in specs if other):
+        raise UsageError("all remote sources must be on the same [user@]host")
+    if any(parse_remote(text) is not None for text in local_side):
+        raise UsageError(f"{args.command}: remote-to-remote copies are not supported")
+    if args.command == "put":
+        local_side = _expand_local(local_side)
+    _check_local(args, local_side)
     config = _transfer_config(args)
+    tree = args.recursive or args.preserve or len(remote_side) > 1 or len(local_side) > 1
+    paths = [other.path for other in specs if other is not None]
     async with connect(spec.host, config=config, **_ssh_kwargs(args, spec)) as client:
-        if args.command == "get":
-            stats = await client.get(spec.path, args.target)
-        else:
-            stats = await client.put(args.source, spec.path)
-    _report(args, args.source, args.target, stats)
+        if args.command == "get" and any(has_magic(path) for path in paths):
+            paths = [match for path in paths for match in await _expand_remote(client, path)]
+            tree = True
+        if not tree:
+            if args.command == "get":
+                stats = await client.get(paths[0], args.target)
+            else:
+                stats = await client.put(local_side[0], paths[0])
+            _report(args, args.sources[0], args.target, stats)
+            return 0
+        options: dict[str, Any] = {
+            "recursive": args.recursive,
+            "preserve": args.preserve,
+            "follow_symlinks": args.follow_symlinks,
+            "fail_fast": args.fail_fast,
+            "progress": _progress_printer() if _show_progress(args) else None,
+        }
+        try:
+            if args.command == "get":
+                tree_stats = await client.get(paths, args.target, **options)
+            else:
+                tree_stats = await client.put(local_side, paths[0], **options)
+        except IncompleteTransfer as exc:
+            _end_progress(args)
+            for failure in exc.failures:
+                print(f"sshpipe: failed: {failure.error}", file=sys.stderr)
+            _report_tree(args, args.sources, args.target, exc.stats)
+            raise
+        _end_progress(args)
+    _report_tree(args, args.sources, args.target, tree_stats)
     return 0
 
 
-def _check_local(args: argparse.Namespace) -> None:
+async def _expand_remote(client: Client, pattern: str) -> list[str]:
+    return await client.glob(pattern)
+
+
+def _expand_local(sources: list[str]) -> list[str]:
+    """Local wildcards the shell did not expand (quoted, or no shell at all)."""
+    expanded: list[str] = []
+    for source in sources:
+        if os.path.lexists(source) or not has_magic(source):
+            expanded.append(source)
+            continue
+        matches = sorted(glob.glob(source))
+        if not matches:
+            raise LocalError(source, "no match")
+        expanded += matches
+    return expanded
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    return not (args.quiet or args.json) and sys.stderr.isatty()
+
+
+def _progress_printer() -> Callable[[TreeProgress], None]:
+    def show(progress: TreeProgress) -> None:
+        total = "" if progress.scan_done else "+"
+        print(
+            f"\r{progress.files_done}/{progress.files_total}{total} files, "
+            f"{_human(progress.bytes_done)}/{_human(progress.bytes_total)}{total}, "
+            f"{progress.rate / 1e6:.1f} MB/s   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show
+
+
+def _end_progress(args: argparse.Namespace) -> None:
+    if _show_progress(args):
+        print(file=sys.stderr)
+
+
+def _report_tree(
+    args: argparse.Namespace, sources: list[str], target: str, stats: TreeStats
+) -> None:
+    if args.json:
+        print(json.dumps({"source": sources, "target": target, **stats.as_dict()}))
+    elif not args.quiet:
+        failed = f", {len(stats.failures)} failed" if stats.failures else ""
+        skipped = f", {stats.skipped} skipped" if stats.skipped else ""
+        print(
+            f"{' '.join(sources)} -> {target}: {stats.files_done} files "
+            f"({_human(stats.bytes)}), {stats.directories} directories, "
+            f"{stats.symlinks} symlinks{skipped}{failed} in {stats.seconds:.2f} s "
+            f"({stats.files_per_second:.0f} files/s, {stats.throughput / 1e6:.1f} MB/s)"
+        )
+
+
+def _check_local(args: argparse.Namespace, local_side: list[str]) -> None:
     """Refuse a bad local path before connecting: no round trips for a typo."""
     if args.command == "put":
-        if not os.path.exists(args.source):
-            raise LocalError(args.source, "No such file or directory")
-        if os.path.isdir(args.source):
-            raise LocalError(args.source, "is a directory (directory trees are not supported yet)")
+        for source in local_side:
+            if not os.path.exists(source):
+                raise LocalError(source, "No such file or directory")
+            if os.path.isdir(source) and not args.recursive:
+                raise LocalError(source, "is a directory (use -r)")
     else:
-        parent = os.path.dirname(os.path.abspath(args.target))
-        if not os.path.isdir(args.target) and not os.path.isdir(parent):
+        target = local_side[0]
+        parent = os.path.dirname(os.path.abspath(target))
+        if not os.path.isdir(target) and not os.path.isdir(parent):
             raise LocalError(parent, "no such directory")
 
 

@@ -1,0 +1,305 @@
+"""Downloading trees: list remote directories, copy files through the pipeline.
+
+A small file costs two round trips: OPEN, then every READ (and a 1-byte
+probe past the listed size, to see EOF) together with the CLOSE, which
+filexfer-02 §6.1 has the server process after the reads on that handle.
+Every local name is checked (``_treeplan.ListingCheck``) before it is joined
+to the destination, and a directory is never entered through a symlink.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import posixpath
+import stat
+from collections.abc import Callable
+from functools import partial
+
+from . import _codec as codec
+from ._config import TransferConfig
+from ._download import download
+from ._errors import LocalError, RemoteIsADirectory, SSHPipeError, UnsafePath
+from ._localio import Batch, local_error, run_blocking, temp_name, write_whole_file
+from ._readplan import Range, ReadPlan
+from ._remotefs import list_dir
+from ._sftp import SFTPSession, status_error
+from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
+from ._treeplan import ListingCheck, landing
+
+
+class TreeGet(TreeRun):
+    """Copies remote ``sources`` to the local ``dest`` (scp's layout rules)."""
+
+    def __init__(
+        self,
+        channels: list[SFTPSession],
+        leases: LeaseFactory,
+        options: TreeOptions,
+        config: TransferConfig,
+        sources: list[str],
+        dest: str,
+    ) -> None:
+        super().__init__(channels, leases, options, config)
+        self.sources = sources
+        self.dest = dest
+        self.umask = current_umask()
+        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
+        self._visited: set[str] = set()  # real paths of directories entered (-L loops)
+
+    # -- finding the work --------------------------------------------------------
+
+    async def scan_roots(self) -> None:
+        sftp = self.channels.slots[0].sftp
+        dest_is_dir = os.path.isdir(self.dest)
+        if len(self.sources) > 1 and not dest_is_dir:
+            raise LocalError(self.dest, "is not a directory (several sources need one)")
+        for source in self.sources:
+            dest = landing(source, self.dest, dest_is_dir=dest_is_dir, join=os.path.join)
+            try:
+                attrs = await sftp.stat(source)  # a named source is followed, as scp does
+            except SSHPipeError as exc:
+                self.refuse(exc, source)
+                continue
+            await self.found(Item(source, dest, attrs, attrs.kind))
+
+    async def found(self, item: Item) -> None:
+        if item.kind == "file":
+            await self.queue_file(item)
+        elif item.kind == "dir":
+            if not self.options.recursive:
+                self.refuse(RemoteIsADirectory(item.source, "is a directory (use -r)"), item.source)
+            else:
+                self.queue_dir(item)
+        elif item.kind == "symlink" and self.options.follow_symlinks:
+            await self.guarded(self._follow(item), item)
+        elif item.kind == "symlink":
+            await self.small.put(item)
+        else:
+            self.skip(item.source, "special file")
+
+    async def _follow(self, item: Item) -> None:
+        attrs = await self.channels.slots[0].sftp.stat(item.source)
+        if attrs.kind == "symlink":  # a server that does not follow: treat as unreadable
+            raise RemoteIsADirectory(item.source, "symlink could not be followed")
+        await self.found(Item(item.source, item.dest, attrs, attrs.kind))
+
+    async def scan_dir(self, item: Item) -> None:
+        slot = self.channels.take()
+        try:
+            if self.options.follow_symlinks and not await self._first_visit(slot.sftp, item):
+                return
+            existed = make_local_dir(item.dest)
+            self.made_dirs.append((item, existed))
+            self.account.directories += 1
+            entries = await list_dir(slot.sftp, item.source)
+        finally:
+            Channels.give(slot)
+        check = ListingCheck(item.source)
+        for name, attrs in entries:
+            try:
+                if not check.accept(name):
+                    continue
+            except UnsafePath as exc:
+                self.refuse(exc, f"{item.source}/{name!r}")
+                continue
+            child = Item(
+                posixpath.join(item.source, name), os.path.join(item.dest, name), attrs, attrs.kind
+            )
+            await self.found(child)
+
+    async def _first_visit(self, sftp: SFTPSession, item: Item) -> bool:
+        """False for a directory already entered: following links must not loop."""
+        real = await sftp.realpath(item.source)
+        if real in self._visited:
+            self.skip(item.source, f"directory already copied as {real} (symlink loop)")
+            return False
+        self._visited.add(real)
+        return True
+
+    # -- copying ---------------------------------------------------------------
+
+    async def copy_small(self, item: Item) -> None:
+        if item.kind == "symlink":
+            await self._copy_link(item)
+            return
+        size = item.size
+        async with self.credits.hold(size // self.block + 3, size + 1):
+            slot = self.channels.take()
+            try:
+                fetched = await fetch_small(slot.sftp, item.source, size, self.block)
+            finally:
+                Channels.give(slot)
+            if fetched is not None:
+                pieces, final_size = fetched
+                await self._local(
+                    write_whole_file,
+                    item.dest,
+                    pieces,
+                    mode=self.mode_of(item),
+                    exact_mode=self.options.preserve,
+                    times=item.times if self.options.preserve else None,
+                )
+                self.account.file_done(final_size)
+                return
+        await self.copy_big(item)  # it grew since it was listed (or read short)
+
+    async def copy_big(self, item: Item) -> None:
+        async with self.leases(self.big_config, None) as lease:
+            stats = await download(
+                lease,
+                item.source,
+                item.dest,
+                self.big_config,
+                into_directory=False,
+                new_file_mode=self.mode_of(item) & 0o777,
+            )
+        if self.options.preserve:
+            await self._local(set_local_attrs, item.dest, self.mode_of(item), item.times)
+        self.account.file_done(stats.bytes)
+
+    async def _copy_link(self, item: Item) -> None:
+        target = await self.channels.slots[0].sftp.readlink(item.source)
+        await self._local(make_local_link, item.dest, target)
+        self.account.symlinks += 1
+
+    def mode_of(self, item: Item) -> int:
+        mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
+        return mode & (0o7777 if self.options.preserve else 0o777)
+
+    async def _local(self, func: Callable[..., None], *args: object, **kwargs: object) -> None:
+        """Local file work: in a thread, or on the loop (the CLI; see local_io_in_thread)."""
+        call = partial(func, *args, **kwargs)
+        if self.config.local_io_in_thread:
+            await run_blocking(call)
+        else:
+            call()
+
+    async def finish(self) -> None:
+        """Directory modes and times, deepest first: after everything inside them."""
+        for item, existed in reversed(self.made_dirs):
+            mode = self.mode_of(item)
+            try:
+                if self.options.preserve:
+                    set_local_attrs(item.dest, mode, item.times)
+                elif not existed:
+                    os.chmod(item.dest, mode & ~self.umask)
+            except LocalError as exc:
+                self.failed(item, exc)
+            except OSError as exc:
+                self.failed(item, local_error(item.dest, exc))
+
+
+async def fetch_small(
+    sftp: SFTPSession, path: str, size: int, block: int
+) -> tuple[Batch, int] | None:
+    """A small remote file's bytes, in one round trip after the OPEN.
+
+    Returns:
+        (pieces, size), or None when the file grew past ``size`` or a read came
+        back short (the handle is closed by then: the caller starts over).
+    """
+    handle = await sftp.open(path, codec.FXF_READ)
+    plan = ReadPlan(block_size=block, size_hint=size, probe_length=1)
+    done = sftp_future()
+    pieces: Batch = []
+    failure: list[BaseException] = []
+
+    def on_reply(rng: Range, reply: codec.Reply | BaseException) -> None:
+        if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
+            plan.on_data(rng, reply.length)
+            pieces.append((rng.offset, reply.chunks))
+        elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
+            plan.on_eof(rng)
+        else:
+            plan.on_retry(rng)
+            if not failure:
+                failure.append(
+                    reply
+                    if isinstance(reply, BaseException)
+                    else status_error(reply, path, rng.offset)
+                    if isinstance(reply, codec.Status)
+                    else SSHPipeError(f"remote: {path}: bad reply to a read")
+                )
+        if plan.outstanding == 0 and not done.done():
+            done.set_result(None)
+
+    while (rng := plan.next_range()) is not None:
+        try:
+            sftp.send_read(handle, rng.offset, rng.length, partial(on_reply, rng))
+        except BaseException as exc:  # the channel broke: the reply will never come
+            on_reply(rng, exc)
+            break
+    closing = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle))
+    try:
+        await done
+    finally:
+        if failure or not done.done():
+            closing.add_done_callback(_quiet)
+    if failure:
+        raise failure[0]
+    sftp.check_status(await closing, path)
+    if plan.max_received_end > size or not plan.done:
+        return None
+    return pieces, plan.final_size
+
+
+def sftp_future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
+def _quiet(future: asyncio.Future[codec.Reply]) -> None:
+    with contextlib.suppress(BaseException):
+        future.result()
+
+
+def make_local_dir(path: str) -> bool:
+    """Create ``path`` (private until its mode is set at the end); True if it existed.
+
+    An existing symlink is refused: entering it could write outside the destination.
+    """
+    try:
+        os.mkdir(path, 0o700)
+        return False
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise local_error(path, exc) from exc
+    info = os.lstat(path)
+    if stat.S_ISDIR(info.st_mode):
+        return True
+    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
+    raise LocalError(path, f"exists and is {kind}; a directory was expected")
+
+
+def make_local_link(path: str, target: str) -> None:
+    """Make ``path`` a symlink to ``target``, replacing a file or link there atomically."""
+    temp = str(temp_name(path))
+    try:
+        os.symlink(target, temp)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise local_error(path, exc) from exc
+
+
+def set_local_attrs(path: str, mode: int, times: tuple[int, int] | None) -> None:
+    try:
+        os.chmod(path, mode)
+        if times is not None:
+            os.utime(path, times)
+    except OSError as exc:
+        raise local_error(path, exc) from exc
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it (other threads may be creating files)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # no /proc: the classic read-and-restore
+    os.umask(mask)
+    return mask

@@ -1,0 +1,197 @@
+"""The pure parts of tree transfers: safe names, where sources land, globs, accounting.
+
+No I/O here (``_tree.py`` drives it). A remote listing is untrusted input: every
+name must be one plain path component before it is joined to a local path
+(scp's CVE-2019-6111 let a server write outside the destination).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ._errors import SSHPipeError, UnsafePath
+from ._stats import TreeFailure, TreeProgress, TreeStats
+
+DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
+
+# A file goes through the many-files pipeline when it is at most this share of
+# the pipeline's byte budget (so several always fit at once); bigger ones get
+# the striped single-file engine with its flow controller.
+SMALL_FILE_SHARE = 2
+
+
+def check_name(name: str, where: str) -> str:
+    """``name`` itself if it is a single, plain path component; else UnsafePath."""
+    if name in ("", ".", "..") or "/" in name or "\x00" in name:
+        raise UnsafePath(where, name)
+    return name
+
+
+class ListingCheck:
+    """Refuses unsafe and repeated names in one directory's listing."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._seen: set[str] = set()
+
+    def accept(self, name: str) -> bool:
+        """True for a name to copy; False for ``.``/``..``; UnsafePath for the rest."""
+        if name in DOT_ENTRIES and name not in self._seen:
+            self._seen.add(name)
+            return False
+        check_name(name, self.where)
+        if name in self._seen:
+            raise UnsafePath(self.where, name)  # one name, two entries: which to trust?
+        self._seen.add(name)
+        return True
+
+
+def source_name(path: str) -> str:
+    """The name a source keeps at the destination (scp: its last component)."""
+    return posixpath.basename(path.rstrip("/"))
+
+
+def landing(
+    source: str, dest: str, *, dest_is_dir: bool, join: Callable[[str, str], str] = posixpath.join
+) -> str:
+    """Where ``source`` lands: inside ``dest`` when it is a directory (scp), else ``dest``."""
+    if not dest_is_dir:
+        return dest
+    name = source_name(source)
+    if name in ("", ".", ".."):
+        return dest  # "host:." or "/": the contents go into dest itself
+    return join(dest, name)
+
+
+# -- globs ---------------------------------------------------------------------
+
+
+def has_magic(text: str) -> bool:
+    return any(char in text for char in "*?[")
+
+
+def glob_parts(pattern: str) -> tuple[str, list[str]]:
+    """Split a pattern into its fixed leading directory and the components after it.
+
+    ``logs/2026/*.gz`` -> (``logs/2026``, [``*.gz``]); the first component
+    with a wildcard, and everything after it, must be matched by listing.
+    """
+    absolute = pattern.startswith("/")
+    parts = [part for part in pattern.split("/") if part]
+    for index, part in enumerate(parts):
+        if has_magic(part):
+            head = "/".join(parts[:index])
+            return ("/" + head if absolute else head or "."), parts[index:]
+    return pattern, []
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """fnmatch, except that a leading dot must be matched literally (as the shell does)."""
+    if name in DOT_ENTRIES:
+        return False
+    if name.startswith(".") and not pattern.startswith("."):
+        return False
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def glob_join(head: str, name: str) -> str:
+    return name if head == "." else posixpath.join(head, name)
+
+
+# -- sizing ----------------------------------------------------------------
+
+
+def pipeline_budget(max_bytes_in_flight: int, big_workers: int) -> int:
+    """The many-files pipeline's share of the byte budget; each big file gets as much more.
+
+    The budget is split so that the pipeline and every big-file worker
+    together never hold more than ``max_bytes_in_flight``.
+    """
+    return max(1, max_bytes_in_flight // (big_workers + 1))
+
+
+def is_small(size: int, budget: int) -> bool:
+    return size <= budget // SMALL_FILE_SHARE
+
+
+# -- accounting --------------------------------------------------------------
+
+
+@dataclass
+class TreeAccount:
+    """What a tree transfer found and did; the clock is passed in."""
+
+    started: float
+    files: int = 0
+    files_done: int = 0
+    files_failed: int = 0
+    directories: int = 0
+    symlinks: int = 0
+    bytes_total: int = 0
+    bytes_done: int = 0  # progress: whole files copied plus parts of big ones in flight
+    bytes_copied: int = 0  # whole files copied
+    scan_done: bool = False
+    failures: list[TreeFailure] = field(default_factory=list)
+    skipped_paths: list[str] = field(default_factory=list)
+    _samples: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def found_file(self, size: int) -> None:
+        self.files += 1
+        self.bytes_total += size
+
+    def file_done(self, size: int, *, reported: int = 0) -> None:
+        """A file of ``size`` bytes was copied, ``reported`` of them already via ``moved``."""
+        self.files_done += 1
+        self.bytes_done += size - reported
+        self.bytes_copied += size
+
+    def moved(self, count: int) -> None:
+        """Bytes of a big file in progress arrived (for the progress rate)."""
+        self.bytes_done += count
+
+    def failed(
+        self, path: str, error: SSHPipeError, *, is_file: bool = False, reported: int = 0
+    ) -> None:
+        if is_file:
+            self.files_failed += 1
+        self.bytes_done -= reported
+        self.failures.append(TreeFailure(path, str(error), error.exit_code))
+
+    def skipped(self, path: str) -> None:
+        self.skipped_paths.append(path)
+
+    RATE_WINDOW = 3.0  # seconds the progress rate is averaged over
+
+    def progress(self, now: float) -> TreeProgress:
+        samples = self._samples
+        samples.append((now, self.bytes_done))
+        while len(samples) > 2 and now - samples[1][0] >= self.RATE_WINDOW:
+            samples.popleft()
+        then, done_then = samples[0]
+        rate = (self.bytes_done - done_then) / (now - then) if now > then else 0.0
+        return TreeProgress(
+            files_done=self.files_done,
+            files_total=self.files,
+            bytes_done=self.bytes_done,
+            bytes_total=self.bytes_total,
+            scan_done=self.scan_done,
+            rate=rate,
+        )
+
+    def stats(self, now: float) -> TreeStats:
+        return TreeStats(
+            files=self.files,
+            files_done=self.files_done,
+            files_failed=self.files_failed,
+            directories=self.directories,
+            symlinks=self.symlinks,
+            skipped=len(self.skipped_paths),
+            bytes=self.bytes_copied,
+            seconds=now - self.started,
+            failures=tuple(self.failures),
+            skipped_paths=tuple(self.skipped_paths),
+        )

@@ -1,0 +1,314 @@
+"""Uploading trees: walk local directories, create remote ones, copy files through the pipeline.
+
+A small file costs three round trips: OPEN of a temporary name; every WRITE,
+the FSETSTAT of ``-p`` and the CLOSE together (filexfer-02 §6.1: in order on
+one handle); then the rename into place, so no file is ever seen half-written
+under its final name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import stat
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
+
+from . import _codec as codec
+from ._config import TransferConfig
+from ._errors import (
+    LocalError,
+    RemoteError,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    SSHPipeError,
+)
+from ._localio import local_error, read_whole_file, run_blocking
+from ._sftp import SFTPSession
+from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
+from ._treeplan import landing
+from ._upload import remote_temp_name, remove_quietly, rename_into_place, upload
+
+_T = TypeVar("_T")
+
+_KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+
+
+def item_of(source: str, dest: str, info: os.stat_result) -> Item:
+    attrs = codec.Attrs(
+        size=info.st_size,
+        permissions=info.st_mode,
+        atime=int(info.st_atime),
+        mtime=int(info.st_mtime),
+    )
+    return Item(source, dest, attrs, _KINDS.get(stat.S_IFMT(info.st_mode), "special"))
+
+
+class TreePut(TreeRun):
+    """Copies local ``sources`` to the remote ``dest`` (scp's layout rules)."""
+
+    writes = True
+
+    def __init__(
+        self,
+        channels: list[SFTPSession],
+        leases: LeaseFactory,
+        options: TreeOptions,
+        config: TransferConfig,
+        sources: list[str],
+        dest: str,
+    ) -> None:
+        super().__init__(channels, leases, options, config)
+        self.sources = sources
+        self.dest = dest
+        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
+        self._visited: set[tuple[int, int]] = set()  # (device, inode) entered (-L loops)
+
+    # -- finding the work --------------------------------------------------------
+
+    async def scan_roots(self) -> None:
+        sftp = self.channels.slots[0].sftp
+        try:
+            dest_is_dir = (await sftp.stat(self.dest)).is_dir()
+        except RemoteNotFound:
+            dest_is_dir = False
+        if len(self.sources) > 1 and not dest_is_dir:
+            raise RemoteError(self.dest, "is not a directory (several sources need one)")
+        for source in self.sources:
+            dest = landing(source, self.dest, dest_is_dir=dest_is_dir)
+            try:
+                info = os.stat(source)  # a named source is followed, as scp does
+            except OSError as exc:
+                self.refuse(local_error(source, exc), source)
+                continue
+            await self.found(item_of(source, dest, info))
+
+    async def found(self, item: Item) -> None:
+        if item.kind == "file":
+            await self.queue_file(item)
+        elif item.kind == "dir":
+            if not self.options.recursive:
+                self.refuse(LocalError(item.source, "is a directory (use -r)"), item.source)
+            else:
+                self.queue_dir(item)
+        elif item.kind == "symlink" and self.options.follow_symlinks:
+            try:
+                info = os.stat(item.source)
+            except OSError as exc:
+                self.refuse(local_error(item.source, exc), item.source)
+                return
+            await self.found(item_of(item.source, item.dest, info))
+        elif item.kind == "symlink":
+            await self.small.put(item)
+        else:
+            self.skip(item.source, "special file")
+
+    async def scan_dir(self, item: Item) -> None:
+        if self.options.follow_symlinks:
+            info = os.stat(item.source)
+            if (info.st_dev, info.st_ino) in self._visited:
+                self.skip(item.source, "directory already copied (symlink loop)")
+                return
+            self._visited.add((info.st_dev, info.st_ino))
+        await self._make_remote_dir(item)
+        try:
+            with os.scandir(item.source) as listing:
+                entries = [
+                    (entry.name, entry.path, entry.stat(follow_symlinks=False)) for entry in listing
+                ]
+        except OSError as exc:
+            raise local_error(item.source, exc) from exc
+        for name, path, info in entries:
+            await self.found(item_of(path, posixpath.join(item.dest, name), info))
+
+    async def _make_remote_dir(self, item: Item) -> None:
+        slot = self.channels.take()
+        sftp = slot.sftp
+        try:
+            mode = (self.mode_of(item) | 0o700) & 0o777  # ours to fill; its mode is set at the end
+            try:
+                await sftp.mkdir(item.dest, codec.Attrs(permissions=mode))
+                existed = False
+            except RemoteError as exc:
+                try:  # OpenSSH answers a plain FAILURE when it exists: is it a directory?
+                    existed = (await sftp.stat(item.dest)).is_dir()
+                except SSHPipeError:
+                    raise exc from None
+                if not existed:
+                    raise RemoteError(item.dest, "exists and is not a directory") from exc
+        finally:
+            Channels.give(slot)
+        self.made_dirs.append((item, existed))
+        self.account.directories += 1
+
+    # -- copying ---------------------------------------------------------------
+
+    async def copy_small(self, item: Item) -> None:
+        if item.kind == "symlink":
+            await self._copy_link(item)
+            return
+        size = item.size
+        async with self.credits.hold(size // self.block + 4, size):
+            data = await self._local(read_whole_file, item.source, size)
+            if data is not None:
+                slot = self.channels.take()
+                try:
+                    await put_small(
+                        slot.sftp,
+                        item.dest,
+                        data,
+                        block=self.block,
+                        mode=self.mode_of(item),
+                        times=item.times if self.options.preserve else None,
+                    )
+                finally:
+                    Channels.give(slot)
+                self.account.file_done(len(data))
+                return
+        await self.copy_big(item)  # it grew since it was listed
+
+    async def copy_big(self, item: Item) -> None:
+        async with self.leases(self.big_config, None) as lease:
+            stats = await upload(
+                lease, item.source, item.dest, self.big_config, into_directory=False
+            )
+        if self.options.preserve:
+            sftp = self.channels.slots[0].sftp
+            await sftp.setstat(item.dest, self.final_attrs(item))
+        self.account.file_done(stats.bytes)
+
+    async def _copy_link(self, item: Item) -> None:
+        try:
+            target = os.readlink(item.source)
+        except OSError as exc:
+            raise local_error(item.source, exc) from exc
+        sftp = self.channels.slots[0].sftp
+        try:
+            await sftp.symlink(target, item.dest)
+        except RemoteError as exc:
+            # Something is there already: replace a file or link, never a directory.
+            try:
+                there = await sftp.lstat(item.dest)
+            except SSHPipeError:
+                raise exc from None
+            if there.is_dir():
+                raise RemoteIsADirectory(
+                    item.dest, "is a directory, not replaced by a symlink"
+                ) from exc
+            await sftp.remove(item.dest)
+            await sftp.symlink(target, item.dest)
+        self.account.symlinks += 1
+
+    def mode_of(self, item: Item) -> int:
+        mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
+        return mode & (0o7777 if self.options.preserve else 0o777)
+
+    def final_attrs(self, item: Item) -> codec.Attrs:
+        times = item.times if self.options.preserve else None
+        return codec.Attrs(
+            permissions=self.mode_of(item),
+            atime=times[0] if times else None,
+            mtime=times[1] if times else None,
+        )
+
+    async def _local(self, func: Callable[..., _T], *args: object) -> _T:
+        """Local file work: in a thread, or on the loop (the CLI; see local_io_in_thread)."""
+        call = partial(func, *args)
+        if self.config.local_io_in_thread:
+            return await run_blocking(call)
+        return call()
+
+    async def finish(self) -> None:
+        """Directory modes and times, deepest first, pipelined on one channel (in order)."""
+        sftp = self.channels.slots[0].sftp
+        pending = []
+        for item, existed in reversed(self.made_dirs):
+            mode = self.mode_of(item)
+            if self.options.preserve or (not existed and mode | 0o700 != mode):
+                attrs = self.final_attrs(item)
+                pending.append(
+                    (
+                        item,
+                        sftp.request(
+                            partial(
+                                codec.encode_path_attrs_request,
+                                codec.FXP_SETSTAT,
+                                path=item.dest.encode(),
+                                attrs=attrs,
+                            )
+                        ),
+                    )
+                )
+        for item, future in pending:
+            try:
+                sftp.check_status(await future, item.dest)
+            except SSHPipeError as exc:
+                self.failed(item, exc)
+
+
+def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:
+    return codec.encode_write_header(request_id, handle, offset, len(chunk)) + chunk
+
+
+async def put_small(
+    sftp: SFTPSession,
+    dest: str,
+    data: bytes,
+    *,
+    block: int,
+    mode: int,
+    times: tuple[int, int] | None,
+) -> None:
+    """Write ``data`` to a temp name beside ``dest`` and rename it into place.
+
+    Raises:
+        RemoteError: naming ``dest`` (the temp name is ours, not the user's).
+    """
+    temp = remote_temp_name(dest)
+    flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
+    committed = False
+    try:
+        try:
+            handle = await sftp.open(temp, flags, codec.Attrs(permissions=mode & 0o777))
+        except RemoteError as exc:
+            raise type(exc)(dest, exc.reason, status=exc.status) from exc
+        replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = [
+            (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
+            for offset in range(0, len(data), block)
+        ]
+        if times is not None:  # -p: after the writes, so the mtime stays
+            attrs = codec.Attrs(permissions=mode, atime=times[0], mtime=times[1])
+            replies.append(
+                (
+                    None,
+                    sftp.request(
+                        partial(
+                            codec.encode_handle_attrs_request,
+                            codec.FXP_FSETSTAT,
+                            handle=handle,
+                            attrs=attrs,
+                        )
+                    ),
+                )
+            )
+        replies.append(
+            (
+                None,
+                sftp.request(partial(codec.encode_handle_request, codec.FXP_CLOSE, handle=handle)),
+            )
+        )
+        failure: SSHPipeError | None = None
+        for offset, future in replies:
+            try:
+                sftp.check_status(await future, dest, offset)
+            except SSHPipeError as exc:
+                failure = failure or exc  # still wait for the rest: the CLOSE must be answered
+        if failure is not None:
+            raise failure
+        await rename_into_place(sftp, temp, dest)
+        committed = True
+    finally:
+        if not committed:
+            await remove_quietly(sftp, temp)
