@@ -24,7 +24,7 @@ from ._remotefs import glob as remote_glob
 from ._sftp import SFTPSession
 from ._ssh import SSHLink, open_link
 from ._stats import TransferStats, TreeProgress, TreeStats
-from ._tree import PIPELINE_CHANNELS, TreeOptions
+from ._tree import TreeOptions
 from ._treeget import TreeGet
 from ._treeput import TreePut
 
@@ -525,9 +525,10 @@ class Client:
     ) -> TreeStats:
         if not sources:
             raise UsageError("nothing to copy: no sources given")
-        count = config.channels or PIPELINE_CHANNELS
-        async with self._lease(replace(config, channels=count), required=1) as lease:
-            run = kind(lease.channels, self._lease_for, options, config, sources, dest)
+        # One channel to start with; the run adds the rest of its
+        # PIPELINE_CHANNELS as they open (unless --channels fixes them).
+        async with self._lease(config) as lease:
+            run = kind(lease, self._lease_for, options, config, sources, dest)
             return await run.run()
 
     async def _one_file(

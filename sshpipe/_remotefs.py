@@ -9,13 +9,17 @@ round trips instead of one per hundred names.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import logging
 from collections import deque
+from functools import partial
 
 from . import _codec as codec
-from ._errors import RemoteNotFound, SSHPipeError
+from ._errors import ProtocolError, RemoteNotFound, SSHPipeError
 from ._sftp import SFTPSession, status_error
 from ._treeplan import glob_join, glob_match, glob_parts
+
+logger = logging.getLogger("sshpipe.tree")
 
 Listing = list[tuple[str, codec.Attrs]]  # (name, attributes as lstat gives them)
 
@@ -26,41 +30,55 @@ async def list_dir(sftp: SFTPSession, path: str) -> Listing:
     """Every entry of the remote directory ``path`` (``.`` and ``..`` included, as sent)."""
     handle = await sftp.opendir(path)
     entries: Listing = []
-    failed = True
+
+    def readdir(rid: int) -> bytes:
+        return codec.encode_handle_request(codec.FXP_READDIR, rid, handle)
+
+    pending = deque(sftp.request(readdir) for _ in range(READDIRS_IN_FLIGHT))
     try:
-
-        def readdir(rid: int) -> bytes:
-            return codec.encode_handle_request(codec.FXP_READDIR, rid, handle)
-
-        pending = deque(sftp.request(readdir) for _ in range(READDIRS_IN_FLIGHT))
         at_end = False
         while pending:
-            reply = await pending.popleft()
-            if isinstance(reply, codec.Name):
-                entries += [(name, attrs) for name, _, attrs in reply.names]
-                if not at_end:
-                    pending.append(sftp.request(readdir))
-            elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
-                at_end = True
-            elif isinstance(reply, codec.Status):
-                raise status_error(reply, path)
-            else:
-                raise SSHPipeError(f"remote: {path}: unexpected {type(reply).__name__} to READDIR")
-        failed = False
+            await pending[0]
+            # Take every reply already here before asking again: the EOFs
+            # usually come in the same segment as the last names, and a READDIR
+            # sent before we see them costs one more round trip.
+            while pending and pending[0].done():
+                reply = pending.popleft().result()
+                if isinstance(reply, codec.Name):
+                    entries += [(name, attrs) for name, _, attrs in reply.names]
+                elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
+                    at_end = True
+                elif isinstance(reply, codec.Status):
+                    raise status_error(reply, path)
+                else:
+                    raise ProtocolError(f"{path}: unexpected {type(reply).__name__} to READDIR")
+            while not at_end and len(pending) < READDIRS_IN_FLIGHT:
+                pending.append(sftp.request(readdir))
     finally:
-        closing = sftp.request(
-            lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
-        )
-        if not failed:
-            sftp.check_status(await closing, path)
-        else:  # the CLOSE is sent; its answer does not matter any more
-            closing.add_done_callback(_ignore_result)
+        for future in pending:  # after a failure: answered later, read by nobody
+            future.add_done_callback(_ignore)
+        # Not awaited: the names are what we came for, and a directory handle
+        # that fails to close costs the server a descriptor, not us a byte.
+        # Waiting would put one more round trip before every level of the tree.
+        if sftp.broken is None:
+            closing = sftp.request(
+                lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
+            )
+            closing.add_done_callback(partial(_log_close, path))
     return entries
 
 
-def _ignore_result(future: object) -> None:
-    with contextlib.suppress(BaseException):
-        future.result()  # type: ignore[attr-defined]
+def _ignore(future: asyncio.Future[codec.Reply]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: no "never retrieved" warning
+
+
+def _log_close(path: str, future: asyncio.Future[codec.Reply]) -> None:
+    _ignore(future)
+    if not future.cancelled() and future.exception() is None:
+        reply = future.result()
+        if not (isinstance(reply, codec.Status) and reply.code == codec.FX_OK):
+            logger.debug("%s: directory handle not closed: %r", path, reply)
 
 
 async def glob(sftp: SFTPSession, pattern: str) -> list[str]:

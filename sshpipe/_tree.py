@@ -48,14 +48,14 @@ logger = logging.getLogger("sshpipe.tree")
 # Four sftp-server processes work in parallel (2 cores here, more on servers),
 # and four 2 MiB server windows let small uploads fill ~80 MB/s at 100 ms.
 PIPELINE_CHANNELS = 4
-# Files open at once: at 2-3 round trips per file, 128 keep 1,000+ files/s
-# going at 100 ms (KIO's and asyncssh's 128 requests in flight, per file here).
-FILES_IN_FLIGHT = 128
+# Files open at once: each costs 2-3 round trips, so at 100 ms 512 of them
+# move ~2,000 files/s; a handle each, well under sshd's ~1,000 per channel.
+FILES_IN_FLIGHT = 512
 # Big files at once: two keep the link busy while one opens or closes.
 BIG_WORKERS = 2
-DIRS_IN_FLIGHT = 8
+DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
 # Handles per channel when the server does not say (limits@openssh.com).
-DEFAULT_HANDLES_PER_CHANNEL = 64
+DEFAULT_HANDLES_PER_CHANNEL = 128
 PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
 
 
@@ -156,6 +156,9 @@ class Channels:
     def __init__(self, channels: list[SFTPSession]) -> None:
         self.slots = [Slot(sftp, _handle_cap(sftp)) for sftp in channels]
 
+    def add(self, sftp: SFTPSession) -> None:
+        self.slots.append(Slot(sftp, _handle_cap(sftp)))
+
     @property
     def capacity(self) -> int:
         return sum(slot.cap for slot in self.slots)
@@ -218,18 +221,21 @@ class TreeRun:
 
     def __init__(
         self,
-        channels: list[SFTPSession],
+        lanes: LanePool,
         leases: LeaseFactory,
         options: TreeOptions,
         config: TransferConfig,
     ) -> None:
+        self.lanes = lanes
+        channels = list(lanes.channels)
         self.channels = Channels(channels)
         self.leases = leases
         self.options = options
         self.config = config
         self.block = block_size_for(config, channels[0], write=self.writes)
         budget = pipeline_budget(config.max_bytes_in_flight, BIG_WORKERS)
-        self.credits = Credits(max_requests=config.requests * len(channels), max_bytes=budget)
+        wanted = config.channels or PIPELINE_CHANNELS
+        self.credits = Credits(max_requests=config.requests * wanted, max_bytes=budget)
         # Each big file gets as much as the pipeline: all of them together stay in budget.
         self.big_config = replace(
             config,
@@ -237,7 +243,8 @@ class TreeRun:
             min_bytes_in_flight=min(config.min_bytes_in_flight, budget),
         )
         self.account = TreeAccount(started=time.perf_counter())
-        self.files_in_flight = max(1, min(FILES_IN_FLIGHT, self.channels.capacity))
+        cap = self.channels.slots[0].cap * wanted
+        self.files_in_flight = max(1, min(FILES_IN_FLIGHT, cap))
         # Bounded: a scan far ahead of the copies holds memory and learns nothing.
         self.small: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
         self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
@@ -272,6 +279,7 @@ class TreeRun:
             await run_all(
                 [
                     self._scan(),
+                    self._grow(),
                     *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
                     *(
                         self._worker(self.small, self.copy_small)
@@ -299,6 +307,12 @@ class TreeRun:
     def queue_dir(self, item: Item) -> None:
         self._dirs_pending += 1
         self.dirs.put_nowait(item)
+
+    async def _grow(self) -> None:
+        """The first channel starts the work; the others join as they open."""
+        missing = PIPELINE_CHANNELS - len(self.channels.slots)
+        if missing > 0 and self.lanes.can_grow:
+            await self.lanes.add(missing, self.channels.add)
 
     async def _scan(self) -> None:
         self._dirs_pending += 1  # the roots count as one directory until they are queued

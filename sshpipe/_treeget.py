@@ -21,6 +21,7 @@ from . import _codec as codec
 from ._config import TransferConfig
 from ._download import download
 from ._errors import LocalError, RemoteIsADirectory, SSHPipeError, UnsafePath
+from ._lanes import LanePool
 from ._localio import Batch, local_error, run_blocking, temp_name, write_whole_file
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
@@ -34,14 +35,14 @@ class TreeGet(TreeRun):
 
     def __init__(
         self,
-        channels: list[SFTPSession],
+        lanes: LanePool,
         leases: LeaseFactory,
         options: TreeOptions,
         config: TransferConfig,
         sources: list[str],
         dest: str,
     ) -> None:
-        super().__init__(channels, leases, options, config)
+        super().__init__(lanes, leases, options, config)
         self.sources = sources
         self.dest = dest
         self.umask = current_umask()
@@ -125,7 +126,8 @@ class TreeGet(TreeRun):
             await self._copy_link(item)
             return
         size = item.size
-        async with self.credits.hold(size // self.block + 3, size + 1):
+        # -R counts READs of data, as for one file: the 1-byte probe is not one.
+        async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
             slot = self.channels.take()
             try:
                 fetched = await fetch_small(slot.sftp, item.source, size, self.block)

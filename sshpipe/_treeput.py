@@ -25,6 +25,7 @@ from ._errors import (
     RemoteNotFound,
     SSHPipeError,
 )
+from ._lanes import LanePool
 from ._localio import local_error, read_whole_file, run_blocking
 from ._sftp import SFTPSession
 from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
@@ -53,14 +54,14 @@ class TreePut(TreeRun):
 
     def __init__(
         self,
-        channels: list[SFTPSession],
+        lanes: LanePool,
         leases: LeaseFactory,
         options: TreeOptions,
         config: TransferConfig,
         sources: list[str],
         dest: str,
     ) -> None:
-        super().__init__(channels, leases, options, config)
+        super().__init__(lanes, leases, options, config)
         self.sources = sources
         self.dest = dest
         self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
@@ -150,7 +151,8 @@ class TreePut(TreeRun):
             await self._copy_link(item)
             return
         size = item.size
-        async with self.credits.hold(size // self.block + 4, size):
+        # -R counts WRITEs of data, as for one file (OPEN, CLOSE, rename are not).
+        async with self.credits.hold(max(1, -(-size // self.block)), size):
             data = await self._local(read_whole_file, item.source, size)
             if data is not None:
                 slot = self.channels.take()
