@@ -1,7 +1,8 @@
-"""bench_wan.py's way to the server: the emulator process, the clients' ssh config and
-host keys, and the server-side files (local sshd, or an existing ``--server``).
+"""The way to the server for bench_wan.py and bench_tree.py: the emulator process, the
+clients' ssh config and host keys, and the server-side files (local sshd, or an existing
+``--server``).
 
-Imported by bench_wan.py, which puts the repo root on sys.path first.
+Imported by those scripts, which put the repo root on sys.path first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -360,6 +362,33 @@ class Emulator:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@contextlib.contextmanager
+def emulated_view(
+    link: Link, srv: SSHServerInfo, queue: int | None, scratch: Path, logs: Path,
+    record: LinkRecord,
+) -> Iterator[SSHServerInfo]:  # fmt: skip
+    """An emulator for ``link`` in front of ``srv``, and ``srv`` as clients see it there.
+
+    Its command, port, stats and CPU land in ``record``; it is stopped on the way out.
+    """
+    slug = re.sub(r"[^\w.-]+", "_", link.label)
+    emulator = Emulator(link, (srv.host, srv.port), queue, logs / f"emu-{slug}.log")
+    record.emulator_argv = emulator.argv
+    print(f"== {link.label}: starting {shlex.join(emulator.argv)}", flush=True)
+    try:
+        port = emulator.start()
+        record.emulator_port = port
+        kh = known_hosts_for(srv.known_hosts, srv.host, port, scratch / f"kh-{port}")
+        yield client_view(srv, scratch, str(port), host=srv.host, port=port, known_hosts=kh)
+        if not emulator.alive():
+            record.error = "the emulator died during the setting"
+    finally:
+        emulator.stop(record)
+        if record.error:
+            print(f"emulator: ERROR: {record.error}\n{_indent(_tail(emulator.log))}",
+                  file=sys.stderr)  # fmt: skip
 
 
 def _reap(pid: int, deadline: float) -> tuple[int, Any]:

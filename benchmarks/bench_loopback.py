@@ -320,24 +320,30 @@ def _sftp_quote(path: Path) -> str:
     return f'"{text}"'
 
 
-def sftp_argv(client: Client, direction: str, srv: SSHServerInfo, paths: Paths) -> list[str]:
+def sftp_argv(
+    client: Client, direction: str, srv: SSHServerInfo, paths: Paths, *, recursive: bool = False
+) -> list[str]:
+    verb = f"{direction} -r" if recursive else direction
     if direction == "get":
-        command = f"get {_sftp_quote(paths.source)} {_sftp_quote(paths.get_output)}"
+        command = f"{verb} {_sftp_quote(paths.source)} {_sftp_quote(paths.get_output)}"
     else:
-        command = f"put {_sftp_quote(paths.source)} {_sftp_quote(paths.put_output)}"
+        command = f"{verb} {_sftp_quote(paths.source)} {_sftp_quote(paths.put_output)}"
     batch = paths.logs / f"{client.name}-{direction}.batch"
     batch.write_text(command + "\n")
     sftp = shutil.which("sftp") or "sftp"
     return [sftp, "-q", "-b", str(batch), *srv.sftp_args(), *client.extra_args, srv.destination()]
 
 
-def asyncssh_argv(direction: str, srv: SSHServerInfo, paths: Paths) -> list[str]:
+def asyncssh_argv(
+    direction: str, srv: SSHServerInfo, paths: Paths, *, recursive: bool = False
+) -> list[str]:
     src, dst = (
         (paths.source, paths.get_output) if direction == "get" else (paths.source, paths.put_output)
     )
     return [
         sys.executable,
         str(BENCH_DIR / "_asyncssh_client.py"),
+        *(["-r"] if recursive else []),
         direction,
         srv.host,
         str(srv.port),

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -40,7 +39,6 @@ if str(BENCH_DIR.parent) not in sys.path:
 from _wan_link import (  # noqa: E402
     SFTP_TUNED_ARGS,
     BenchError,
-    Emulator,
     Link,
     LinkRecord,
     LocalServerFiles,
@@ -48,7 +46,7 @@ from _wan_link import (  # noqa: E402
     ServerFiles,
     Source,
     client_view,
-    known_hosts_for,
+    emulated_view,
     last_json_object,
 )
 from _wan_report import (  # noqa: E402
@@ -69,7 +67,6 @@ from bench_loopback import (  # noqa: E402
     REPO_ROOT,
     Client,
     Paths,
-    _indent,
     _tail,
     build_argv,
     machine_info,
@@ -410,29 +407,13 @@ def benchmark_emulated(run: WanRun, scratch: Path, local: Path, logs: Path) -> N
                 queue_bytes=args.queue,
             )  # fmt: skip
             run.links_done.append(record)
-            slug = re.sub(r"[^\w.-]+", "_", link.label)
-            emulator = Emulator(link, (srv.host, srv.port), args.queue, logs / f"emu-{slug}.log")
-            record.emulator_argv = emulator.argv
-            print(f"== {link.label}: starting {shlex.join(emulator.argv)}", flush=True)
-            try:
-                port = emulator.start()
-                record.emulator_port = port
-                kh = known_hosts_for(srv.known_hosts, srv.host, port, scratch / f"kh-{port}")
-                view = client_view(srv, scratch, str(port), host=srv.host, port=port,
-                                   known_hosts=kh)  # fmt: skip
+            with emulated_view(link, srv, args.queue, scratch, logs, record) as view:
                 ctx = Context(run=run, server=view, files=files, sources=sources,
                               local=local, logs=logs)  # fmt: skip
                 if not checked:
                     check_host_keys_enforced(ctx, scratch)
                     checked = True
                 run_link(ctx, link)
-                if not emulator.alive():
-                    record.error = "the emulator died during the setting"
-            finally:
-                emulator.stop(record)
-                if record.error:
-                    print(f"emulator: ERROR: {record.error}\n{_indent(_tail(emulator.log))}",
-                          file=sys.stderr)  # fmt: skip
             print(format_links([record]) + "\n", flush=True)
 
 

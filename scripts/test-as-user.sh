@@ -25,5 +25,5 @@ runuser -u "$USER_NAME" -- bash -c "
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
     .venv/bin/python -m pytest -q -p no:cacheprovider \
         tests/test_openssh_fixture.py tests/test_cli.py tests/test_roundtrip.py \
-        tests/test_striping.py -k 'not asyncssh'
+        tests/test_striping.py tests/test_tree.py -k 'not asyncssh'
 "

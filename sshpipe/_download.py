@@ -20,7 +20,7 @@ from functools import partial
 from . import _codec as codec
 from ._config import TransferConfig
 from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
-from ._flight import FlightBudget
+from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
 from ._lanes import (
     Grower,
@@ -207,7 +207,7 @@ async def _finish_reads(pump: ReadPump, grower: Grower, error: BaseException | N
 
 @contextlib.asynccontextmanager
 async def _reading(
-    lanes: LanePool, remote: str, config: TransferConfig
+    lanes: LanePool, remote: str, config: TransferConfig, shared: SharedBytes | None = None
 ) -> AsyncIterator[tuple[ReadPump, Grower]]:
     """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump."""
     first_channels = initial_channels(lanes)
@@ -222,7 +222,7 @@ async def _reading(
         plan = ReadPlan(block_size=block, size_hint=attrs.size)
         pump = ReadPump(
             handles,
-            budget_for(config),
+            budget_for(config, shared),
             controller,
             plan,
             requests_per_lane=config.requests,
@@ -241,11 +241,13 @@ async def download(
     *,
     into_directory: bool = True,
     new_file_mode: int = 0o644,
+    shared: SharedBytes | None = None,
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
 
     ``into_directory``: a directory at ``local`` receives the file under its
     remote name (scp); False (a tree already chose the name) makes it an error.
+    ``shared``: a byte cap shared with other transfers (a tree's big files).
     """
     started = time.perf_counter()
     if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
@@ -254,7 +256,7 @@ async def download(
     target.open()
     committed = False
     try:
-        async with _reading(lanes, remote, config) as (pump, grower):
+        async with _reading(lanes, remote, config, shared) as (pump, grower):
             plan = pump.plan
             writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
             failure: BaseException | None = None

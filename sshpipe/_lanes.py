@@ -24,7 +24,7 @@ from typing import Protocol
 from . import _codec as codec
 from ._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
 from ._errors import SSHPipeError
-from ._flight import FlightBudget
+from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController, FlowLimits
 from ._sftp import SFTPSession
 
@@ -198,7 +198,11 @@ class Pump:
             self._sync_budget()
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
-                    "%s: %r lanes=%d", self.handles.path, self.controller, len(self.handles.lanes)
+                    "%s: %r lanes=%d %r",
+                    self.handles.path,
+                    self.controller,
+                    len(self.handles.lanes),
+                    self.budget,
                 )
 
     def _sent(self, lane: Lane, length: int) -> None:
@@ -367,8 +371,10 @@ async def growing(lanes: LanePool, controller: FlowController) -> AsyncIterator[
         await grower.stop()
 
 
-def budget_for(config: TransferConfig) -> FlightBudget:
-    return FlightBudget(max_requests=config.requests, max_bytes=config.max_bytes_in_flight)
+def budget_for(config: TransferConfig, shared: SharedBytes | None = None) -> FlightBudget:
+    return FlightBudget(
+        max_requests=config.requests, max_bytes=config.max_bytes_in_flight, shared=shared
+    )
 
 
 def initial_channels(lanes: LanePool) -> list[SFTPSession]:

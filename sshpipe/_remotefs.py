@@ -16,7 +16,7 @@ from functools import partial
 
 from . import _codec as codec
 from ._errors import ProtocolError, RemoteNotFound, SSHPipeError
-from ._sftp import SFTPSession, status_error
+from ._sftp import SFTPSession, quiet, settle, status_error
 from ._treeplan import glob_join, glob_match, glob_parts
 
 logger = logging.getLogger("sshpipe.tree")
@@ -33,6 +33,9 @@ async def list_dir(sftp: SFTPSession, path: str) -> Listing:
 
     def readdir(rid: int) -> bytes:
         return codec.encode_handle_request(codec.FXP_READDIR, rid, handle)
+
+    def close() -> asyncio.Future[codec.Reply]:
+        return sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle))
 
     pending = deque(sftp.request(readdir) for _ in range(READDIRS_IN_FLIGHT))
     try:
@@ -54,27 +57,25 @@ async def list_dir(sftp: SFTPSession, path: str) -> Listing:
                     raise ProtocolError(f"{path}: unexpected {type(reply).__name__} to READDIR")
             while not at_end and len(pending) < READDIRS_IN_FLIGHT:
                 pending.append(sftp.request(readdir))
-    finally:
-        for future in pending:  # after a failure: answered later, read by nobody
-            future.add_done_callback(_ignore)
-        # Not awaited: the names are what we came for, and a directory handle
-        # that fails to close costs the server a descriptor, not us a byte.
-        # Waiting would put one more round trip before every level of the tree.
+    except BaseException as exc:
+        for future in pending:  # answered later, read by nobody
+            future.add_done_callback(quiet)
         if sftp.broken is None:
-            closing = sftp.request(
-                lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
-            )
-            closing.add_done_callback(partial(_log_close, path))
+            closing = close()
+            if isinstance(exc, asyncio.CancelledError):
+                await settle(closing)  # cancelled: no handle outlives us
+            else:
+                closing.add_done_callback(quiet)
+        raise
+    # Not awaited: the names are what we came for, and a directory handle that
+    # fails to close costs the server a descriptor, not us a byte. Waiting would
+    # put one more round trip before every level of the tree.
+    close().add_done_callback(partial(_log_close, path))
     return entries
 
 
-def _ignore(future: asyncio.Future[codec.Reply]) -> None:
-    if not future.cancelled():
-        future.exception()  # retrieved: no "never retrieved" warning
-
-
 def _log_close(path: str, future: asyncio.Future[codec.Reply]) -> None:
-    _ignore(future)
+    quiet(future)
     if not future.cancelled() and future.exception() is None:
         reply = future.result()
         if not (isinstance(reply, codec.Status) and reply.code == codec.FX_OK):

@@ -66,6 +66,28 @@ _STATUS_NAMES = {
 
 _NO_ATTRS = codec.Attrs()
 
+# How long a cancelled transfer waits for the CLOSE it sent: a server that
+# does not answer in this long has gone, and its handles with it.
+SETTLE_TIMEOUT = 30.0
+
+
+def quiet(future: asyncio.Future[codec.Reply]) -> None:
+    """Done-callback for a reply nobody will read: no "never retrieved" warning."""
+    if not future.cancelled():
+        future.exception()
+
+
+async def settle(future: asyncio.Future[codec.Reply]) -> None:
+    """Wait for a request's answer, whatever it is, even while being cancelled.
+
+    A handle must not outlive a cancelled transfer: its CLOSE is on the wire,
+    and the server answers it (or the channel dies) within a round trip; the
+    server answers every request sent before it on that handle first.
+    """
+    future.add_done_callback(quiet)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.shield(future), SETTLE_TIMEOUT)
+
 
 class SFTPSession:
     """Client side of one SFTP v3 session.

@@ -38,10 +38,11 @@ from ._errors import (
     SSHPipeError,
     UnsafePath,
 )
+from ._flight import SharedBytes
 from ._lanes import LanePool, block_size_for
 from ._sftp import SFTPSession
 from ._stats import TreeProgress, TreeStats
-from ._treeplan import TreeAccount, is_small, pipeline_budget
+from ._treeplan import TreeAccount, is_small, split_budget
 
 logger = logging.getLogger("sshpipe.tree")
 
@@ -51,7 +52,8 @@ PIPELINE_CHANNELS = 4
 # Files open at once: each costs 2-3 round trips, so at 100 ms 512 of them
 # move ~2,000 files/s; a handle each, well under sshd's ~1,000 per channel.
 FILES_IN_FLIGHT = 512
-# Big files at once: two keep the link busy while one opens or closes.
+# Big files at once: while one opens, ramps up or closes (3-5 round trips),
+# the others keep the link busy; they share one byte budget (SharedBytes).
 BIG_WORKERS = 2
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
 # Handles per channel when the server does not say (limits@openssh.com).
@@ -201,6 +203,13 @@ class Item:
     dest: str
     attrs: codec.Attrs
     kind: str
+    # With follow_symlinks: who the directories above this entry really are
+    # (real path or device/inode), so a link back to one of them is a loop. A
+    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
+    ancestors: tuple[object, ...] = ()
+
+    def child(self, source: str, dest: str, attrs: codec.Attrs, kind: str) -> Item:
+        return Item(source, dest, attrs, kind, self.ancestors)
 
     @property
     def size(self) -> int:
@@ -233,15 +242,17 @@ class TreeRun:
         self.options = options
         self.config = config
         self.block = block_size_for(config, channels[0], write=self.writes)
-        budget = pipeline_budget(config.max_bytes_in_flight, BIG_WORKERS)
+        budget, big_budget = split_budget(config.max_bytes_in_flight)
         wanted = config.channels or PIPELINE_CHANNELS
         self.credits = Credits(max_requests=config.requests * wanted, max_bytes=budget)
-        # Each big file gets as much as the pipeline: all of them together stay in budget.
+        # Each big file's controller may aim for all of the big files' share,
+        # and all of them together are held to it.
         self.big_config = replace(
             config,
-            max_bytes_in_flight=budget,
-            min_bytes_in_flight=min(config.min_bytes_in_flight, budget),
+            max_bytes_in_flight=big_budget,
+            min_bytes_in_flight=min(config.min_bytes_in_flight, big_budget),
         )
+        self.big_bytes = SharedBytes(big_budget)
         self.account = TreeAccount(started=time.perf_counter())
         cap = self.channels.slots[0].cap * wanted
         self.files_in_flight = max(1, min(FILES_IN_FLIGHT, cap))

@@ -15,6 +15,7 @@ import os
 import posixpath
 import stat
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from . import _codec as codec
@@ -25,7 +26,7 @@ from ._lanes import LanePool
 from ._localio import Batch, local_error, run_blocking, temp_name, write_whole_file
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
-from ._sftp import SFTPSession, status_error
+from ._sftp import SFTPSession, quiet, settle, status_error
 from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
 from ._treeplan import ListingCheck, landing
 
@@ -47,7 +48,6 @@ class TreeGet(TreeRun):
         self.dest = dest
         self.umask = current_umask()
         self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
-        self._visited: set[str] = set()  # real paths of directories entered (-L loops)
 
     # -- finding the work --------------------------------------------------------
 
@@ -84,13 +84,17 @@ class TreeGet(TreeRun):
         attrs = await self.channels.slots[0].sftp.stat(item.source)
         if attrs.kind == "symlink":  # a server that does not follow: treat as unreadable
             raise RemoteIsADirectory(item.source, "symlink could not be followed")
-        await self.found(Item(item.source, item.dest, attrs, attrs.kind))
+        await self.found(item.child(item.source, item.dest, attrs, attrs.kind))
 
     async def scan_dir(self, item: Item) -> None:
         slot = self.channels.take()
         try:
-            if self.options.follow_symlinks and not await self._first_visit(slot.sftp, item):
-                return
+            if self.options.follow_symlinks:
+                real = await slot.sftp.realpath(item.source)
+                if real in item.ancestors:
+                    self.skip(item.source, f"symlink loop: {real} is a directory above it")
+                    return
+                item = replace(item, ancestors=(*item.ancestors, real))
             existed = make_local_dir(item.dest)
             self.made_dirs.append((item, existed))
             self.account.directories += 1
@@ -105,19 +109,10 @@ class TreeGet(TreeRun):
             except UnsafePath as exc:
                 self.refuse(exc, f"{item.source}/{name!r}")
                 continue
-            child = Item(
+            child = item.child(
                 posixpath.join(item.source, name), os.path.join(item.dest, name), attrs, attrs.kind
             )
             await self.found(child)
-
-    async def _first_visit(self, sftp: SFTPSession, item: Item) -> bool:
-        """False for a directory already entered: following links must not loop."""
-        real = await sftp.realpath(item.source)
-        if real in self._visited:
-            self.skip(item.source, f"directory already copied as {real} (symlink loop)")
-            return False
-        self._visited.add(real)
-        return True
 
     # -- copying ---------------------------------------------------------------
 
@@ -156,6 +151,7 @@ class TreeGet(TreeRun):
                 self.big_config,
                 into_directory=False,
                 new_file_mode=self.mode_of(item) & 0o777,
+                shared=self.big_bytes,
             )
         if self.options.preserve:
             await self._local(set_local_attrs, item.dest, self.mode_of(item), item.times)
@@ -236,10 +232,11 @@ async def fetch_small(
     closing = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle))
     try:
         await done
-    finally:
-        if failure or not done.done():
-            closing.add_done_callback(_quiet)
+    except asyncio.CancelledError:
+        await settle(closing)  # the server answers the READs before it: nothing left behind
+        raise
     if failure:
+        closing.add_done_callback(quiet)
         raise failure[0]
     sftp.check_status(await closing, path)
     if plan.max_received_end > size or not plan.done:
@@ -249,11 +246,6 @@ async def fetch_small(
 
 def sftp_future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
-
-
-def _quiet(future: asyncio.Future[codec.Reply]) -> None:
-    with contextlib.suppress(BaseException):
-        future.result()
 
 
 def make_local_dir(path: str) -> bool:

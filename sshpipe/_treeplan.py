@@ -105,13 +105,18 @@ def glob_join(head: str, name: str) -> str:
 # -- sizing ----------------------------------------------------------------
 
 
-def pipeline_budget(max_bytes_in_flight: int, big_workers: int) -> int:
-    """The many-files pipeline's share of the byte budget; each big file gets as much more.
+# The many-files pipeline's share of the byte budget; the big files share the rest.
+PIPELINE_SHARE = 3
 
-    The budget is split so that the pipeline and every big-file worker
-    together never hold more than ``max_bytes_in_flight``.
+
+def split_budget(max_bytes_in_flight: int) -> tuple[int, int]:
+    """(pipeline, big files): together never more than ``max_bytes_in_flight``.
+
+    The big files get the larger part: one of them alone must still fill a
+    long fat link, which small files (a round trip each) rarely do.
     """
-    return max(1, max_bytes_in_flight // (big_workers + 1))
+    pipeline = max(1, max_bytes_in_flight // PIPELINE_SHARE)
+    return pipeline, max(1, max_bytes_in_flight - pipeline)
 
 
 def is_small(size: int, budget: int) -> bool:

@@ -13,6 +13,7 @@ import os
 import posixpath
 import stat
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
@@ -27,7 +28,7 @@ from ._errors import (
 )
 from ._lanes import LanePool
 from ._localio import local_error, read_whole_file, run_blocking
-from ._sftp import SFTPSession
+from ._sftp import SFTPSession, quiet, settle
 from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
 from ._treeplan import landing
 from ._upload import remote_temp_name, remove_quietly, rename_into_place, upload
@@ -37,14 +38,17 @@ _T = TypeVar("_T")
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
 
-def item_of(source: str, dest: str, info: os.stat_result) -> Item:
+def item_of(
+    source: str, dest: str, info: os.stat_result, ancestors: tuple[object, ...] = ()
+) -> Item:
     attrs = codec.Attrs(
         size=info.st_size,
         permissions=info.st_mode,
         atime=int(info.st_atime),
         mtime=int(info.st_mtime),
     )
-    return Item(source, dest, attrs, _KINDS.get(stat.S_IFMT(info.st_mode), "special"))
+    kind = _KINDS.get(stat.S_IFMT(info.st_mode), "special")
+    return Item(source, dest, attrs, kind, ancestors)
 
 
 class TreePut(TreeRun):
@@ -65,7 +69,6 @@ class TreePut(TreeRun):
         self.sources = sources
         self.dest = dest
         self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
-        self._visited: set[tuple[int, int]] = set()  # (device, inode) entered (-L loops)
 
     # -- finding the work --------------------------------------------------------
 
@@ -100,7 +103,7 @@ class TreePut(TreeRun):
             except OSError as exc:
                 self.refuse(local_error(item.source, exc), item.source)
                 return
-            await self.found(item_of(item.source, item.dest, info))
+            await self.found(item_of(item.source, item.dest, info, item.ancestors))
         elif item.kind == "symlink":
             await self.small.put(item)
         else:
@@ -108,11 +111,15 @@ class TreePut(TreeRun):
 
     async def scan_dir(self, item: Item) -> None:
         if self.options.follow_symlinks:
-            info = os.stat(item.source)
-            if (info.st_dev, info.st_ino) in self._visited:
-                self.skip(item.source, "directory already copied (symlink loop)")
+            try:
+                info = os.stat(item.source)
+            except OSError as exc:
+                raise local_error(item.source, exc) from exc
+            identity = (info.st_dev, info.st_ino)
+            if identity in item.ancestors:
+                self.skip(item.source, "symlink loop: it is a directory above itself")
                 return
-            self._visited.add((info.st_dev, info.st_ino))
+            item = replace(item, ancestors=(*item.ancestors, identity))
         await self._make_remote_dir(item)
         try:
             with os.scandir(item.source) as listing:
@@ -122,7 +129,7 @@ class TreePut(TreeRun):
         except OSError as exc:
             raise local_error(item.source, exc) from exc
         for name, path, info in entries:
-            await self.found(item_of(path, posixpath.join(item.dest, name), info))
+            await self.found(item_of(path, posixpath.join(item.dest, name), info, item.ancestors))
 
     async def _make_remote_dir(self, item: Item) -> None:
         slot = self.channels.take()
@@ -174,7 +181,12 @@ class TreePut(TreeRun):
     async def copy_big(self, item: Item) -> None:
         async with self.leases(self.big_config, None) as lease:
             stats = await upload(
-                lease, item.source, item.dest, self.big_config, into_directory=False
+                lease,
+                item.source,
+                item.dest,
+                self.big_config,
+                into_directory=False,
+                shared=self.big_bytes,
             )
         if self.options.preserve:
             sftp = self.channels.slots[0].sftp
@@ -302,11 +314,17 @@ async def put_small(
             )
         )
         failure: SSHPipeError | None = None
-        for offset, future in replies:
-            try:
-                sftp.check_status(await future, dest, offset)
-            except SSHPipeError as exc:
-                failure = failure or exc  # still wait for the rest: the CLOSE must be answered
+        try:
+            for offset, future in replies:
+                try:
+                    sftp.check_status(await future, dest, offset)
+                except SSHPipeError as exc:
+                    failure = failure or exc  # wait for the rest: the CLOSE must be answered
+        except asyncio.CancelledError:
+            for _, future in replies:
+                future.add_done_callback(quiet)
+            await settle(replies[-1][1])  # the CLOSE, answered after every WRITE
+            raise
         if failure is not None:
             raise failure
         await rename_into_place(sftp, temp, dest)

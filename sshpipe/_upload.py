@@ -12,7 +12,7 @@ from functools import partial
 from . import _codec as codec
 from ._config import TransferConfig
 from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
-from ._flight import FlightBudget
+from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
 from ._lanes import (
     UNKNOWN_WINDOW,
@@ -69,6 +69,8 @@ class WritePump(Pump):
         block = self.block_size
         by_requests = budget.max_requests - budget.requests
         by_bytes = (budget.max_bytes - budget.bytes) // block
+        if budget.shared is not None:
+            by_bytes = min(by_bytes, (budget.shared.max_bytes - budget.shared.bytes) // block)
         if budget.bytes == 0:
             by_bytes = max(by_bytes, 1)
         by_lanes = 0
@@ -152,6 +154,7 @@ async def _upload(
     blocks: _BlockSource,
     name: str | None,
     size: int | None,
+    shared: SharedBytes | None = None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
     started = time.perf_counter()
@@ -182,7 +185,7 @@ async def _upload(
                 raise type(exc)(remote, exc.reason, status=exc.status) from exc
             pump = WritePump(
                 handles,
-                budget_for(config),
+                budget_for(config, shared),
                 controller,
                 block,
                 requests_per_lane=config.requests,
@@ -263,12 +266,19 @@ class _StreamBlocks(_BlockSource):
 
 
 async def upload(
-    lanes: LanePool, local: str, remote: str, config: TransferConfig, *, into_directory: bool = True
+    lanes: LanePool,
+    local: str,
+    remote: str,
+    config: TransferConfig,
+    *,
+    into_directory: bool = True,
+    shared: SharedBytes | None = None,
 ) -> TransferStats:
     """Copy ``local`` to ``remote`` (a temp name renamed into place).
 
     ``into_directory``: a directory at ``remote`` receives the file under its
     local name (scp); False (a tree already chose the name) makes it an error.
+    ``shared``: a byte cap shared with other transfers (a tree's big files).
     """
     source = LocalSource(local)
     source.open()
@@ -281,6 +291,7 @@ async def upload(
             _FileBlocks(source, in_thread=config.local_io_in_thread),
             source.path.name if into_directory else None,
             source.size,
+            shared,
         )
     finally:
         source.close()

@@ -559,6 +559,7 @@ class Sim:
     open_per_round: int | None = None
     open: int = 0
     samples: list[Sample] = field(default_factory=list)
+    whole_blocks: bool = False  # the engine sends whole blocks: in flight is a multiple
 
     REPLIES = 8
 
@@ -574,6 +575,9 @@ class Sim:
         end = self.now + seconds
         while self.now < end:
             in_flight = min(self.ctl.budget, self.open * self.ctl.limits.channel_capacity)
+            if self.whole_blocks:
+                block = self.ctl.limits.block
+                in_flight = max(block, in_flight // block * block)
             rate, rtt = link.delivery_rate(in_flight), link.rtt(in_flight)
             self.now += step
             self.samples.append(Sample(self.now, in_flight, rate, rtt))
@@ -708,6 +712,17 @@ def test_channel_limit_still_measures_the_link() -> None:
     ctl = sim.ctl
     assert ctl.max_rate > 0
     assert ctl.phase == "steady"
+
+
+def test_regrows_from_a_target_below_two_blocks() -> None:
+    """A target between one and two blocks holds one block: that is a full round, not limited."""
+    block = 255 * 1024
+    ctl = FlowController(limits(block=block, channel_capacity=DOWNLOAD), rtt0=0.1, now=0.0)
+    sim = Sim(ctl, whole_blocks=True)
+    sim.run(Link(1 * MB, 0.1), 10.0)  # a starved share of the link: under one block per RTT
+    assert block < ctl.target < 2 * block, ctl
+    sim.run(Link(R, 0.1), 5.0)  # the others are gone
+    assert ctl.target >= 0.8 * 1.25 * R * 0.1, ctl
 
 
 def test_follows_a_slower_link() -> None:
