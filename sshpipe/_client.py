@@ -312,17 +312,10 @@ class Client:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
 
     @contextlib.asynccontextmanager
-    async def _lease(
-        self, config: TransferConfig, *, required: int | None = None
-    ) -> AsyncIterator[_Lease]:
-        """Channels for one transfer, given back to the pool when it ends.
-
-        ``config.channels`` of them (1 when the controller decides), or as many
-        as the server allows down to ``required``.
-        """
+    async def _lease(self, config: TransferConfig) -> AsyncIterator[_Lease]:
+        """Channels for one transfer, given back to the pool when it ends."""
         first = config.channels or 1
-        need = first if required is None else min(required, first)
-        lease = _Lease(self, config, await self._take_channels(config, first, required=need))
+        lease = _Lease(self, config, await self._take_channels(config, first, required=first))
         try:
             yield lease
         finally:
@@ -528,7 +521,7 @@ class Client:
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
         async with self._lease(config) as lease:
-            run = kind(lease, self._lease_for, options, config, sources, dest)
+            run = kind(lease, _TreePool(self), options, config, sources, dest)
             return await run.run()
 
     async def _one_file(
@@ -553,13 +546,6 @@ class Client:
             channels=0,
             block_size=0,
         )
-
-    def _lease_for(
-        self, config: TransferConfig, count: int | None
-    ) -> contextlib.AbstractAsyncContextManager[_Lease]:
-        if count is None:
-            return self._lease(config)
-        return self._lease(replace(config, channels=count), required=1)
 
     async def stream(
         self, remote: str, *, config: TransferConfig | None = None
@@ -611,6 +597,20 @@ class Client:
         cfg = self._config(config)
         async with self._lease(cfg) as lease:
             return await engine.upload_stream(lease, chunks, remote, cfg, mode)
+
+
+class _TreePool:
+    """The client as a tree transfer sees it: leases for big files, warm channels."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[_Lease]:
+        return self._client._lease(config)
+
+    async def warm(self, config: TransferConfig, count: int) -> None:
+        client = self._client
+        client._give_back(config, await client._take_channels(config, count, required=0))
 
 
 class _Lease:

@@ -14,7 +14,7 @@ import contextlib
 import os
 import posixpath
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from functools import partial
 
 from . import _codec as codec
@@ -164,7 +164,10 @@ class ReadPump(Pump):
         )
 
 
-async def _open_for_read(channels: list[SFTPSession], path: str) -> tuple[Handles, codec.Attrs]:
+async def _open_for_read(
+    channels: list[SFTPSession], path: str, known: codec.Attrs | None
+) -> tuple[Handles, codec.Attrs]:
+    """Open ``path`` on the channels; its attributes from FSTAT unless ``known`` (a listing)."""
     first = channels[0]
     try:
         handles = await open_lanes(channels, path, codec.FXF_READ, codec.Attrs(), write=False)
@@ -174,6 +177,8 @@ async def _open_for_read(channels: list[SFTPSession], path: str) -> tuple[Handle
         if type(exc) is RemoteError and await _is_remote_dir(first, path):
             raise RemoteIsADirectory(path, "is a directory") from exc
         raise
+    if known is not None and known.kind == "file":
+        return handles, known  # the size is a hint either way: the probe past it finds EOF
     try:
         attrs = await first.fstat(handles.lanes[0].handle, path)
         if attrs.is_dir():
@@ -207,7 +212,11 @@ async def _finish_reads(pump: ReadPump, grower: Grower, error: BaseException | N
 
 @contextlib.asynccontextmanager
 async def _reading(
-    lanes: LanePool, remote: str, config: TransferConfig, shared: SharedBytes | None = None
+    lanes: LanePool,
+    remote: str,
+    config: TransferConfig,
+    shared: SharedBytes | None = None,
+    known: codec.Attrs | None = None,
 ) -> AsyncIterator[tuple[ReadPump, Grower]]:
     """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump."""
     first_channels = initial_channels(lanes)
@@ -217,7 +226,7 @@ async def _reading(
     capacity = min(first.recv_window or config.window, config.requests * block)
     controller = make_controller(config, lanes, capacity=capacity, size=None, block=block)
     async with growing(lanes, controller) as grower:
-        handles, attrs = await _open_for_read(first_channels, remote)
+        handles, attrs = await _open_for_read(first_channels, remote, known)
         controller.set_size(attrs.size)
         plan = ReadPlan(block_size=block, size_hint=attrs.size)
         pump = ReadPump(
@@ -242,12 +251,17 @@ async def download(
     into_directory: bool = True,
     new_file_mode: int = 0o644,
     shared: SharedBytes | None = None,
+    on_tail: Callable[[], None] | None = None,
+    known: codec.Attrs | None = None,
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
 
     ``into_directory``: a directory at ``local`` receives the file under its
     remote name (scp); False (a tree already chose the name) makes it an error.
     ``shared``: a byte cap shared with other transfers (a tree's big files).
+    ``on_tail``: called once every byte has been asked for (a tree then starts
+    its next big file while this one's last round trip and CLOSE go by).
+    ``known``: the file's attributes from a listing, which saves the FSTAT.
     """
     started = time.perf_counter()
     if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
@@ -256,13 +270,16 @@ async def download(
     target.open()
     committed = False
     try:
-        async with _reading(lanes, remote, config, shared) as (pump, grower):
+        async with _reading(lanes, remote, config, shared, known) as (pump, grower):
             plan = pump.plan
             writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
             failure: BaseException | None = None
             try:
                 pump.fill()
                 while True:
+                    if on_tail is not None and plan.all_asked:
+                        on_tail()
+                        on_tail = None
                     batch = pump.take()
                     if batch:
                         count = sum(length for _, _, length in batch)

@@ -142,6 +142,11 @@ class ReadPlan:
     # -- state ------------------------------------------------------------
 
     @property
+    def all_asked(self) -> bool:
+        """Every byte up to the expected end has been asked for (the tail is in flight)."""
+        return self.eof_at is not None or (self._probe_out and self.size_hint is not None)
+
+    @property
     def done(self) -> bool:
         """True when every byte below EOF has arrived and nothing is outstanding."""
         if self.outstanding or self.eof_at is None:

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from . import _codec as codec
 from ._config import TransferConfig
@@ -52,9 +52,12 @@ PIPELINE_CHANNELS = 4
 # Files open at once: each costs 2-3 round trips, so at 100 ms 512 of them
 # move ~2,000 files/s; a handle each, well under sshd's ~1,000 per channel.
 FILES_IN_FLIGHT = 512
-# Big files at once: while one opens, ramps up or closes (3-5 round trips),
-# the others keep the link busy; they share one byte budget (SharedBytes).
-BIG_WORKERS = 2
+# Big files moving data at once; they share one byte budget (SharedBytes).
+# More at once only split the link and restart each one's flow controller.
+BIG_ACTIVE = 2
+# Big files under way: a file's turn ends when its last byte is asked for, so
+# the next one opens and ramps up while the last round trip and CLOSE go by.
+BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
 # Handles per channel when the server does not say (limits@openssh.com).
 DEFAULT_HANDLES_PER_CHANNEL = 128
@@ -72,8 +75,16 @@ class TreeOptions:
     progress: Callable[[TreeProgress], None] | None = None
 
 
-# (config, channels wanted) -> a lease of channels; count None: a growing lease.
-LeaseFactory = Callable[[TransferConfig, int | None], AbstractAsyncContextManager[LanePool]]
+class ChannelPool(Protocol):
+    """Where big files get their channels (the client)."""
+
+    def lease(self, config: TransferConfig) -> AbstractAsyncContextManager[LanePool]:
+        """Channels for one file, growing as its flow controller wants; given back after."""
+        ...
+
+    async def warm(self, config: TransferConfig, count: int) -> None:
+        """Open up to ``count`` idle channels now, if there is room; never wait for one."""
+        ...
 
 
 class Credits:
@@ -231,14 +242,14 @@ class TreeRun:
     def __init__(
         self,
         lanes: LanePool,
-        leases: LeaseFactory,
+        pool: ChannelPool,
         options: TreeOptions,
         config: TransferConfig,
     ) -> None:
         self.lanes = lanes
         channels = list(lanes.channels)
         self.channels = Channels(channels)
-        self.leases = leases
+        self.pool = pool
         self.options = options
         self.config = config
         self.block = block_size_for(config, channels[0], write=self.writes)
@@ -253,6 +264,7 @@ class TreeRun:
             min_bytes_in_flight=min(config.min_bytes_in_flight, big_budget),
         )
         self.big_bytes = SharedBytes(big_budget)
+        self.big_turns = asyncio.Semaphore(BIG_ACTIVE)
         self.account = TreeAccount(started=time.perf_counter())
         cap = self.channels.slots[0].cap * wanted
         self.files_in_flight = max(1, min(FILES_IN_FLIGHT, cap))
@@ -291,6 +303,7 @@ class TreeRun:
                 [
                     self._scan(),
                     self._grow(),
+                    self._warm_up(),
                     *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
                     *(
                         self._worker(self.small, self.copy_small)
@@ -318,6 +331,34 @@ class TreeRun:
     def queue_dir(self, item: Item) -> None:
         self._dirs_pending += 1
         self.dirs.put_nowait(item)
+
+    @contextlib.asynccontextmanager
+    async def big_turn(self) -> AsyncIterator[Callable[[], None]]:
+        """A big file's turn at the link; call what it yields to end the turn early."""
+        await self.big_turns.acquire()
+        ended = False
+
+        def end() -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.big_turns.release()
+
+        try:
+            yield end
+        finally:
+            end()
+
+    async def _warm_up(self) -> None:
+        """Open channels for big files while the tree is scanned: 4 round trips saved.
+
+        They wait in the client's pool, idle, where the first big files'
+        leases find them. Only for recursive copies, where big files are likely
+        and the scan takes a few round trips anyway.
+        """
+        if self.options.recursive:
+            with contextlib.suppress(SSHPipeError):
+                await self.pool.warm(self.big_config, BIG_ACTIVE)
 
     async def _grow(self) -> None:
         """The first channel starts the work; the others join as they open."""

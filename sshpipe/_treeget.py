@@ -27,7 +27,7 @@ from ._localio import Batch, local_error, run_blocking, temp_name, write_whole_f
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
 from ._sftp import SFTPSession, quiet, settle, status_error
-from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
+from ._tree import ChannelPool, Channels, Item, TreeOptions, TreeRun
 from ._treeplan import ListingCheck, landing
 
 
@@ -37,13 +37,13 @@ class TreeGet(TreeRun):
     def __init__(
         self,
         lanes: LanePool,
-        leases: LeaseFactory,
+        pool: ChannelPool,
         options: TreeOptions,
         config: TransferConfig,
         sources: list[str],
         dest: str,
     ) -> None:
-        super().__init__(lanes, leases, options, config)
+        super().__init__(lanes, pool, options, config)
         self.sources = sources
         self.dest = dest
         self.umask = current_umask()
@@ -143,7 +143,7 @@ class TreeGet(TreeRun):
         await self.copy_big(item)  # it grew since it was listed (or read short)
 
     async def copy_big(self, item: Item) -> None:
-        async with self.leases(self.big_config, None) as lease:
+        async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
             stats = await download(
                 lease,
                 item.source,
@@ -152,6 +152,8 @@ class TreeGet(TreeRun):
                 into_directory=False,
                 new_file_mode=self.mode_of(item) & 0o777,
                 shared=self.big_bytes,
+                on_tail=end_turn,
+                known=item.attrs,
             )
         if self.options.preserve:
             await self._local(set_local_attrs, item.dest, self.mode_of(item), item.times)

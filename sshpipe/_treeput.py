@@ -29,7 +29,7 @@ from ._errors import (
 from ._lanes import LanePool
 from ._localio import local_error, read_whole_file, run_blocking
 from ._sftp import SFTPSession, quiet, settle
-from ._tree import Channels, Item, LeaseFactory, TreeOptions, TreeRun
+from ._tree import ChannelPool, Channels, Item, TreeOptions, TreeRun
 from ._treeplan import landing
 from ._upload import remote_temp_name, remove_quietly, rename_into_place, upload
 
@@ -59,13 +59,13 @@ class TreePut(TreeRun):
     def __init__(
         self,
         lanes: LanePool,
-        leases: LeaseFactory,
+        pool: ChannelPool,
         options: TreeOptions,
         config: TransferConfig,
         sources: list[str],
         dest: str,
     ) -> None:
-        super().__init__(lanes, leases, options, config)
+        super().__init__(lanes, pool, options, config)
         self.sources = sources
         self.dest = dest
         self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
@@ -179,7 +179,7 @@ class TreePut(TreeRun):
         await self.copy_big(item)  # it grew since it was listed
 
     async def copy_big(self, item: Item) -> None:
-        async with self.leases(self.big_config, None) as lease:
+        async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
             stats = await upload(
                 lease,
                 item.source,
@@ -187,6 +187,7 @@ class TreePut(TreeRun):
                 self.big_config,
                 into_directory=False,
                 shared=self.big_bytes,
+                on_tail=end_turn,
             )
         if self.options.preserve:
             sftp = self.channels.slots[0].sftp

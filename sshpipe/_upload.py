@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable
 from functools import partial
 
 from . import _codec as codec
@@ -155,6 +155,7 @@ async def _upload(
     name: str | None,
     size: int | None,
     shared: SharedBytes | None = None,
+    on_tail: Callable[[], None] | None = None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
     started = time.perf_counter()
@@ -201,6 +202,8 @@ async def _upload(
                         await pump.wait()
                         continue
                     new = await blocks.next(offset, pump.block_size, room)
+                    if not new and on_tail is not None:
+                        on_tail()  # every byte is sent: the tree may start its next file
                     if not new:
                         break
                     for data in new:
@@ -273,12 +276,15 @@ async def upload(
     *,
     into_directory: bool = True,
     shared: SharedBytes | None = None,
+    on_tail: Callable[[], None] | None = None,
 ) -> TransferStats:
     """Copy ``local`` to ``remote`` (a temp name renamed into place).
 
     ``into_directory``: a directory at ``remote`` receives the file under its
     local name (scp); False (a tree already chose the name) makes it an error.
     ``shared``: a byte cap shared with other transfers (a tree's big files).
+    ``on_tail``: called once every byte is sent (a tree then starts its next
+    big file while this one's acknowledgements, CLOSE and rename go by).
     """
     source = LocalSource(local)
     source.open()
@@ -292,6 +298,7 @@ async def upload(
             source.path.name if into_directory else None,
             source.size,
             shared,
+            on_tail,
         )
     finally:
         source.close()
