@@ -30,6 +30,7 @@ from ._lanes import (
     Pump,
     block_size_for,
     budget_for,
+    channel_capacity,
     growing,
     initial_channels,
     make_controller,
@@ -222,8 +223,7 @@ async def _reading(
     first_channels = initial_channels(lanes)
     first = first_channels[0]
     block = block_size_for(config, first, write=False)
-    # A download lane holds what our window allows, and no more than its requests.
-    capacity = min(first.recv_window or config.window, config.requests * block)
+    capacity = channel_capacity(config, first, block, write=False)
     controller = make_controller(config, lanes, capacity=capacity, size=None, block=block)
     async with growing(lanes, controller) as grower:
         handles, attrs = await _open_for_read(first_channels, remote, known)

@@ -237,6 +237,20 @@ class Pump:
         }
 
 
+def channel_capacity(config: TransferConfig, sftp: SFTPSession, block: int, *, write: bool) -> int:
+    """What the flow controller counts one channel to carry.
+
+    A download: our receive window, and no more than its requests. An upload:
+    1.25 of the server's window; each lane holds 1.5 (Handles._append), so
+    GAIN's headroom goes into that extra half window, not into more channels:
+    channels = bandwidth-delay product / window.
+    """
+    if write:
+        window = sftp.peer_window or UNKNOWN_WINDOW
+        return min(window + window // 4, config.requests * block)
+    return min(sftp.recv_window or config.window, config.requests * block)
+
+
 def make_controller(
     config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None, block: int
 ) -> FlowController:

@@ -350,11 +350,13 @@ class TreeRun:
             end()
 
     async def _warm_up(self) -> None:
-        """Open channels for big files while the tree is scanned: 4 round trips saved.
+        """Open a channel per big file to come while the tree is scanned: 4 round trips saved.
 
-        They wait in the client's pool, idle, where the first big files'
-        leases find them. Only for recursive copies, where big files are likely
-        and the scan takes a few round trips anyway.
+        They wait in the client's pool, idle, where the first big files' leases
+        find them. Only for recursive copies, where big files are likely and the
+        scan takes a few round trips anyway. Opening as many as an upload's
+        first guess wants (7 at 100 ms) was slower: 4.7 s instead of 4.3 s for
+        4 x 64 MiB among 1,000 small files.
         """
         if self.options.recursive:
             with contextlib.suppress(SSHPipeError):

@@ -15,13 +15,13 @@ from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeErro
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
 from ._lanes import (
-    UNKNOWN_WINDOW,
     Handles,
     Lane,
     LanePool,
     Pump,
     block_size_for,
     budget_for,
+    channel_capacity,
     growing,
     initial_channels,
     make_controller,
@@ -162,11 +162,7 @@ async def _upload(
     first_channels = initial_channels(lanes)
     sftp = first_channels[0]
     block = block_size_for(config, sftp, write=True)
-    # Each lane holds 1.5 server windows (Handles._append); counting it as
-    # 1.25 puts GAIN's headroom in that extra half window, not in more
-    # channels: channels = bandwidth-delay product / window.
-    window = sftp.peer_window or UNKNOWN_WINDOW
-    capacity = min(window + window // 4, config.requests * block)
+    capacity = channel_capacity(config, sftp, block, write=True)
     controller = make_controller(config, lanes, capacity=capacity, size=size, block=block)
     committed = False
     temp: str | None = None
