@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, overload
 
@@ -25,8 +25,8 @@ from ._sftp import SFTPSession
 from ._ssh import SSHLink, open_link
 from ._stats import TransferStats, TreeProgress, TreeStats
 from ._tree import TreeOptions
-from ._treeget import TreeGet
-from ._treeput import TreePut
+from ._treeget import TreeGet, download_preserving
+from ._treeput import TreePut, upload_preserving
 
 _ChannelKey = tuple[int, int]  # (window, max_packet_size) a channel was opened with
 
@@ -410,9 +410,9 @@ class Client:
             progress=progress,
         )
         if isinstance(remote, str) and not recursive:
-            if preserve:
-                return await self._one_file(TreeGet, [remote], local, options, cfg)
             async with self._lease(cfg) as lease:
+                if preserve:
+                    return await download_preserving(lease, remote, local, cfg)
                 return await engine.download(lease, remote, local, cfg)
         sources = [remote] if isinstance(remote, str) else list(remote)
         return await self._tree(TreeGet, sources, local, options, cfg)
@@ -489,9 +489,9 @@ class Client:
             progress=progress,
         )
         if isinstance(local, str) and not recursive:
-            if preserve:
-                return await self._one_file(TreePut, [local], remote, options, cfg)
             async with self._lease(cfg) as lease:
+                if preserve:
+                    return await upload_preserving(lease, local, remote, cfg)
                 return await engine.upload(lease, local, remote, cfg)
         sources = [local] if isinstance(local, str) else list(local)
         return await self._tree(TreePut, sources, remote, options, cfg)
@@ -523,29 +523,6 @@ class Client:
         async with self._lease(config) as lease:
             run = kind(lease, _TreePool(self), options, config, sources, dest)
             return await run.run()
-
-    async def _one_file(
-        self,
-        kind: type[TreeGet | TreePut],
-        sources: list[str],
-        dest: str,
-        options: TreeOptions,
-        config: TransferConfig,
-    ) -> TransferStats:
-        """One file with ``-p``: the tree code keeps modes and times; report it as a file."""
-        # fail_fast: the file's own error is raised, not an IncompleteTransfer.
-        tree = await self._tree(kind, sources, dest, replace(options, fail_fast=True), config)
-        return TransferStats(
-            bytes=tree.bytes,
-            seconds=tree.seconds,
-            requests=0,
-            short_reads_reissued=0,
-            short_writes_reissued=0,
-            peak_requests_in_flight=0,
-            peak_bytes_in_flight=0,
-            channels=0,
-            block_size=0,
-        )
 
     async def stream(
         self, remote: str, *, config: TransferConfig | None = None

@@ -27,6 +27,7 @@ from ._localio import Batch, local_error, run_blocking, temp_name, write_whole_f
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
 from ._sftp import SFTPSession, quiet, settle, status_error
+from ._stats import TransferStats
 from ._tree import ChannelPool, Channels, Item, TreeOptions, TreeRun
 from ._treeplan import ListingCheck, landing
 
@@ -189,6 +190,21 @@ class TreeGet(TreeRun):
                 self.failed(item, exc)
             except OSError as exc:
                 self.failed(item, local_error(item.dest, exc))
+
+
+async def download_preserving(
+    lanes: LanePool, remote: str, local: str, config: TransferConfig
+) -> TransferStats:
+    """One file with ``-p``: the single-file engine, then the remote mode and times."""
+    attrs = await lanes.channels[0].stat(remote)
+    if attrs.is_dir():
+        raise RemoteIsADirectory(remote, "is a directory (use -r)")
+    if os.path.isdir(local):  # scp: into a directory keeps the remote name
+        local = os.path.join(local, posixpath.basename(remote.rstrip("/")))
+    stats = await download(lanes, remote, local, config, into_directory=False, known=attrs)
+    mode = attrs.permissions if attrs.permissions is not None else 0o644
+    set_local_attrs(local, mode & 0o7777, Item(remote, local, attrs, "file").times)
+    return stats
 
 
 async def fetch_small(

@@ -29,9 +29,16 @@ from ._errors import (
 from ._lanes import LanePool
 from ._localio import local_error, read_whole_file, run_blocking
 from ._sftp import SFTPSession, quiet, settle
+from ._stats import TransferStats
 from ._tree import ChannelPool, Channels, Item, TreeOptions, TreeRun
 from ._treeplan import landing
-from ._upload import remote_temp_name, remove_quietly, rename_into_place, upload
+from ._upload import (
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+    upload,
+)
 
 _T = TypeVar("_T")
 
@@ -261,6 +268,25 @@ class TreePut(TreeRun):
                 sftp.check_status(await future, item.dest)
             except SSHPipeError as exc:
                 self.failed(item, exc)
+
+
+async def upload_preserving(
+    lanes: LanePool, local: str, remote: str, config: TransferConfig
+) -> TransferStats:
+    """One file with ``-p``: the single-file engine, then the local mode and times."""
+    try:
+        info = os.stat(local)
+    except OSError as exc:
+        raise local_error(local, exc) from exc
+    sftp = lanes.channels[0]
+    target = await resolve_remote_target(sftp, remote, os.path.basename(local))
+    stats = await upload(lanes, local, target, config, into_directory=False)
+    item = item_of(local, target, info)
+    mode = info.st_mode & 0o7777
+    await sftp.setstat(
+        target, codec.Attrs(permissions=mode, atime=item.attrs.atime, mtime=item.attrs.mtime)
+    )
+    return stats
 
 
 def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:

@@ -168,7 +168,7 @@ async def _upload(
     temp: str | None = None
     try:
         async with growing(lanes, controller) as grower:
-            remote = await _resolve_remote_target(sftp, remote, name)
+            remote = await resolve_remote_target(sftp, remote, name)
             temp = remote_temp_name(remote)
             pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
             # Inside the try: a cancel while the OPEN is in flight must still remove
@@ -315,7 +315,7 @@ def remote_temp_name(remote: str) -> str:
     return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
 
 
-async def _resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
+async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
     """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
     try:
         attrs = await sftp.stat(remote)

@@ -328,7 +328,7 @@ async def _transfer(args: argparse.Namespace) -> int:
         local_side = _expand_local(local_side)
     _check_local(args, local_side)
     config = _transfer_config(args)
-    tree = args.recursive or args.preserve or len(remote_side) > 1 or len(local_side) > 1
+    tree = args.recursive or len(remote_side) > 1 or len(local_side) > 1
     paths = [other.path for other in specs if other is not None]
     async with connect(spec.host, config=config, **_ssh_kwargs(args, spec)) as client:
         if args.command == "get" and any(has_magic(path) for path in paths):
@@ -336,9 +336,9 @@ async def _transfer(args: argparse.Namespace) -> int:
             tree = True
         if not tree:
             if args.command == "get":
-                stats = await client.get(paths[0], args.target)
+                stats = await client.get(paths[0], args.target, preserve=args.preserve)
             else:
-                stats = await client.put(local_side[0], paths[0])
+                stats = await client.put(local_side[0], paths[0], preserve=args.preserve)
             _report(args, args.sources[0], args.target, stats)
             return 0
         options: dict[str, Any] = {

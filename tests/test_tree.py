@@ -320,8 +320,18 @@ async def test_single_file_without_recursive_still_returns_transfer_stats(
     async with tree_peer.client() as sp:
         stats = await sp.get(tree_peer.remote("f.txt"), str(tmp_path / "f.txt"), preserve=True)
     assert isinstance(stats, sshpipe.TransferStats)
+    assert (stats.bytes, stats.requests > 0) == (1000, True)  # the engine's own counters
     st = os.stat(tmp_path / "f.txt")
     assert (stat.S_IMODE(st.st_mode), int(st.st_mtime)) == (0o640, 1_000_000_000)
+    # And back up, into a directory (scp: it keeps its name there), with -p.
+    (tmp_path / "f.txt").chmod(0o604)
+    os.utime(tmp_path / "f.txt", (1_100_000_000, 1_100_000_000))
+    (tree_peer.root / "up").mkdir()
+    async with tree_peer.client() as sp:
+        stats = await sp.put(str(tmp_path / "f.txt"), tree_peer.remote("up"), preserve=True)
+    assert isinstance(stats, sshpipe.TransferStats)
+    st = os.stat(tree_peer.root / "up" / "f.txt")
+    assert (stat.S_IMODE(st.st_mode), int(st.st_mtime)) == (0o604, 1_100_000_000)
 
 
 def test_cli_several_sources_need_an_existing_directory(openssh_peer: Peer, tmp_path: Path) -> None:
