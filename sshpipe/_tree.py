@@ -7,8 +7,8 @@ round trips per file. Here every stage overlaps (``_treeget.py`` and
     scanners (DIRS_IN_FLIGHT directories listed at once, READDIR pipelined)
         ├──> small-file workers (FILES_IN_FLIGHT at once, over PIPELINE_CHANNELS
         │    channels): OPEN, then every READ/WRITE and the CLOSE in one round trip
-        └──> big-file workers (BIG_WORKERS at once): the single-file engine,
-             striped over its own channels with its own flow controller
+        └──> big-file workers (BIG_ACTIVE moving data at once): the single-file
+             engine, striped over its own channels with its own flow controller
 
 The byte budget (``TransferConfig.max_bytes_in_flight``) is split so the
 pipeline and the big-file workers together never hold more than it: a big file
@@ -26,7 +26,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from . import _codec as codec
 from ._config import TransferConfig
@@ -40,11 +41,14 @@ from ._errors import (
 )
 from ._flight import SharedBytes
 from ._lanes import LanePool, block_size_for
+from ._localio import run_blocking
 from ._sftp import SFTPSession
 from ._stats import TreeProgress, TreeStats
 from ._treeplan import TreeAccount, is_small, split_budget
 
 logger = logging.getLogger("sshpipe.tree")
+
+_T = TypeVar("_T")
 
 # Four sftp-server processes work in parallel (2 cores here, more on servers),
 # and four 2 MiB server windows let small uploads fill ~80 MB/s at 100 ms.
@@ -245,7 +249,12 @@ class TreeRun:
         pool: ChannelPool,
         options: TreeOptions,
         config: TransferConfig,
+        sources: list[str],
+        dest: str,
     ) -> None:
+        self.sources = sources
+        self.dest = dest
+        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
         self.lanes = lanes
         channels = list(lanes.channels)
         self.channels = Channels(channels)
@@ -416,6 +425,18 @@ class TreeRun:
 
     def failed(self, item: Item, exc: SSHPipeError) -> None:
         self.account.failed(item.source, exc, is_file=item.kind == "file")
+
+    def mode_of(self, item: Item) -> int:
+        """The permissions ``item`` gets: all its bits with -p, else the rwx ones."""
+        mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
+        return mode & (0o7777 if self.options.preserve else 0o777)
+
+    async def local(self, func: Callable[..., _T], *args: object, **kwargs: object) -> _T:
+        """Local file work: in a thread, or on the loop (the CLI; see local_io_in_thread)."""
+        call = partial(func, *args, **kwargs)
+        if self.config.local_io_in_thread:
+            return await run_blocking(call)
+        return call()
 
     def refuse(self, exc: SSHPipeError, where: str) -> None:
         """A name or entry that is refused outright: recorded, or raised with fail_fast."""

@@ -14,7 +14,6 @@ import contextlib
 import os
 import posixpath
 import stat
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -23,32 +22,17 @@ from ._config import TransferConfig
 from ._download import download
 from ._errors import LocalError, RemoteIsADirectory, SSHPipeError, UnsafePath
 from ._lanes import LanePool
-from ._localio import Batch, local_error, run_blocking, temp_name, write_whole_file
+from ._localio import Batch, local_error, temp_name, write_whole_file
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
 from ._sftp import SFTPSession, quiet, settle, status_error
 from ._stats import TransferStats
-from ._tree import ChannelPool, Channels, Item, TreeOptions, TreeRun
+from ._tree import Channels, Item, TreeRun
 from ._treeplan import ListingCheck, landing
 
 
 class TreeGet(TreeRun):
     """Copies remote ``sources`` to the local ``dest`` (scp's layout rules)."""
-
-    def __init__(
-        self,
-        lanes: LanePool,
-        pool: ChannelPool,
-        options: TreeOptions,
-        config: TransferConfig,
-        sources: list[str],
-        dest: str,
-    ) -> None:
-        super().__init__(lanes, pool, options, config)
-        self.sources = sources
-        self.dest = dest
-        self.umask = current_umask()
-        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
 
     # -- finding the work --------------------------------------------------------
 
@@ -131,7 +115,7 @@ class TreeGet(TreeRun):
                 Channels.give(slot)
             if fetched is not None:
                 pieces, final_size = fetched
-                await self._local(
+                await self.local(
                     write_whole_file,
                     item.dest,
                     pieces,
@@ -157,35 +141,24 @@ class TreeGet(TreeRun):
                 known=item.attrs,
             )
         if self.options.preserve:
-            await self._local(set_local_attrs, item.dest, self.mode_of(item), item.times)
+            await self.local(set_local_attrs, item.dest, self.mode_of(item), item.times)
         self.account.file_done(stats.bytes)
 
     async def _copy_link(self, item: Item) -> None:
         target = await self.channels.slots[0].sftp.readlink(item.source)
-        await self._local(make_local_link, item.dest, target)
+        await self.local(make_local_link, item.dest, target)
         self.account.symlinks += 1
-
-    def mode_of(self, item: Item) -> int:
-        mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
-        return mode & (0o7777 if self.options.preserve else 0o777)
-
-    async def _local(self, func: Callable[..., None], *args: object, **kwargs: object) -> None:
-        """Local file work: in a thread, or on the loop (the CLI; see local_io_in_thread)."""
-        call = partial(func, *args, **kwargs)
-        if self.config.local_io_in_thread:
-            await run_blocking(call)
-        else:
-            call()
 
     async def finish(self) -> None:
         """Directory modes and times, deepest first: after everything inside them."""
+        umask = current_umask()
         for item, existed in reversed(self.made_dirs):
             mode = self.mode_of(item)
             try:
                 if self.options.preserve:
                     set_local_attrs(item.dest, mode, item.times)
                 elif not existed:
-                    os.chmod(item.dest, mode & ~self.umask)
+                    os.chmod(item.dest, mode & ~umask)
             except LocalError as exc:
                 self.failed(item, exc)
             except OSError as exc:

@@ -12,10 +12,8 @@ import asyncio
 import os
 import posixpath
 import stat
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import TypeVar
 
 from . import _codec as codec
 from ._config import TransferConfig
@@ -27,10 +25,10 @@ from ._errors import (
     SSHPipeError,
 )
 from ._lanes import LanePool
-from ._localio import local_error, read_whole_file, run_blocking
+from ._localio import local_error, read_whole_file
 from ._sftp import SFTPSession, quiet, settle
 from ._stats import TransferStats
-from ._tree import ChannelPool, Channels, Item, TreeOptions, TreeRun
+from ._tree import Channels, Item, TreeRun
 from ._treeplan import landing
 from ._upload import (
     remote_temp_name,
@@ -39,8 +37,6 @@ from ._upload import (
     resolve_remote_target,
     upload,
 )
-
-_T = TypeVar("_T")
 
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
@@ -62,20 +58,6 @@ class TreePut(TreeRun):
     """Copies local ``sources`` to the remote ``dest`` (scp's layout rules)."""
 
     writes = True
-
-    def __init__(
-        self,
-        lanes: LanePool,
-        pool: ChannelPool,
-        options: TreeOptions,
-        config: TransferConfig,
-        sources: list[str],
-        dest: str,
-    ) -> None:
-        super().__init__(lanes, pool, options, config)
-        self.sources = sources
-        self.dest = dest
-        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
 
     # -- finding the work --------------------------------------------------------
 
@@ -167,7 +149,7 @@ class TreePut(TreeRun):
         size = item.size
         # -R counts WRITEs of data, as for one file (OPEN, CLOSE, rename are not).
         async with self.credits.hold(max(1, -(-size // self.block)), size):
-            data = await self._local(read_whole_file, item.source, size)
+            data = await self.local(read_whole_file, item.source, size)
             if data is not None:
                 slot = self.channels.take()
                 try:
@@ -223,10 +205,6 @@ class TreePut(TreeRun):
             await sftp.symlink(target, item.dest)
         self.account.symlinks += 1
 
-    def mode_of(self, item: Item) -> int:
-        mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
-        return mode & (0o7777 if self.options.preserve else 0o777)
-
     def final_attrs(self, item: Item) -> codec.Attrs:
         times = item.times if self.options.preserve else None
         return codec.Attrs(
@@ -234,13 +212,6 @@ class TreePut(TreeRun):
             atime=times[0] if times else None,
             mtime=times[1] if times else None,
         )
-
-    async def _local(self, func: Callable[..., _T], *args: object) -> _T:
-        """Local file work: in a thread, or on the loop (the CLI; see local_io_in_thread)."""
-        call = partial(func, *args)
-        if self.config.local_io_in_thread:
-            return await run_blocking(call)
-        return call()
 
     async def finish(self) -> None:
         """Directory modes and times, deepest first, pipelined on one channel (in order)."""

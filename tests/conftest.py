@@ -74,7 +74,7 @@ def _from_openssh(info: SSHServerInfo, root: Path) -> Peer:
     )
 
 
-def _from_embedded(server: EmbeddedServer) -> Peer:
+def from_embedded(server: EmbeddedServer) -> Peer:
     return Peer(
         "asyncssh",
         server.host,
@@ -98,7 +98,7 @@ def openssh_peer(openssh: SSHServerInfo, tmp_path: Path) -> Peer:
 @pytest.fixture
 async def asyncssh_peer(tmp_path: Path) -> AsyncIterator[Peer]:
     async with embedded_server(tmp_path / "embedded") as server:
-        yield _from_embedded(server)
+        yield from_embedded(server)
 
 
 @pytest.fixture(params=["openssh", "asyncssh"])
@@ -117,6 +117,6 @@ def faulty_server(
     @contextlib.asynccontextmanager
     async def start(factory: SFTPFactory = chrooted_sftp) -> AsyncIterator[Peer]:
         async with embedded_server(tmp_path / "faulty", sftp_factory=factory) as server:
-            yield _from_embedded(server)
+            yield from_embedded(server)
 
     return start

@@ -29,7 +29,7 @@ import pytest
 
 import sshpipe
 from sshpipe._embedded import embedded_server
-from tests.conftest import Peer
+from tests.conftest import Peer, from_embedded
 from tests.support.hostile import (
     HOSTILE_DIR,
     HOSTILE_ENTRIES,
@@ -78,16 +78,7 @@ async def tree_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         yield request.getfixturevalue("openssh_peer")
         return
     async with embedded_server(tmp_path / "embedded", sftp_factory=faithful_links()) as server:
-        yield Peer(
-            "asyncssh",
-            server.host,
-            server.port,
-            server.username,
-            server.client_key,
-            server.known_hosts,
-            server.root,
-            chrooted=True,
-        )
+        yield from_embedded(server)
 
 
 def assert_same(expected: Path, actual: Path, **options: Any) -> None:

@@ -1,0 +1,177 @@
+"""The pure parts of tree transfers, as tables: names, layout, globs, budget, accounting."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sshpipe._errors import RemoteNotFound, UnsafePath
+from sshpipe._tree import Credits
+from sshpipe._treeplan import (
+    ListingCheck,
+    TreeAccount,
+    check_name,
+    glob_match,
+    glob_parts,
+    is_small,
+    landing,
+    source_name,
+    split_budget,
+)
+
+MiB = 1024 * 1024
+
+
+@pytest.mark.parametrize("name", ["a", "résumé.txt", "with space", ".hidden", "...", "a\\b", "-x"])
+def test_plain_names_pass(name: str) -> None:
+    assert check_name(name, "/dir") == name
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../escape", "/tmp/x", "bad\x00name", "x/"])
+def test_unsafe_names_are_refused_naming_the_directory(name: str) -> None:
+    with pytest.raises(UnsafePath) as caught:
+        check_name(name, "/srv/dir")
+    assert caught.value.path == "/srv/dir"
+    assert "unsafe name" in str(caught.value) and caught.value.exit_code == 8
+
+
+def test_a_listing_skips_dot_entries_once_and_refuses_them_as_files_or_twice() -> None:
+    check = ListingCheck("/d")
+    assert (check.accept("."), check.accept(".."), check.accept("a")) == (False, False, True)
+    for again in (".", "..", "a"):  # a second "." or a repeated name: which entry to trust?
+        with pytest.raises(UnsafePath):
+            check.accept(again)
+    with pytest.raises(UnsafePath):
+        check.accept("a/b")
+
+
+@pytest.mark.parametrize(
+    ("source", "dest", "dest_is_dir", "expected"),
+    [
+        ("/srv/data", "backup", True, "backup/data"),  # into an existing directory
+        ("/srv/data", "backup", False, "backup"),  # a new name
+        ("/srv/data/", "backup", True, "backup/data"),  # a trailing slash changes nothing
+        ("data", "/x", True, "/x/data"),
+        (".", "/x", True, "/x"),  # "host:." copies the contents into the directory
+        ("/", "/x", True, "/x"),
+        ("a/..", "/x", True, "/x"),
+    ],
+)
+def test_landing_follows_scp(source: str, dest: str, dest_is_dir: bool, expected: str) -> None:
+    assert landing(source, dest, dest_is_dir=dest_is_dir) == expected
+
+
+def test_source_name_is_the_last_component() -> None:
+    assert [source_name(p) for p in ("a/b/c", "a/b/", "c", "/")] == ["c", "b", "c", ""]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "head", "parts"),
+    [
+        ("logs/*.gz", "logs", ["*.gz"]),
+        ("/var/log/*/x.?", "/var/log", ["*", "x.?"]),
+        ("*.txt", ".", ["*.txt"]),
+        ("/*", "/", ["*"]),
+        ("a/b/c", "a/b/c", []),  # no wildcard: the path itself
+        ("a/[xy]/c", "a", ["[xy]", "c"]),
+    ],
+)
+def test_glob_parts(pattern: str, head: str, parts: list[str]) -> None:
+    assert glob_parts(pattern) == (head, parts)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "matches"),
+    [
+        ("*.gz", "a.gz", True),
+        ("*.gz", ".a.gz", False),  # a leading dot is matched literally, as in a shell
+        (".*", ".a", True),
+        (".*", "..", False),
+        ("*", ".", False),
+        ("?", "a", True),
+        ("[ab]*", "bc", True),
+        ("*.GZ", "a.gz", False),  # case matters on the server as it does in sh
+    ],
+)
+def test_glob_match(pattern: str, name: str, matches: bool) -> None:
+    assert glob_match(pattern, name) is matches
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 1000, 64 * MiB, 64 * MiB + 1])
+def test_the_budget_split_never_exceeds_the_total(total: int) -> None:
+    pipeline, big = split_budget(total)
+    assert pipeline >= 1 and big >= 1
+    assert pipeline + big <= max(total, 2)
+
+
+def test_small_files_fit_twice_in_the_pipeline() -> None:
+    pipeline, _ = split_budget(64 * MiB)
+    assert is_small(pipeline // 2, pipeline) and not is_small(pipeline // 2 + 1, pipeline)
+
+
+def test_accounting_counts_copies_failures_and_progress() -> None:
+    account = TreeAccount(started=0.0)
+    for size in (10, 20, 30):
+        account.found_file(size)
+    account.moved(15)  # part of a big file, for the progress rate
+    account.file_done(20, reported=15)
+    account.file_done(10)
+    account.failed("/x", RemoteNotFound("/x", "no such file"), is_file=True)
+    account.skipped("/fifo")
+    progress = account.progress(1.0)
+    assert (progress.files_done, progress.files_total) == (2, 3)
+    assert (progress.bytes_done, progress.bytes_total) == (30, 60)
+    stats = account.stats(2.0)
+    assert (stats.files, stats.files_done, stats.files_failed, stats.bytes) == (3, 2, 1, 30)
+    assert stats.skipped_paths == ("/fifo",) and stats.seconds == 2.0
+    assert [(f.path, f.exit_code) for f in stats.failures] == [("/x", 4)]
+
+
+def test_progress_rate_is_over_the_last_few_seconds() -> None:
+    account = TreeAccount(started=0.0)
+    account.progress(0.0)
+    account.moved(100)
+    assert account.progress(1.0).rate == pytest.approx(100.0)
+    for second in range(2, 11):  # called regularly, nothing moves: the rate falls to 0
+        idle = account.progress(float(second))
+    assert idle.rate == 0.0
+    account.moved(30)
+    assert account.progress(11.0).rate == pytest.approx(30 / TreeAccount.RATE_WINDOW)
+
+
+async def test_credits_are_granted_first_come_first_served() -> None:
+    credits = Credits(max_requests=4, max_bytes=100)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def hold(name: str, requests: int, count: int) -> None:
+        async with credits.hold(requests, count):
+            order.append(name)
+            await release.wait()
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(hold("a", 1, 80))
+        await asyncio.sleep(0)
+        group.create_task(hold("big", 1, 60))  # must wait for a
+        await asyncio.sleep(0)
+        group.create_task(hold("small", 1, 10))  # fits now, but waits its turn behind big
+        await asyncio.sleep(0.01)
+        assert order == ["a"] and credits.bytes == 80
+        release.set()
+    assert order == ["a", "big", "small"]
+    assert (credits.requests, credits.bytes) == (0, 0)
+
+
+async def test_credits_clamp_a_request_bigger_than_the_budget_and_survive_cancel() -> None:
+    credits = Credits(max_requests=2, max_bytes=100)
+    async with credits.hold(5, 1000):  # clamped: it runs alone instead of never
+        assert (credits.requests, credits.bytes) == (2, 100)
+        waiter = asyncio.create_task(credits.hold(1, 1).__aenter__())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    assert (credits.requests, credits.bytes) == (0, 0)
+    async with credits.hold(1, 1):  # the cancelled waiter left no place taken
+        assert credits.bytes == 1
