@@ -20,7 +20,7 @@ from functools import partial
 from . import _codec as codec
 from ._config import TransferConfig
 from ._download import download
-from ._errors import LocalError, RemoteIsADirectory, SSHPipeError, UnsafePath
+from ._errors import LocalError, RemoteError, RemoteIsADirectory, SSHPipeError, UnsafePath
 from ._lanes import LanePool
 from ._localio import Batch, local_error, temp_name, write_whole_file
 from ._readplan import Range, ReadPlan
@@ -36,13 +36,18 @@ class TreeGet(TreeRun):
 
     # -- finding the work --------------------------------------------------------
 
+    # Destinations the user named: a symlink to a directory is fine there, it is theirs.
+    _roots: set[str]
+
     async def scan_roots(self) -> None:
+        self._roots = set()
         sftp = self.channels.slots[0].sftp
         dest_is_dir = os.path.isdir(self.dest)
         if len(self.sources) > 1 and not dest_is_dir:
             raise LocalError(self.dest, "is not a directory (several sources need one)")
         for source in self.sources:
             dest = landing(source, self.dest, dest_is_dir=dest_is_dir, join=os.path.join)
+            self._roots.add(dest)
             try:
                 attrs = await sftp.stat(source)  # a named source is followed, as scp does
             except SSHPipeError as exc:
@@ -67,8 +72,8 @@ class TreeGet(TreeRun):
 
     async def _follow(self, item: Item) -> None:
         attrs = await self.channels.slots[0].sftp.stat(item.source)
-        if attrs.kind == "symlink":  # a server that does not follow: treat as unreadable
-            raise RemoteIsADirectory(item.source, "symlink could not be followed")
+        if attrs.kind == "symlink":  # a server that does not follow links
+            raise RemoteError(item.source, "symlink could not be followed")
         await self.found(item.child(item.source, item.dest, attrs, attrs.kind))
 
     async def scan_dir(self, item: Item) -> None:
@@ -80,7 +85,7 @@ class TreeGet(TreeRun):
                     self.skip(item.source, f"symlink loop: {real} is a directory above it")
                     return
                 item = replace(item, ancestors=(*item.ancestors, real))
-            existed = make_local_dir(item.dest)
+            existed = make_local_dir(item.dest, follow=item.dest in self._roots)
             self.made_dirs.append((item, existed))
             self.account.directories += 1
             entries = await list_dir(slot.sftp, item.source)
@@ -239,10 +244,11 @@ def sftp_future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
 
 
-def make_local_dir(path: str) -> bool:
+def make_local_dir(path: str, *, follow: bool = False) -> bool:
     """Create ``path`` (private until its mode is set at the end); True if it existed.
 
-    An existing symlink is refused: entering it could write outside the destination.
+    An existing symlink is refused (entering it could write outside the
+    destination) unless ``follow``: the destination the user named.
     """
     try:
         os.mkdir(path, 0o700)
@@ -251,7 +257,7 @@ def make_local_dir(path: str) -> bool:
         pass
     except OSError as exc:
         raise local_error(path, exc) from exc
-    info = os.lstat(path)
+    info = os.stat(path) if follow else os.lstat(path)
     if stat.S_ISDIR(info.st_mode):
         return True
     kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"

@@ -269,6 +269,34 @@ async def test_put_layout_follows_scp(tree_peer: Peer, tmp_path: Path) -> None:
     assert leftover_temps(tree_peer.root) == []
 
 
+async def test_get_never_writes_through_a_local_symlink_but_into_the_named_destination(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """A symlink where a directory goes (left by an earlier hostile run) is refused, not
+    entered; the destination the user named may be one (it is theirs)."""
+    src = openssh_peer.root / "proj"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "x.txt").write_bytes(b"x\n")
+    (src / "top.txt").write_bytes(b"top\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    trap = tmp_path / "trap"
+    (trap / "proj").mkdir(parents=True)
+    (trap / "proj" / "sub").symlink_to(outside)  # where the remote directory "sub" would go
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "named").symlink_to(real)
+    async with openssh_peer.client() as sp:
+        with pytest.raises(sshpipe.IncompleteTransfer) as caught:
+            await sp.get(openssh_peer.remote("proj"), str(trap), recursive=True)
+        await sp.get(openssh_peer.remote("proj"), str(tmp_path / "named"), recursive=True)
+    assert [f.path for f in caught.value.failures] == [openssh_peer.remote("proj/sub")]
+    assert "symbolic link" in caught.value.failures[0].error
+    assert os.listdir(outside) == []  # nothing written through the link
+    assert (trap / "proj" / "top.txt").read_bytes() == b"top\n"  # the rest was copied
+    assert (real / "proj" / "sub" / "x.txt").read_bytes() == b"x\n"
+
+
 async def test_get_layout_follows_scp(tree_peer: Peer, tmp_path: Path) -> None:
     src = tree_peer.root / "proj"
     make_small_tree(src)
