@@ -141,6 +141,8 @@ class ReadPump(Pump):
         self.unwritten -= count
         if error is not None:
             self.fail(error)
+        elif self.on_moved is not None:
+            self.on_moved(count)
         self.free(count)
         self.progress.set()
 
@@ -253,6 +255,7 @@ async def download(
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
     known: codec.Attrs | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
 
@@ -262,6 +265,7 @@ async def download(
     ``on_tail``: called once every byte has been asked for (a tree then starts
     its next big file while this one's last round trip and CLOSE go by).
     ``known``: the file's attributes from a listing, which saves the FSTAT.
+    ``on_progress``: told each count of bytes written to the local file.
     """
     started = time.perf_counter()
     if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
@@ -271,6 +275,7 @@ async def download(
     committed = False
     try:
         async with _reading(lanes, remote, config, shared, known) as (pump, grower):
+            pump.on_moved = on_progress
             plan = pump.plan
             writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
             failure: BaseException | None = None

@@ -157,6 +157,9 @@ class Pump:
         self.on_wire = 0  # payload bytes of requests not yet answered
         self.progress = asyncio.Event()
         self.want_lanes = want_lanes  # set when the controller wants more lanes
+        # Told each count of payload bytes done (written locally, or acknowledged
+        # by the server): a tree's progress follows its big files as they go.
+        self.on_moved: Callable[[int], None] | None = None
         self._sync_budget()
 
     def _pick(self, length: int) -> Lane | None:

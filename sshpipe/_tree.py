@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -236,6 +236,18 @@ class Item:
         return (atime, mtime) if atime is not None and mtime is not None else None
 
 
+class _Moved:
+    """Adds a big file's progress to the tree's account and remembers how much."""
+
+    def __init__(self, account: TreeAccount) -> None:
+        self.account = account
+        self.total = 0
+
+    def __call__(self, count: int) -> None:
+        self.total += count
+        self.account.moved(count)
+
+
 class TreeRun:
     """What get and put trees share: queues, workers, accounting, progress, the budget.
 
@@ -340,6 +352,16 @@ class TreeRun:
     def queue_dir(self, item: Item) -> None:
         self._dirs_pending += 1
         self.dirs.put_nowait(item)
+
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[_Moved]:
+        """Counts a big file's bytes into the progress as they go; takes them back if it fails."""
+        moved = _Moved(self.account)
+        try:
+            yield moved
+        except BaseException:
+            self.account.moved(-moved.total)
+            raise
 
     @contextlib.asynccontextmanager
     async def big_turn(self) -> AsyncIterator[Callable[[], None]]:

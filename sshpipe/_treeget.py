@@ -133,21 +133,23 @@ class TreeGet(TreeRun):
         await self.copy_big(item)  # it grew since it was listed (or read short)
 
     async def copy_big(self, item: Item) -> None:
-        async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
-            stats = await download(
-                lease,
-                item.source,
-                item.dest,
-                self.big_config,
-                into_directory=False,
-                new_file_mode=self.mode_of(item) & 0o777,
-                shared=self.big_bytes,
-                on_tail=end_turn,
-                known=item.attrs,
-            )
-        if self.options.preserve:
-            await self.local(set_local_attrs, item.dest, self.mode_of(item), item.times)
-        self.account.file_done(stats.bytes)
+        with self.tracking() as moved:
+            async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
+                stats = await download(
+                    lease,
+                    item.source,
+                    item.dest,
+                    self.big_config,
+                    into_directory=False,
+                    new_file_mode=self.mode_of(item) & 0o777,
+                    shared=self.big_bytes,
+                    on_tail=end_turn,
+                    known=item.attrs,
+                    on_progress=moved,
+                )
+            if self.options.preserve:
+                await self.local(set_local_attrs, item.dest, self.mode_of(item), item.times)
+            self.account.file_done(stats.bytes, reported=moved.total)
 
     async def _copy_link(self, item: Item) -> None:
         target = await self.channels.slots[0].sftp.readlink(item.source)

@@ -168,20 +168,22 @@ class TreePut(TreeRun):
         await self.copy_big(item)  # it grew since it was listed
 
     async def copy_big(self, item: Item) -> None:
-        async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
-            stats = await upload(
-                lease,
-                item.source,
-                item.dest,
-                self.big_config,
-                into_directory=False,
-                shared=self.big_bytes,
-                on_tail=end_turn,
-            )
-        if self.options.preserve:
-            sftp = self.channels.slots[0].sftp
-            await sftp.setstat(item.dest, self.final_attrs(item))
-        self.account.file_done(stats.bytes)
+        with self.tracking() as moved:
+            async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
+                stats = await upload(
+                    lease,
+                    item.source,
+                    item.dest,
+                    self.big_config,
+                    into_directory=False,
+                    shared=self.big_bytes,
+                    on_tail=end_turn,
+                    on_progress=moved,
+                )
+            if self.options.preserve:
+                sftp = self.channels.slots[0].sftp
+                await sftp.setstat(item.dest, self.final_attrs(item))
+            self.account.file_done(stats.bytes, reported=moved.total)
 
     async def _copy_link(self, item: Item) -> None:
         try:

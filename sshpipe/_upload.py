@@ -108,7 +108,8 @@ class WritePump(Pump):
         ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
         self._sample(lane, length, length if ok else 0, sent)
         if ok:
-            pass
+            if self.on_moved is not None:
+                self.on_moved(length)
         elif isinstance(reply, codec.Status):
             self.fail(status_error(reply, self.handles.path, offset))
         elif isinstance(reply, BaseException):
@@ -156,6 +157,7 @@ async def _upload(
     size: int | None,
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
     started = time.perf_counter()
@@ -189,6 +191,7 @@ async def _upload(
                 adaptive=lanes.can_grow,
                 want_lanes=grower.want,
             )
+            pump.on_moved = on_progress
             grower.attach(pump)
             try:
                 offset = 0
@@ -273,6 +276,7 @@ async def upload(
     into_directory: bool = True,
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> TransferStats:
     """Copy ``local`` to ``remote`` (a temp name renamed into place).
 
@@ -281,6 +285,7 @@ async def upload(
     ``shared``: a byte cap shared with other transfers (a tree's big files).
     ``on_tail``: called once every byte is sent (a tree then starts its next
     big file while this one's acknowledgements, CLOSE and rename go by).
+    ``on_progress``: told each count of bytes the server acknowledged.
     """
     source = LocalSource(local)
     source.open()
@@ -295,6 +300,7 @@ async def upload(
             source.size,
             shared,
             on_tail,
+            on_progress,
         )
     finally:
         source.close()

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 import sshpipe
+import sshpipe._tree
 from sshpipe._embedded import embedded_server
 from tests.conftest import Peer, from_embedded
 from tests.support.hostile import (
@@ -852,10 +853,16 @@ def test_cli_json_on_a_tree(openssh_peer: Peer, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("direction", ["get", "put"])
-async def test_progress_reaches_the_totals(tree_peer: Peer, tmp_path: Path, direction: str) -> None:
+async def test_progress_reaches_the_totals(
+    tree_peer: Peer, tmp_path: Path, direction: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src = (tree_peer.root if direction == "get" else tmp_path) / "src"
     files = make_files(src, 40, 20_000)
+    big = os.urandom(12 * 1024 * 1024)  # over the small files' limit: the striped engine
+    (src / "big.bin").write_bytes(big)
+    files["big.bin"] = big
     seen: list[Any] = []
+    monkeypatch.setattr(sshpipe._tree, "PROGRESS_INTERVAL", 0.001)
     async with tree_peer.client() as sp:
         if direction == "get":
             stats = await sp.get(
@@ -869,13 +876,15 @@ async def test_progress_reaches_the_totals(tree_peer: Peer, tmp_path: Path, dire
     assert all(isinstance(p, sshpipe.TreeProgress) for p in seen)
     last = seen[-1]
     total = sum(len(d) for d in files.values())
-    assert (last.files_done, last.files_total, last.scan_done) == (40, 40, True)
-    assert (last.bytes_done, last.bytes_total) == (total, total)
+    assert (last.files_done, last.files_total, last.scan_done) == (41, 41, True)
+    assert (last.bytes_done, last.bytes_total) == (total, total)  # the big file counted once
     done = [p.files_done for p in seen]
     assert done == sorted(done), "files_done went backwards"
+    moved = [p.bytes_done for p in seen]
+    assert moved == sorted(moved), "bytes_done went backwards"
     assert all(p.files_done <= p.files_total and p.bytes_done <= p.bytes_total for p in seen)
     assert all(p.rate >= 0 for p in seen)
-    assert stats.files_done == 40
+    assert stats.files_done == 41 and stats.bytes == total
 
 
 # -- cancellation ---------------------------------------------------------------------
