@@ -7,6 +7,7 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     SSHPipeError
     ├── UsageError                 bad options or arguments (exit 2)
     ├── LocalError                 the local file system said no (exit 3)
+    │   └── LocalNoSpace           disk full or over quota (a tree stops there)
     ├── RemoteError                the SFTP server answered with a failure status (exit 4)
     │   ├── RemoteNotFound
     │   ├── RemotePermissionDenied
@@ -71,6 +72,10 @@ class LocalError(TransferError):
 
     exit_code = 3
     _side = "local"
+
+
+class LocalNoSpace(LocalError):
+    """The local file system is full (or over quota): every next file would fail too."""
 
 
 class RemoteError(TransferError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import queue
 import secrets
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ._errors import LocalError
+from ._errors import LocalError, LocalNoSpace
 
 _T = TypeVar("_T")
 
@@ -28,7 +29,8 @@ def local_error(
     path: str | os.PathLike[str], exc: OSError, offset: int | None = None
 ) -> LocalError:
     reason = exc.strerror or str(exc)
-    return LocalError(os.fspath(path), reason, offset=offset)
+    cls = LocalNoSpace if exc.errno in (errno.ENOSPC, errno.EDQUOT) else LocalError
+    return cls(os.fspath(path), reason, offset=offset)
 
 
 async def run_blocking(func: Callable[..., _T], *args: object) -> _T:

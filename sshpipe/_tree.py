@@ -35,6 +35,7 @@ from ._errors import (
     ClosedError,
     ConnectionBroken,
     IncompleteTransfer,
+    LocalNoSpace,
     ProtocolError,
     SSHPipeError,
     UnsafePath,
@@ -203,7 +204,7 @@ def aborts_tree(exc: SSHPipeError) -> bool:
     """Errors after which every other file would fail too: stop rather than list them all."""
     if isinstance(exc, UnsafePath):
         return False
-    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError)
+    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ PUBLIC = [
     "HostKeyMismatch",
     "IncompleteTransfer",
     "LocalError",
+    "LocalNoSpace",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",
