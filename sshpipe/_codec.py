@@ -279,6 +279,11 @@ def encode_posix_rename(request_id: int, old: bytes, new: bytes) -> bytes:
     return encode_extended(request_id, "posix-rename@openssh.com", _string(old) + _string(new))
 
 
+def encode_fsync(request_id: int, handle: bytes) -> bytes:
+    """fsync@openssh.com: the server fsyncs the file behind ``handle``."""
+    return encode_extended(request_id, "fsync@openssh.com", _string(handle))
+
+
 def encode_extended(request_id: int, name: str, payload: bytes = b"") -> bytes:
     return _packet(FXP_EXTENDED, _U32.pack(request_id) + _string(name.encode()) + payload)
 

@@ -95,6 +95,19 @@ class TransferConfig:
             a slow disk never stalls the event loop. False does it on the loop
             thread: ~13% less CPU (no GIL hand-over per batch); the CLI, which
             runs one transfer per process, uses False.
+        fsync: make each file durable before it takes its final name: fsync
+            of a download (and of its directory after the rename),
+            ``fsync@openssh.com`` of an upload when the server offers it. A
+            crash then leaves the old file or the whole new one, never a file
+            whose name is there but whose bytes are not. Off by default for
+            now, as scp, sftp and rsync: it costs ~0.35 ms a file here, which
+            doubles a tree of small files (1,000 x 16 KiB at 20 ms: 0.41 s ->
+            0.79 s down, 0.47 s -> 1.01 s up); the rename alone already keeps
+            readers from ever seeing a partial file.
+        inplace: write straight to the destination instead of a temporary
+            name renamed over it (``rsync --inplace``): no second copy on
+            disk and the file keeps its inode, but a failure leaves a partial
+            file under the final name.
     """
 
     requests: int = DEFAULT_REQUESTS
@@ -107,6 +120,8 @@ class TransferConfig:
     window: int = DEFAULT_WINDOW
     max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
     local_io_in_thread: bool = True
+    fsync: bool = False
+    inplace: bool = False
 
     def __post_init__(self) -> None:
         _positive("requests", self.requests, maximum=65536)

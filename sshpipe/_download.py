@@ -270,7 +270,9 @@ async def download(
     started = time.perf_counter()
     if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
         local = os.path.join(local, posixpath.basename(remote.rstrip("/")) or "download")
-    target = LocalTarget(local, new_file_mode=new_file_mode)
+    target = LocalTarget(
+        local, new_file_mode=new_file_mode, fsync=config.fsync, inplace=config.inplace
+    )
     target.open()
     committed = False
     try:
@@ -304,7 +306,7 @@ async def download(
                     await writer.close(abandon=failure is not None)
                 finally:
                     await _finish_reads(pump, grower, failure)
-        await target.commit(plan.final_size)
+        await target.commit(plan.final_size, in_thread=config.local_io_in_thread)
         committed = True
         return pump.stats(started, plan.final_size, lanes)
     finally:

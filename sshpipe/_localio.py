@@ -199,6 +199,8 @@ def write_whole_file(
     mode: int,
     exact_mode: bool,
     times: tuple[int, int] | None,
+    fsync: bool = True,
+    inplace: bool = False,
 ) -> None:
     """Write a file that is all in memory, through a temp file renamed into place.
 
@@ -207,16 +209,20 @@ def write_whole_file(
         mode: permissions; masked by the umask unless ``exact_mode`` (``-p``).
             An existing file keeps its own unless ``exact_mode``.
         times: (atime, mtime) to set, or None for now.
+        fsync: make the bytes durable before the rename (the directory is the
+            caller's: a tree fsyncs each directory once, at the end).
+        inplace: write ``path`` itself, no temporary name (``rsync --inplace``).
 
     Raises:
         LocalError: naming ``path`` (a directory there, permission, disk full...).
     """
-    temp = temp_name(path)
+    temp = Path(path) if inplace else temp_name(path)
     try:
         if not exact_mode:
             with contextlib.suppress(OSError):
                 mode = os.stat(path).st_mode & 0o7777  # overwriting keeps the mode, as cp
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags |= os.O_TRUNC if inplace else os.O_EXCL
         fd = os.open(temp, flags, mode & 0o7777)
         try:
             _write_batch(fd, pieces)
@@ -224,12 +230,16 @@ def write_whole_file(
                 os.fchmod(fd, mode & 0o7777)
             if times is not None:
                 os.utime(fd, times)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, path)
+        if not inplace:
+            os.replace(temp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        if not inplace:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         raise local_error(path, exc) from exc
 
 
@@ -268,12 +278,24 @@ class LocalTarget:
         path: the final name.
         new_file_mode: permissions of a file that does not exist yet (masked
             by the umask); an existing file keeps its own.
+        fsync: make the bytes, then the rename, durable before ``commit`` returns.
+        inplace: write ``path`` itself (``rsync --inplace``): no temporary name,
+            and a failure leaves what was written so far.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, new_file_mode: int = 0o644) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        new_file_mode: int = 0o644,
+        fsync: bool = True,
+        inplace: bool = False,
+    ) -> None:
         self.path = Path(path)
-        self.temp = temp_name(self.path)
+        self.temp = self.path if inplace else temp_name(self.path)
         self.new_file_mode = new_file_mode
+        self.fsync = fsync
+        self.inplace = inplace
         self._fd: int | None = None
 
     def __repr__(self) -> str:
@@ -288,8 +310,10 @@ class LocalTarget:
             mode = self.new_file_mode
         except OSError as exc:
             raise local_error(self.path, exc) from exc
+        # In place: the existing file is written over and cut to size at commit.
+        flags = os.O_WRONLY | os.O_CREAT | (0 if self.inplace else os.O_EXCL)
         try:
-            self._fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            self._fd = os.open(self.temp, flags | os.O_CLOEXEC, mode)
         except FileNotFoundError as exc:
             raise LocalError(str(self.path.parent), "no such directory") from exc
         except OSError as exc:
@@ -304,29 +328,50 @@ class LocalTarget:
             return Writer(self._fd, self.path, on_written)
         return InlineWriter(self._fd, self.path, on_written)
 
-    async def commit(self, size: int) -> None:
-        """Cut the file to ``size`` and rename it over the destination.
-
-        No fsync: like scp, rsync and sftp, durability is left to the file
-        system; the rename alone guarantees a reader never sees a partial file.
-        """
+    async def commit(self, size: int, *, in_thread: bool = True) -> None:
+        """Cut the file to ``size``, make it durable, and rename it over the destination."""
         assert self._fd is not None
-        fd = self._fd
+        fd, self._fd = self._fd, None
+        if in_thread and self.fsync:  # an fsync of a big file takes a while
+            await run_blocking(self._finish, fd, size)
+        else:
+            self._finish(fd, size)
+
+    def _finish(self, fd: int, size: int) -> None:
         try:
-            os.ftruncate(fd, size)  # a remote file that shrank mid-read leaves bytes past EOF
-            os.close(fd)
-            self._fd = None
-            os.replace(self.temp, self.path)
+            try:
+                os.ftruncate(fd, size)  # a remote file that shrank mid-read leaves bytes past EOF
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if not self.inplace:
+                os.replace(self.temp, self.path)
+            if self.fsync:
+                fsync_directory(self.path.parent)
         except OSError as exc:
             raise local_error(self.path, exc) from exc
 
     def discard(self) -> None:
-        """Remove the temporary file; safe to call twice and after commit."""
+        """Remove the temporary file; safe to call twice and after commit.
+
+        In place there is none: what was written stays (the caller asked for it).
+        """
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        with contextlib.suppress(FileNotFoundError):
-            self.temp.unlink()
+        if not self.inplace:
+            with contextlib.suppress(FileNotFoundError):
+                self.temp.unlink()
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """Make the names in a directory durable (a rename is only there once it is)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class LocalSource:

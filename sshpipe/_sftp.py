@@ -328,6 +328,19 @@ class SFTPSession:
         )
         self.check_status(reply, path)
 
+    @property
+    def can_fsync(self) -> bool:
+        return "fsync@openssh.com" in self.extensions
+
+    def fsync_request(self, handle: bytes) -> asyncio.Future[codec.Reply]:
+        """Send ``fsync@openssh.com`` for ``handle`` (check ``can_fsync`` first)."""
+        return self._request(lambda rid: codec.encode_fsync(rid, handle))
+
+    async def fsync(self, handle: bytes, path: str) -> None:
+        """Make the file's data durable on the server, if it offers fsync@openssh.com."""
+        if self.can_fsync:
+            self.check_status(await self.fsync_request(handle), path)
+
     async def remove(self, path: str) -> None:
         reply = await self.call(
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, path.encode())

@@ -22,7 +22,7 @@ from ._config import TransferConfig
 from ._download import download
 from ._errors import LocalError, RemoteError, RemoteIsADirectory, SSHPipeError, UnsafePath
 from ._lanes import LanePool
-from ._localio import Batch, local_error, temp_name, write_whole_file
+from ._localio import Batch, fsync_directory, local_error, temp_name, write_whole_file
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
 from ._sftp import SFTPSession, quiet, settle, status_error
@@ -124,9 +124,12 @@ class TreeGet(TreeRun):
                     write_whole_file,
                     item.dest,
                     pieces,
+                    syncs=self.config.fsync,
                     mode=self.mode_of(item),
                     exact_mode=self.options.preserve,
                     times=item.times if self.options.preserve else None,
+                    fsync=self.config.fsync,
+                    inplace=self.config.inplace,
                 )
                 self.account.file_done(final_size)
                 return
@@ -157,8 +160,16 @@ class TreeGet(TreeRun):
         self.account.symlinks += 1
 
     async def finish(self) -> None:
-        """Directory modes and times, deepest first: after everything inside them."""
+        """Directory modes and times, deepest first: after everything inside them.
+
+        With fsync, each directory is synced once here: the renames of every
+        file in it become durable together (one fsync per directory, not per file).
+        """
         umask = current_umask()
+        if self.config.fsync:  # where the top-level files and directories were renamed or made
+            for parent in {os.path.dirname(os.path.abspath(root)) for root in self._roots}:
+                with contextlib.suppress(OSError):
+                    fsync_directory(parent)
         for item, existed in reversed(self.made_dirs):
             mode = self.mode_of(item)
             try:
@@ -166,6 +177,8 @@ class TreeGet(TreeRun):
                     set_local_attrs(item.dest, mode, item.times)
                 elif not existed:
                     os.chmod(item.dest, mode & ~umask)
+                if self.config.fsync:
+                    fsync_directory(item.dest)
             except LocalError as exc:
                 self.failed(item, exc)
             except OSError as exc:

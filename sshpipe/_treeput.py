@@ -160,6 +160,8 @@ class TreePut(TreeRun):
                         block=self.block,
                         mode=self.mode_of(item),
                         times=item.times if self.options.preserve else None,
+                        fsync=self.config.fsync,
+                        inplace=self.config.inplace,
                     )
                 finally:
                     Channels.give(slot)
@@ -274,14 +276,21 @@ async def put_small(
     block: int,
     mode: int,
     times: tuple[int, int] | None,
+    fsync: bool = True,
+    inplace: bool = False,
 ) -> None:
     """Write ``data`` to a temp name beside ``dest`` and rename it into place.
+
+    ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
+    the CLOSE; ``inplace``: ``dest`` itself is written, nothing is renamed.
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
     """
-    temp = remote_temp_name(dest)
-    flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
+    temp = dest if inplace else remote_temp_name(dest)
+    flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+    if not inplace:
+        flags |= codec.FXF_EXCL
     committed = False
     try:
         try:
@@ -307,6 +316,8 @@ async def put_small(
                     ),
                 )
             )
+        if fsync and sftp.can_fsync:  # after the writes, before the CLOSE: in order
+            replies.append((None, sftp.fsync_request(handle)))
         replies.append(
             (
                 None,
@@ -327,8 +338,9 @@ async def put_small(
             raise
         if failure is not None:
             raise failure
-        await rename_into_place(sftp, temp, dest)
+        if not inplace:
+            await rename_into_place(sftp, temp, dest)
         committed = True
     finally:
-        if not committed:
+        if not committed and not inplace:
             await remove_quietly(sftp, temp)

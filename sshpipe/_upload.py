@@ -159,7 +159,12 @@ async def _upload(
     on_tail: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> TransferStats:
-    """Write ``blocks`` to a temp name beside ``remote``, then rename it into place."""
+    """Write ``blocks`` to a temp name beside ``remote``, then rename it into place.
+
+    With ``config.fsync`` the server fsyncs the file before the rename (if it
+    offers ``fsync@openssh.com``); with ``config.inplace`` ``remote`` itself is
+    written and nothing is renamed.
+    """
     started = time.perf_counter()
     first_channels = initial_channels(lanes)
     sftp = first_channels[0]
@@ -171,13 +176,17 @@ async def _upload(
     try:
         async with growing(lanes, controller) as grower:
             remote = await resolve_remote_target(sftp, remote, name)
-            temp = remote_temp_name(remote)
-            pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC | codec.FXF_EXCL
-            # Inside the try: a cancel while the OPEN is in flight must still remove
-            # the temp file the server may have created (the name is ours alone: EXCL).
+            pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+            if config.inplace:  # straight to the destination: nothing to rename or remove
+                target = remote
+            else:
+                # Inside the try: a cancel while the OPEN is in flight must still remove
+                # the temp file the server may have created (the name is ours alone: EXCL).
+                temp = target = remote_temp_name(remote)
+                pflags |= codec.FXF_EXCL
             try:
                 handles = await open_lanes(
-                    first_channels, temp, pflags, codec.Attrs(permissions=mode), write=True
+                    first_channels, target, pflags, codec.Attrs(permissions=mode), write=True
                 )
             except RemoteError as exc:
                 # Name the path the user asked for, not our temporary one.
@@ -209,6 +218,9 @@ async def _upload(
                         pump.send(offset, data)
                         offset += len(data)
                 await pump.drain()
+                if config.fsync:  # every WRITE is acknowledged: make them durable
+                    lane = handles.lanes[0]
+                    await lane.sftp.fsync(lane.handle, remote)
             except BaseException as exc:
                 pump.fail(exc)
                 # Let the writes in flight be answered before the handle is closed.
@@ -218,7 +230,8 @@ async def _upload(
             finally:
                 await grower.stop()
                 await handles.close(check=pump.error is None)
-            await rename_into_place(sftp, temp, remote)
+            if temp is not None:
+                await rename_into_place(sftp, temp, remote)
             committed = True
             return pump.stats(started, lanes)
     finally:

@@ -171,6 +171,17 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         help="memory budget: payload bytes in flight at most (default 64M)",
     )
     parser.add_argument("--window", type=_size, help="SSH receive window per channel")
+    parser.add_argument(
+        "--fsync",
+        action="store_true",
+        help="make each file durable (fsync, fsync@openssh.com) before it takes its name",
+    )
+    parser.add_argument(
+        "--inplace",
+        action="store_true",
+        help="write the destination itself, not a temporary name renamed over it "
+        "(a failure then leaves a partial file)",
+    )
     parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing on success")
     parser.add_argument("--json", action="store_true", help="print the transfer stats as JSON")
 
@@ -288,6 +299,10 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, max_bytes_in_flight=args.in_flight)
     if args.window:
         config = replace(config, window=args.window)
+    if args.inplace:
+        config = replace(config, inplace=True)
+    if args.fsync:
+        config = replace(config, fsync=True)
     return config
 
 

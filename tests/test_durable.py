@@ -1,0 +1,187 @@
+"""Durable commit: a file's bytes are synced before it takes its final name; --inplace.
+
+Local side: os.fsync and os.replace are watched (in process). Remote side: an
+asyncssh server records fsync@openssh.com and the rename in the order it
+served them. sshd offers fsync@openssh.com too; there the tests check results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+import sshpipe
+from tests.conftest import Peer
+from tests.test_cli import run_cli
+from tests.test_faults import StartServer, Tracker, TrackingServer, factory
+
+Events = list[tuple[str, str]]
+SYNCED = sshpipe.TransferConfig(fsync=True)
+
+
+def _fd_path(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+@pytest.fixture
+def local_events(monkeypatch: pytest.MonkeyPatch) -> Events:
+    """Every os.fsync (by path) and os.replace (by target), in order."""
+    events: Events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", _fd_path(fd)))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+        events.append(("replace", f"{os.fspath(src)} -> {os.fspath(dst)}"))
+        real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return events
+
+
+def _synced_before_renamed(events: Events, final: Path) -> None:
+    """The temp that became ``final`` was fsynced before the rename, the directory after."""
+    renames = [i for i, (kind, what) in enumerate(events) if what.endswith(f" -> {final}")]
+    assert len(renames) == 1, events
+    temp = events[renames[0]][1].split(" -> ")[0]
+    synced = [i for i, (kind, what) in enumerate(events) if kind == "fsync" and what == temp]
+    assert synced and synced[0] < renames[0], f"{temp} not synced before its rename: {events}"
+    parent = [
+        i for i, (kind, what) in enumerate(events) if kind == "fsync" and what == str(final.parent)
+    ]
+    assert parent and parent[-1] > renames[0], f"{final.parent} not synced after: {events}"
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+async def test_a_download_is_synced_before_its_rename(
+    openssh_peer: Peer, tmp_path: Path, local_events: Events, in_thread: bool
+) -> None:
+    data = os.urandom(3 * 1024 * 1024)
+    (openssh_peer.root / "f.bin").write_bytes(data)
+    config = sshpipe.TransferConfig(local_io_in_thread=in_thread, fsync=True)
+    async with openssh_peer.client(config) as sp:
+        await sp.get(openssh_peer.remote("f.bin"), str(tmp_path / "f.bin"))
+    assert (tmp_path / "f.bin").read_bytes() == data
+    _synced_before_renamed(local_events, tmp_path / "f.bin")
+
+
+async def test_a_tree_download_syncs_every_file_and_each_directory_once(
+    openssh_peer: Peer, tmp_path: Path, local_events: Events
+) -> None:
+    src = openssh_peer.root / "tree"
+    for i in range(12):
+        (src / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"d{i % 3}" / f"f{i}.bin").write_bytes(os.urandom(1000 + i))
+    (src / "big.bin").write_bytes(os.urandom(12 * 1024 * 1024))  # the striped engine
+    async with openssh_peer.client(SYNCED) as sp:
+        await sp.get(openssh_peer.remote("tree"), str(tmp_path / "out"), recursive=True)
+    out = tmp_path / "out"
+    for path in [*out.rglob("*.bin")]:
+        _synced_before_renamed(local_events, path)
+    synced_dirs = [what for kind, what in local_events if kind == "fsync" and Path(what).is_dir()]
+    expected = {str(out), *(str(out / f"d{i}") for i in range(3)), str(tmp_path)}
+    assert set(synced_dirs) >= expected
+
+
+async def test_no_fsync_by_default(
+    openssh_peer: Peer, tmp_path: Path, local_events: Events
+) -> None:
+    (openssh_peer.root / "f.bin").write_bytes(b"x" * 100_000)
+    async with openssh_peer.client() as sp:
+        await sp.get(openssh_peer.remote("f.bin"), str(tmp_path / "f.bin"))
+    assert [kind for kind, _ in local_events] == ["replace"]
+
+
+class Recording(TrackingServer):
+    """Records fsync@openssh.com and renames, by path, in the order served."""
+
+    events: Events
+
+    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
+        file_obj = super().open(path, pflags, attrs)
+        self._paths = getattr(self, "_paths", {})
+        self._paths[id(file_obj)] = path.decode()
+        return file_obj
+
+    def fsync(self, file_obj: object) -> Any:
+        self.events.append(("fsync", self._paths[id(file_obj)]))
+        return super().fsync(file_obj)
+
+    def posix_rename(self, oldpath: bytes, newpath: bytes) -> Any:
+        self.events.append(("rename", f"{oldpath.decode()} -> {newpath.decode()}"))
+        return super().posix_rename(oldpath, newpath)
+
+
+def _recording(events: Events) -> Callable[..., Any]:
+    return factory(Recording, Tracker(), events=events)
+
+
+@pytest.mark.parametrize("size", [1000, 12 * 1024 * 1024])  # the tree's two paths, one file each
+async def test_an_upload_is_synced_on_the_server_before_its_rename(
+    faulty_server: StartServer, tmp_path: Path, size: int
+) -> None:
+    events: Events = []
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f.bin").write_bytes(os.urandom(size))
+    async with faulty_server(_recording(events)) as peer, peer.client(SYNCED) as sp:
+        await sp.put(str(tmp_path / "src" / "f.bin"), "/one.bin")
+        await sp.put(str(tmp_path / "src"), "/tree", recursive=True)
+    for final in ("/one.bin", "/tree/f.bin"):
+        rename = next(i for i, (k, w) in enumerate(events) if w.endswith(f" -> {final}"))
+        temp = events[rename][1].split(" -> ")[0]
+        assert ("fsync", temp) in events[:rename], events
+    assert (peer.root / "tree" / "f.bin").read_bytes() == (tmp_path / "src" / "f.bin").read_bytes()
+
+
+async def test_no_remote_fsync_by_default(faulty_server: StartServer, tmp_path: Path) -> None:
+    events: Events = []
+    (tmp_path / "f.bin").write_bytes(b"y" * 5000)
+    async with faulty_server(_recording(events)) as peer, peer.client() as sp:
+        await sp.put(str(tmp_path / "f.bin"), "/f.bin")
+    assert [kind for kind, _ in events] == ["rename"]
+
+
+def test_inplace_writes_the_destination_itself(openssh_peer: Peer, tmp_path: Path) -> None:
+    """--inplace keeps the file's inode on both sides (no temporary name, no rename)."""
+    old_local, old_remote = tmp_path / "local.bin", openssh_peer.root / "remote.bin"
+    old_local.write_bytes(b"old local " * 100_000)
+    old_remote.write_bytes(b"old remote " * 100_000)
+    local_inode, remote_inode = old_local.stat().st_ino, old_remote.stat().st_ino
+    new = os.urandom(300_000)  # shorter than what it replaces: the rest must go
+    (openssh_peer.root / "new.bin").write_bytes(new)
+    (tmp_path / "new.bin").write_bytes(new)
+    options = openssh_peer.cli_options()
+    got = run_cli("get", "--inplace", *options, openssh_peer.spec("new.bin"), str(old_local))
+    put = run_cli(
+        "put", "--inplace", *options, str(tmp_path / "new.bin"), openssh_peer.spec("remote.bin")
+    )
+    assert got.returncode == 0 and put.returncode == 0, got.stderr + put.stderr
+    assert old_local.read_bytes() == new and old_local.stat().st_ino == local_inode
+    assert old_remote.read_bytes() == new and old_remote.stat().st_ino == remote_inode
+    # Without it, a new file takes the name (the old inode is gone).
+    assert run_cli("get", *options, openssh_peer.spec("new.bin"), str(old_local)).returncode == 0
+    assert old_local.stat().st_ino != local_inode
+
+
+async def test_inplace_tree_writes_the_destinations_themselves(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    src = openssh_peer.root / "t"
+    src.mkdir()
+    (src / "a.bin").write_bytes(b"new a")
+    dest = tmp_path / "t"
+    dest.mkdir()
+    (dest / "a.bin").write_bytes(b"old contents that are longer")
+    inode = (dest / "a.bin").stat().st_ino
+    async with openssh_peer.client(sshpipe.TransferConfig(inplace=True)) as sp:
+        await sp.get(openssh_peer.remote("t"), str(tmp_path), recursive=True)
+    assert (dest / "a.bin").read_bytes() == b"new a"
+    assert (dest / "a.bin").stat().st_ino == inode
