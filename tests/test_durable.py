@@ -185,3 +185,29 @@ async def test_inplace_tree_writes_the_destinations_themselves(
         await sp.get(openssh_peer.remote("t"), str(tmp_path), recursive=True)
     assert (dest / "a.bin").read_bytes() == b"new a"
     assert (dest / "a.bin").stat().st_ino == inode
+
+
+async def test_inplace_tree_upload_writes_the_remote_files_themselves(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.bin").write_bytes(b"new a")
+    remote = openssh_peer.root / "t"
+    remote.mkdir()
+    (remote / "a.bin").write_bytes(b"old contents that are longer")
+    inode = (remote / "a.bin").stat().st_ino
+    config = sshpipe.TransferConfig(inplace=True, fsync=True)
+    async with openssh_peer.client(config) as sp:
+        await sp.put(str(tmp_path / "t"), openssh_peer.remote(""), recursive=True)
+    assert (remote / "a.bin").read_bytes() == b"new a"
+    assert (remote / "a.bin").stat().st_ino == inode
+
+
+def test_cli_fsync_copies_both_ways(openssh_peer: Peer, tmp_path: Path) -> None:
+    data = os.urandom(2 * 1024 * 1024)
+    (tmp_path / "a.bin").write_bytes(data)
+    options = openssh_peer.cli_options()
+    put = run_cli("put", "--fsync", *options, str(tmp_path / "a.bin"), openssh_peer.spec("a.bin"))
+    got = run_cli("get", "--fsync", *options, openssh_peer.spec("a.bin"), str(tmp_path / "b.bin"))
+    assert put.returncode == 0 and got.returncode == 0, put.stderr + got.stderr
+    assert (tmp_path / "b.bin").read_bytes() == data
