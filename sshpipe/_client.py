@@ -518,6 +518,8 @@ class Client:
     ) -> TreeStats:
         if not sources:
             raise UsageError("nothing to copy: no sources given")
+        if config.verify != "none":
+            raise UsageError("verify works on single files; not yet on trees or several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
         async with self._lease(config) as lease:

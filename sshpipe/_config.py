@@ -65,6 +65,9 @@ DEFAULT_CIPHERS = (
 )
 
 
+VERIFY_LEVELS = ("none", "size", "hash", "read-back")
+
+
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
     if value is None:
         return
@@ -104,6 +107,12 @@ class TransferConfig:
             doubles a tree of small files (1,000 x 16 KiB at 20 ms: 0.41 s ->
             0.79 s down, 0.47 s -> 1.01 s up); the rename alone already keeps
             readers from ever seeing a partial file.
+        verify: check the copy end to end before it takes its final name:
+            "none"; "size" (the server's size after the copy); "hash" (a
+            SHA-256 computed as the bytes flow, against ``sha256sum`` run on
+            the server, else the size); "read-back" (as "hash", else the file
+            read back over SFTP and hashed). ``TransferStats.verified`` says
+            which was achieved.
         inplace: write straight to the destination instead of a temporary
             name renamed over it (``rsync --inplace``): no second copy on
             disk and the file keeps its inode, but a failure leaves a partial
@@ -122,8 +131,13 @@ class TransferConfig:
     local_io_in_thread: bool = True
     fsync: bool = False
     inplace: bool = False
+    verify: str = "none"
 
     def __post_init__(self) -> None:
+        if self.verify not in VERIFY_LEVELS:
+            raise UsageError(
+                f"verify must be one of {', '.join(VERIFY_LEVELS)}, not {self.verify!r}"
+            )
         _positive("requests", self.requests, maximum=65536)
         _positive("block_size", self.block_size, maximum=MAX_BLOCK_SIZE)
         _positive("max_bytes_in_flight", self.max_bytes_in_flight)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import posixpath
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import replace
 from functools import partial
 
 from . import _codec as codec
@@ -41,6 +43,7 @@ from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
+from ._verify import OrderedHash, check
 
 Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
 
@@ -281,6 +284,7 @@ async def download(
             plan = pump.plan
             writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
             failure: BaseException | None = None
+            digest = OrderedHash() if config.verify != "none" else None
             try:
                 pump.fill()
                 while True:
@@ -291,6 +295,10 @@ async def download(
                     if batch:
                         count = sum(length for _, _, length in batch)
                         pump.unwritten += count
+                        if digest is not None:
+                            for offset, chunks, _ in batch:
+                                digest.add(offset, b"".join(chunks))
+                            pump.budget.held = digest.buffered
                         writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
                     elif pump.finished and not pump.unwritten:
                         break
@@ -306,12 +314,32 @@ async def download(
                     await writer.close(abandon=failure is not None)
                 finally:
                     await _finish_reads(pump, grower, failure)
+        verified = "none"
+        if digest is not None:
+            verified = await check(
+                lanes.channels[0],
+                remote,
+                level=config.verify,
+                size=plan.final_size,
+                digest=digest.hexdigest(plan.final_size),
+                read_back=partial(read_back, lanes, remote, config),
+                shown=remote,
+            )
         await target.commit(plan.final_size, in_thread=config.local_io_in_thread)
         committed = True
-        return pump.stats(started, plan.final_size, lanes)
+        return replace(pump.stats(started, plan.final_size, lanes), verified=verified)
     finally:
         if not committed:
             target.discard()
+
+
+async def read_back(lanes: LanePool, remote: str, config: TransferConfig) -> str:
+    """The SHA-256 of the remote file, read again over SFTP (verify="read-back")."""
+    digest = hashlib.sha256()
+    async with contextlib.aclosing(stream(lanes, remote, config)) as pieces:
+        async for piece in pieces:
+            digest.update(piece)
+    return digest.hexdigest()
 
 
 async def stream(

@@ -22,6 +22,7 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── ProtocolError              the server broke the SFTP protocol (exit 8)
     │   └── UnsafePath             a listing named something outside the destination
     ├── ClosedError                you closed the session and then used it (exit 9)
+    ├── IntegrityError             what arrived is not what the source holds (exit 10)
     └── IncompleteTransfer         some files of a tree failed (their common exit code, else 1)
 
 *Closed* is what you did; *broken* is what the world did (trio's split).
@@ -161,6 +162,17 @@ class ClosedError(SSHPipeError):
     """The session was closed by this side and then used."""
 
     exit_code = 9
+
+
+class IntegrityError(TransferError):
+    """The copy's hash (or size) is not the source's: nothing took the final name.
+
+    The source changed while it was copied, or bytes were corrupted on the way.
+    """
+
+    exit_code = 10
+    retryable = True
+    _side = "verify"
 
 
 class UnsafePath(ProtocolError):

@@ -45,6 +45,9 @@ class FlightBudget:
         self.bytes = 0
         self.peak_requests = 0
         self.peak_bytes = 0
+        # Bytes kept outside the pipe that memory must still count: a verifying
+        # download's out-of-order pieces, waiting to be hashed in order.
+        self.held = 0
 
     def __repr__(self) -> str:
         shared = f" shared={self.shared.bytes}/{self.shared.max_bytes}" if self.shared else ""
@@ -63,7 +66,7 @@ class FlightBudget:
         shared = self.shared
         if shared is not None and shared.bytes + length > shared.max_bytes:
             return False
-        return self.bytes + length <= self.max_bytes
+        return self.bytes + self.held + length <= self.max_bytes
 
     def send(self, length: int) -> None:
         self.requests += 1

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from . import _codec as codec
@@ -117,6 +117,9 @@ class SFTPSession:
         self.peer_window = 0
         # The server's SSH version string: OpenSSH swaps SYMLINK's arguments.
         self.server_version = ""
+        # Runs a command on the same server: (exit status, stdout), or None
+        # when it runs none. The SSH edge fills it in (used to verify hashes).
+        self.run_command: Callable[[str], Awaitable[tuple[int, str] | None]] | None = None
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"

@@ -266,6 +266,10 @@ def _tune_connection(conn: asyncssh.SSHClientConnection) -> None:
         _coalesce_sends(conn)
 
 
+# A server-side hash reads the whole file: at 100 MB/s a 60 GiB file takes 10 min.
+COMMAND_TIMEOUT = 1800.0
+
+
 class SSHLink:
     """One authenticated SSH connection, able to open SFTP channels."""
 
@@ -305,6 +309,7 @@ class SSHLink:
         sftp = SFTPSession(pipe, name=f"{self.label}#{self.channels_opened}")
         sftp.recv_window = window
         sftp.server_version = str(self._conn.get_extra_info("server_version", ""))
+        sftp.run_command = self.run
         # Read before INIT is sent: nothing has used the server's grant yet.
         sftp.peer_window = pipe.peer_window
         pipe.sftp = sftp
@@ -314,6 +319,24 @@ class SSHLink:
             sftp.close()
             raise
         return sftp
+
+    async def run(self, command: str) -> tuple[int, str] | None:
+        """Run ``command`` on the server: (exit status, stdout), or None if it runs none.
+
+        A server that only offers SFTP (ForceCommand internal-sftp, a chrooted
+        account, an SFTP-only appliance) refuses the session or the exec.
+        """
+        try:
+            result = await asyncio.wait_for(
+                self._conn.run(command, check=False, encoding="utf-8", errors="replace"),
+                COMMAND_TIMEOUT,
+            )
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            logger.debug("%s: no command run (%s)", self.label, type(exc).__name__)
+            return None
+        status = result.exit_status
+        stdout = result.stdout if isinstance(result.stdout, str) else ""
+        return (status if status is not None else -1), stdout
 
     async def close(self) -> None:
         self._conn.close()

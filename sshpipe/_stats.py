@@ -32,6 +32,8 @@ class TransferStats:
         peer_window: SSH window the server granted per channel (limits an upload).
         flow_phase: "startup" if the transfer ended before the controller
             found the link's rate, else "steady"; "fixed" when channels were set.
+        verified: how the copy was checked: "none", "size", "hash-remote"
+            (SHA-256 against the server's sha256sum) or "read-back".
     """
 
     bytes: int
@@ -53,6 +55,7 @@ class TransferStats:
     receive_window: int = 0
     peer_window: int = 0
     flow_phase: str = "fixed"
+    verified: str = "none"
 
     @property
     def throughput(self) -> float:

@@ -7,10 +7,12 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterable, Callable
+from dataclasses import replace
 from functools import partial
 
 from . import _codec as codec
 from ._config import TransferConfig
+from ._download import read_back
 from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
@@ -30,6 +32,7 @@ from ._lanes import (
 from ._localio import LocalSource
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
+from ._verify import OrderedHash, check
 
 
 class WritePump(Pump):
@@ -202,6 +205,7 @@ async def _upload(
             )
             pump.on_moved = on_progress
             grower.attach(pump)
+            digest = OrderedHash() if config.verify != "none" else None
             try:
                 offset = 0
                 while pump.error is None:
@@ -215,6 +219,8 @@ async def _upload(
                     if not new:
                         break
                     for data in new:
+                        if digest is not None:
+                            digest.update(data)
                         pump.send(offset, data)
                         offset += len(data)
                 await pump.drain()
@@ -230,10 +236,21 @@ async def _upload(
             finally:
                 await grower.stop()
                 await handles.close(check=pump.error is None)
+            verified = "none"
+            if digest is not None:  # the whole file is on the server, under its temp name
+                verified = await check(
+                    sftp,
+                    target,
+                    level=config.verify,
+                    size=offset,
+                    digest=digest.hexdigest(offset),
+                    read_back=partial(read_back, lanes, target, config),
+                    shown=remote,
+                )
             if temp is not None:
                 await rename_into_place(sftp, temp, remote)
             committed = True
-            return pump.stats(started, lanes)
+            return replace(pump.stats(started, lanes), verified=verified)
     finally:
         if not committed and temp is not None:
             await remove_quietly(sftp, temp)

@@ -172,6 +172,14 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--window", type=_size, help="SSH receive window per channel")
     parser.add_argument(
+        "--verify",
+        nargs="?",
+        const="hash",
+        choices=["size", "hash", "read-back"],
+        help="check the copy before it takes its name: its SHA-256 against sha256sum on "
+        "the server (default), else its size; read-back: else read it back over SFTP",
+    )
+    parser.add_argument(
         "--fsync",
         action="store_true",
         help="make each file durable (fsync, fsync@openssh.com) before it takes its name",
@@ -303,6 +311,8 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, inplace=True)
     if args.fsync:
         config = replace(config, fsync=True)
+    if args.verify:
+        config = replace(config, verify=args.verify)
     return config
 
 
@@ -315,6 +325,7 @@ def _report(args: argparse.Namespace, source: str, target: str, stats: TransferS
             f"({stats.throughput / 1e6:.1f} MB/s), {stats.requests} requests, "
             f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
             f"{stats.connections} connection(s), RTT {stats.rtt_min * 1000:.1f} ms"
+            + (f"; verified: {stats.verified}" if stats.verified != "none" else "")
         )
 
 

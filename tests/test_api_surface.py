@@ -19,6 +19,7 @@ PUBLIC = [
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
+    "IntegrityError",
     "LocalError",
     "LocalNoSpace",
     "ProtocolError",

@@ -1,0 +1,103 @@
+"""End-to-end checks of a copy before it takes its final name (``TransferConfig.verify``).
+
+The SHA-256 of what was transferred is computed while the bytes flow, in file
+order (a download's replies come out of order: ``OrderedHash`` holds the early
+ones, counted in the flight budget, until the gap before them fills), so the
+local side is never read a second time. It is then compared with the server's
+own ``sha256sum`` of the file when the server runs commands; a server that
+runs none gets a read-back over SFTP if asked ("read-back"), else a size check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Awaitable, Callable
+
+from ._errors import IntegrityError
+from ._reorder import ReorderBuffer
+from ._sftp import SFTPSession
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class OrderedHash:
+    """SHA-256 of pieces given in any order, taken in file order."""
+
+    def __init__(self) -> None:
+        self._reorder = ReorderBuffer()
+        self._hash = hashlib.sha256()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held until the gap before them fills."""
+        return self._reorder.buffered
+
+    def add(self, offset: int, data: bytes) -> None:
+        self._reorder.add(offset, data)
+        for piece in self._reorder.pop_ready():
+            self._hash.update(piece)
+
+    def update(self, data: bytes) -> None:
+        """The next bytes in order (an upload reads its file in order)."""
+        self.add(self._reorder.delivered, data)
+
+    def hexdigest(self, size: int) -> str:
+        """The digest of the first ``size`` bytes; all of them must have been added."""
+        if self._reorder.delivered != size or self._reorder.buffered:
+            raise IntegrityError(
+                "(in memory)",
+                f"hashed {self._reorder.delivered} bytes in order, the file has {size}",
+            )
+        return self._hash.hexdigest()
+
+
+async def remote_sha256(sftp: SFTPSession, path: str) -> str | None:
+    """The server's ``sha256sum`` of ``path``, or None if it runs no commands (or lacks it)."""
+    if sftp.run_command is None:
+        return None
+    result = await sftp.run_command(f"sha256sum -- {shlex.quote(path)}")
+    if result is None or result[0] != 0:
+        return None
+    words = result[1].split()
+    return words[0] if words and _SHA256.fullmatch(words[0]) else None
+
+
+async def check(
+    sftp: SFTPSession,
+    path: str,
+    *,
+    level: str,
+    size: int,
+    digest: str,
+    read_back: Callable[[], Awaitable[str]],
+    shown: str,
+) -> str:
+    """Compare the copy with the server's file at ``path``; the level achieved.
+
+    Args:
+        level: "size", "hash" or "read-back" (see TransferConfig.verify).
+        size, digest: what was transferred.
+        read_back: hashes the server's file over SFTP.
+        shown: the path named in errors (the user's, not a temporary one).
+
+    Raises:
+        IntegrityError: they differ.
+    """
+    if level in ("hash", "read-back"):
+        theirs = await remote_sha256(sftp, path)
+        if theirs is not None:
+            _same(shown, "sha256 (sha256sum on the server)", theirs, digest)
+            return "hash-remote"
+        if level == "read-back":
+            _same(shown, "sha256 (read back)", await read_back(), digest)
+            return "read-back"
+    theirs_size = (await sftp.stat(path)).size
+    _same(shown, "size", str(theirs_size), str(size))
+    return "size"
+
+
+def _same(path: str, what: str, theirs: str, ours: str) -> None:
+    if theirs != ours:
+        raise IntegrityError(path, f"{what} differs: the server has {theirs}, the copy {ours}")

@@ -1,0 +1,151 @@
+"""--verify: the copy's SHA-256 (taken as the bytes flow) against the server's file.
+
+sshd runs commands, so it is checked with sha256sum there ("hash-remote");
+the in-process asyncssh server runs none, so it falls back to the size or,
+if asked, to a read-back. Corruption comes from servers that damage one read
+(transient: the read-back sees the truth) or store one write wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sshpipe
+import sshpipe._verify
+from tests.conftest import Peer
+from tests.support.trees import leftover_temps
+from tests.test_cli import assert_one_line_error, run_cli
+from tests.test_faults import StartServer, Tracker, TrackingServer, factory
+
+SIZE = 3 * 1024 * 1024 + 123
+HASHED = sshpipe.TransferConfig(verify="hash")
+READ_BACK = sshpipe.TransferConfig(verify="read-back")
+
+
+def test_ordered_hash_takes_pieces_in_any_order() -> None:
+    data = os.urandom(100_000)
+    cuts = sorted(random.Random(7).sample(range(1, len(data)), 40))
+    pieces = [(a, data[a:b]) for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    random.Random(8).shuffle(pieces)
+    digest = sshpipe._verify.OrderedHash()
+    for offset, piece in pieces:
+        digest.add(offset, piece)
+    assert digest.buffered == 0
+    assert digest.hexdigest(len(data)) == hashlib.sha256(data).hexdigest()
+    short = sshpipe._verify.OrderedHash()
+    short.add(10, b"x")  # a gap at 0: not a whole file
+    with pytest.raises(sshpipe.IntegrityError):
+        short.hexdigest(11)
+
+
+async def test_sshd_checks_with_sha256sum_both_ways(openssh_peer: Peer, tmp_path: Path) -> None:
+    data = os.urandom(SIZE)
+    (openssh_peer.root / "a.bin").write_bytes(data)
+    async with openssh_peer.client(HASHED) as sp:
+        got = await sp.get(openssh_peer.remote("a.bin"), str(tmp_path / "a.bin"))
+        put = await sp.put(str(tmp_path / "a.bin"), openssh_peer.remote("b.bin"))
+    assert (got.verified, put.verified) == ("hash-remote", "hash-remote")
+    assert (openssh_peer.root / "b.bin").read_bytes() == data
+
+
+async def test_a_source_that_changed_fails_the_check_and_leaves_nothing(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = openssh_peer.root / "a.bin"
+    remote.write_bytes(os.urandom(SIZE))
+    real = sshpipe._verify.remote_sha256
+
+    async def changed_then_hashed(sftp: Any, path: str) -> str | None:
+        with remote.open("ab") as grown:  # someone appends while we finish
+            grown.write(b"late")
+        return await real(sftp, path)
+
+    monkeypatch.setattr(sshpipe._verify, "remote_sha256", changed_then_hashed)
+    async with openssh_peer.client(HASHED) as sp:
+        with pytest.raises(sshpipe.IntegrityError) as caught:
+            await sp.get(openssh_peer.remote("a.bin"), str(tmp_path / "a.bin"))
+    assert "sha256" in str(caught.value) and caught.value.exit_code == 10
+    assert os.listdir(tmp_path) == []  # no file, no .partial
+
+
+class DamagesOneRead(TrackingServer):
+    """Flips a byte in the first read at ``offset``; later reads are right."""
+
+    offset = 1024 * 1024
+    damaged = False
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        data = super().read(file_obj, offset, size)
+        if not self.damaged and offset <= self.offset < offset + len(data):
+            self.damaged = True
+            i = self.offset - offset
+            data = data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :]
+        return data
+
+
+class StoresOneWriteWrong(TrackingServer):
+    """Flips a byte of the write that covers ``offset`` before storing it."""
+
+    offset = 1024 * 1024
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        if offset <= self.offset < offset + len(data):
+            i = self.offset - offset
+            data = data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :]
+        return super().write(file_obj, offset, data)
+
+
+async def test_without_commands_hash_falls_back_to_the_size(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    async with faulty_server() as peer:
+        (peer.root / "a.bin").write_bytes(os.urandom(SIZE))
+        async with peer.client(HASHED) as sp:
+            got = await sp.get("/a.bin", str(tmp_path / "a.bin"))
+    assert got.verified == "size"
+
+
+async def test_read_back_catches_a_damaged_download(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    async with faulty_server(factory(DamagesOneRead, Tracker())) as peer:
+        (peer.root / "a.bin").write_bytes(os.urandom(SIZE))
+        async with peer.client(READ_BACK) as sp:
+            with pytest.raises(sshpipe.IntegrityError) as caught:
+                await sp.get("/a.bin", str(tmp_path / "a.bin"))
+            assert "read back" in str(caught.value)
+            ok = await sp.get("/a.bin", str(tmp_path / "a.bin"))  # now undamaged
+    assert ok.verified == "read-back"
+    assert (tmp_path / "a.bin").read_bytes() == (peer.root / "a.bin").read_bytes()
+    assert leftover_temps(tmp_path) == []
+
+
+async def test_read_back_catches_a_damaged_upload_and_keeps_the_old_file(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    (tmp_path / "a.bin").write_bytes(os.urandom(SIZE))
+    async with faulty_server(factory(StoresOneWriteWrong, Tracker())) as peer:
+        (peer.root / "a.bin").write_bytes(b"the old file")
+        async with peer.client(READ_BACK) as sp:
+            with pytest.raises(sshpipe.IntegrityError):
+                await sp.put(str(tmp_path / "a.bin"), "/a.bin")
+    assert (peer.root / "a.bin").read_bytes() == b"the old file"
+    assert leftover_temps(peer.root) == []
+
+
+def test_cli_verify_says_what_it_checked_and_fails_in_one_line(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    (openssh_peer.root / "a.bin").write_bytes(os.urandom(SIZE))
+    options = openssh_peer.cli_options()
+    ok = run_cli("get", "--verify", *options, openssh_peer.spec("a.bin"), str(tmp_path / "a"))
+    assert ok.returncode == 0, ok.stderr
+    assert "verified: hash-remote" in ok.stdout
+    tree = run_cli("get", "-r", "--verify", *options, openssh_peer.spec("a.bin"), str(tmp_path))
+    assert_one_line_error(tree, 2, "verify")
