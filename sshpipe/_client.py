@@ -291,6 +291,26 @@ class Client:
             logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
         return opened
 
+    def _prune(self, also: list[_Slot] | None = None) -> None:
+        """Forget connections that are gone (and ``also``), and every channel on them."""
+        dead = [slot for slot in self._slots if slot.link.closed or slot in (also or [])]
+        if not dead:
+            return
+        self._slots = [slot for slot in self._slots if slot not in dead]
+        for sessions in self._idle.values():
+            sessions[:] = [sftp for sftp in sessions if self._slot_of.get(sftp) not in dead]
+        for sftp in [s for s, slot in self._slot_of.items() if slot in dead]:
+            sftp.close()
+            del self._slot_of[sftp]
+        self._freed.set()  # room for new connections
+
+    def _abort_links_of(self, channels: list[SFTPSession]) -> None:
+        """Drop the connections these channels are on (they stalled), and forget them."""
+        slots = {id(self._slot_of[s]): self._slot_of[s] for s in channels if s in self._slot_of}
+        for slot in slots.values():
+            slot.link.abort()
+        self._prune(also=list(slots.values()))
+
     def _forget(self, sftp: SFTPSession) -> None:
         slot = self._slot_of.pop(sftp, None)
         if slot is not None:
@@ -629,6 +649,25 @@ class _Lease:
                 ready(sftp)
 
         return await self._client._take_channels(self._config, count, required=0, ready=arrived)
+
+    async def recover(self, *, stalled: bool) -> None:
+        """After a dropped (or, ``stalled``, silent) connection: fresh channels.
+
+        Channels whose connection is gone are given back (closed); if none is
+        left, one is opened, on a new connection if need be.
+
+        Raises:
+            ConnectError: no connection could be made (the caller retries).
+        """
+        client = self._client
+        if stalled:
+            client._abort_links_of(self.channels)
+        client._prune()
+        dead = [sftp for sftp in self.channels if sftp.broken is not None]
+        self.channels = [sftp for sftp in self.channels if sftp.broken is None]
+        client._give_back(self._config, dead)
+        if not self.channels:
+            self.channels = await client._take_channels(self._config, 1, required=1)
 
 
 def connect(

@@ -66,6 +66,12 @@ DEFAULT_CIPHERS = (
 
 
 VERIFY_LEVELS = ("none", "size", "hash", "read-back")
+# Five reconnects in a row that move nothing: about 8 s of backoff (0.25 s
+# doubling, equal jitter), enough for a flapping link, not for a dead host.
+DEFAULT_RETRIES = 5
+# A minute without one reply: sshd's ClientAliveInterval x CountMax is 0 by
+# default; TCP keepalives take two hours. A reply per RTT is the norm.
+DEFAULT_STALL_TIMEOUT = 60.0
 
 
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
@@ -113,6 +119,13 @@ class TransferConfig:
             the server, else the size); "read-back" (as "hash", else the file
             read back over SFTP and hashed). ``TransferStats.verified`` says
             which was achieved.
+        retries: reconnects in a row that may fail to move a byte before a
+            download gives up (0: none). A dropped or stalled connection is
+            reopened with backoff and only the missing ranges are asked again;
+            errors retrying cannot fix (permission, missing file, disk full,
+            authentication, host key) are never retried.
+        stall_timeout: seconds without a single reply after which a
+            connection counts as dropped.
         inplace: write straight to the destination instead of a temporary
             name renamed over it (``rsync --inplace``): no second copy on
             disk and the file keeps its inode, but a failure leaves a partial
@@ -132,8 +145,14 @@ class TransferConfig:
     fsync: bool = False
     inplace: bool = False
     verify: str = "none"
+    retries: int = DEFAULT_RETRIES
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
 
     def __post_init__(self) -> None:
+        if self.retries < 0 or isinstance(self.retries, bool):
+            raise UsageError(f"retries must be 0 or more, not {self.retries!r}")
+        if not self.stall_timeout > 0:
+            raise UsageError(f"stall_timeout must be positive, not {self.stall_timeout!r}")
         if self.verify not in VERIFY_LEVELS:
             raise UsageError(
                 f"verify must be one of {', '.join(VERIFY_LEVELS)}, not {self.verify!r}"

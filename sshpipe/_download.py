@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import posixpath
+import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import replace
@@ -21,7 +23,15 @@ from functools import partial
 
 from . import _codec as codec
 from ._config import TransferConfig
-from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
+from ._errors import (
+    ConnectError,
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteIsADirectory,
+    SSHPipeError,
+    Stalled,
+)
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
 from ._lanes import (
@@ -38,12 +48,15 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import LocalTarget
+from ._localio import InlineWriter, LocalTarget, Writer
 from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
+from ._retry import RetryBudget, failures_after
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
 from ._verify import OrderedHash, check
+
+logger = logging.getLogger("sshpipe.download")
 
 Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
 
@@ -223,8 +236,13 @@ async def _reading(
     config: TransferConfig,
     shared: SharedBytes | None = None,
     known: codec.Attrs | None = None,
+    plan: ReadPlan | None = None,
 ) -> AsyncIterator[tuple[ReadPump, Grower]]:
-    """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump."""
+    """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump.
+
+    ``plan``: the plan of an earlier attempt (after a reconnect): only what it
+    still owes is asked for.
+    """
     first_channels = initial_channels(lanes)
     first = first_channels[0]
     block = block_size_for(config, first, write=False)
@@ -233,7 +251,8 @@ async def _reading(
     async with growing(lanes, controller) as grower:
         handles, attrs = await _open_for_read(first_channels, remote, known)
         controller.set_size(attrs.size)
-        plan = ReadPlan(block_size=block, size_hint=attrs.size)
+        if plan is None:
+            plan = ReadPlan(block_size=block, size_hint=attrs.size)
         pump = ReadPump(
             handles,
             budget_for(config, shared),
@@ -262,6 +281,10 @@ async def download(
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
 
+    A dropped or stalled connection is reopened (``config.retries``, with
+    backoff) and only the ranges still missing are asked for again; the bytes
+    already written stay where they are.
+
     ``into_directory``: a directory at ``local`` receives the file under its
     remote name (scp); False (a tree already chose the name) makes it an error.
     ``shared``: a byte cap shared with other transfers (a tree's big files).
@@ -278,59 +301,144 @@ async def download(
     )
     target.open()
     committed = False
+    sink = _Sink()
+    writer = target.start_writer(sink.on_written, in_thread=config.local_io_in_thread)
+    written = False
+    attempt = _Attempt(config, digest=OrderedHash() if config.verify != "none" else None)
+    attempt.on_tail = on_tail
     try:
-        async with _reading(lanes, remote, config, shared, known) as (pump, grower):
-            pump.on_moved = on_progress
-            plan = pump.plan
-            writer = target.start_writer(pump.on_written, in_thread=config.local_io_in_thread)
-            failure: BaseException | None = None
-            digest = OrderedHash() if config.verify != "none" else None
+        budget = RetryBudget(attempts=config.retries)
+        failures = reconnects = 0
+        plan: ReadPlan | None = None
+        while True:
+            had = plan.received if plan is not None else 0
             try:
-                pump.fill()
-                while True:
-                    if on_tail is not None and plan.all_asked:
-                        on_tail()
-                        on_tail = None
-                    batch = pump.take()
-                    if batch:
-                        count = sum(length for _, _, length in batch)
-                        pump.unwritten += count
-                        if digest is not None:
-                            for offset, chunks, _ in batch:
-                                digest.add(offset, b"".join(chunks))
-                            pump.budget.held = digest.buffered
-                        writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
-                    elif pump.finished and not pump.unwritten:
-                        break
-                    else:
-                        await pump.wait()
-                if pump.error is not None:
-                    raise pump.error
-            except BaseException as exc:
-                failure = exc
-                raise
-            finally:
-                try:
-                    await writer.close(abandon=failure is not None)
-                finally:
-                    await _finish_reads(pump, grower, failure)
+                async with _reading(lanes, remote, config, shared, known, plan) as (pump, grower):
+                    sink.pump = pump
+                    pump.on_moved = on_progress
+                    plan = pump.plan
+                    await attempt.run(pump, grower, writer)
+                break
+            except ConnectionBroken as exc:
+                progressed = plan is not None and plan.received > had
+                failures = failures_after(failures, progressed=progressed)
+                if budget.exhausted(failures):
+                    raise
+                reconnects += 1
+                logger.info("%s: %s; reconnecting (%d in a row)", remote, exc, failures)
+                failures = await _reconnect(
+                    lanes, budget, failures, stalled=isinstance(exc, Stalled)
+                )
+        await writer.close()
+        written = True
         verified = "none"
-        if digest is not None:
+        if attempt.digest is not None:
             verified = await check(
                 lanes.channels[0],
                 remote,
                 level=config.verify,
                 size=plan.final_size,
-                digest=digest.hexdigest(plan.final_size),
+                digest=attempt.digest.hexdigest(plan.final_size),
                 read_back=partial(read_back, lanes, remote, config),
                 shown=remote,
             )
         await target.commit(plan.final_size, in_thread=config.local_io_in_thread)
         committed = True
-        return replace(pump.stats(started, plan.final_size, lanes), verified=verified)
+        stats = pump.stats(started, plan.final_size, lanes)
+        return replace(stats, verified=verified, reconnects=reconnects)
     finally:
+        if not written:
+            await writer.close(abandon=True)
         if not committed:
             target.discard()
+
+
+class _Sink:
+    """Routes the local writer's reports to the pump of the current attempt."""
+
+    pump: ReadPump | None = None
+
+    def on_written(self, count: int, error: BaseException | None) -> None:
+        assert self.pump is not None
+        self.pump.on_written(count, error)
+
+
+class _Attempt:
+    """One connection's worth of a download: READs in, pieces to the writer."""
+
+    def __init__(self, config: TransferConfig, *, digest: OrderedHash | None) -> None:
+        self.config = config
+        self.digest = digest
+        self.on_tail: Callable[[], None] | None = None
+
+    async def run(self, pump: ReadPump, grower: Grower, writer: Writer | InlineWriter) -> None:
+        """Until the plan is done; raises the pump's error once what arrived is written.
+
+        Raises:
+            Stalled: no reply for ``stall_timeout`` (its channels are closed first).
+        """
+        plan, digest = pump.plan, self.digest
+        failure: BaseException | None = None
+        try:
+            if digest is not None:
+                pump.budget.held = digest.buffered
+            pump.fill()
+            while True:
+                if self.on_tail is not None and plan.all_asked:
+                    self.on_tail()
+                    self.on_tail = None
+                batch = pump.take()
+                if batch:
+                    count = sum(length for _, _, length in batch)
+                    pump.unwritten += count
+                    if digest is not None:
+                        for offset, chunks, _ in batch:
+                            digest.add(offset, b"".join(chunks))
+                        pump.budget.held = digest.buffered
+                    writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
+                elif pump.finished and not pump.unwritten:
+                    break
+                else:
+                    await self._wait(pump)
+            if pump.error is not None:
+                raise pump.error
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            await _finish_reads(pump, grower, failure)
+
+    async def _wait(self, pump: ReadPump) -> None:
+        timeout = self.config.stall_timeout
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+            # cancellation that lands as the wait ends (the cancel tests saw it).
+            async with asyncio.timeout(timeout):
+                await pump.wait()
+        except TimeoutError:
+            # Closing the channels answers every request in flight with an
+            # error at once: nothing waits on a connection that went silent.
+            stalled = Stalled(f"{pump.handles.path}: no reply for {timeout:g} s")
+            pump.fail(stalled)
+            for lane in pump.handles.lanes:
+                lane.sftp.close()
+            raise stalled from None
+
+
+async def _reconnect(lanes: LanePool, budget: RetryBudget, failures: int, *, stalled: bool) -> int:
+    """Wait (backoff with jitter) and get fresh channels; the failures in a row after it."""
+    while True:
+        await asyncio.sleep(budget.delay(failures, random.random()))
+        try:
+            await lanes.recover(stalled=stalled)
+        except (ConnectError, ConnectionBroken) as exc:  # not back yet (refused, reset...)
+            if not exc.retryable:  # a key or host key refused: waiting changes nothing
+                raise
+            failures += 1
+            if budget.exhausted(failures):
+                raise ConnectionBroken(f"gave up reconnecting: {exc}") from exc
+            continue
+        return failures
 
 
 async def read_back(lanes: LanePool, remote: str, config: TransferConfig) -> str:

@@ -18,6 +18,7 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │       ├── UnknownHostKey
     │       └── HostKeyMismatch
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
+    │   ├── Stalled                no reply for stall_timeout seconds
     │   └── ChannelRefused         no more channels on this connection (MaxSessions)
     ├── ProtocolError              the server broke the SFTP protocol (exit 8)
     │   └── UnsafePath             a listing named something outside the destination
@@ -142,6 +143,10 @@ class ConnectionBroken(SSHPipeError):
 
     exit_code = 5
     retryable = True
+
+
+class Stalled(ConnectionBroken):
+    """No reply came for ``stall_timeout`` seconds: the connection counts as dropped."""
 
 
 class ChannelRefused(ConnectionBroken):

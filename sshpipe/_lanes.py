@@ -61,6 +61,8 @@ class LanePool(Protocol):
         self, count: int, ready: Callable[[SFTPSession], None] | None = None
     ) -> list[SFTPSession]: ...
 
+    async def recover(self, *, stalled: bool) -> None: ...
+
 
 @dataclass(slots=True, eq=False)
 class Lane:

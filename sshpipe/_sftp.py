@@ -86,7 +86,8 @@ async def settle(future: asyncio.Future[codec.Reply]) -> None:
     """
     future.add_done_callback(quiet)
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.shield(future), SETTLE_TIMEOUT)
+        async with asyncio.timeout(SETTLE_TIMEOUT):
+            await asyncio.shield(future)
 
 
 class SFTPSession:

@@ -320,6 +320,15 @@ class SSHLink:
             raise
         return sftp
 
+    @property
+    def closed(self) -> bool:
+        """The connection is gone (dropped, reset, or closed by us)."""
+        return bool(self._conn.is_closed())
+
+    def abort(self) -> None:
+        """Drop the connection now (it stalled): every channel on it fails at once."""
+        self._conn.abort()
+
     async def run(self, command: str) -> tuple[int, str] | None:
         """Run ``command`` on the server: (exit status, stdout), or None if it runs none.
 
@@ -327,10 +336,10 @@ class SSHLink:
         account, an SFTP-only appliance) refuses the session or the exec.
         """
         try:
-            result = await asyncio.wait_for(
-                self._conn.run(command, check=False, encoding="utf-8", errors="replace"),
-                COMMAND_TIMEOUT,
-            )
+            async with asyncio.timeout(COMMAND_TIMEOUT):  # not wait_for: it can eat a cancel
+                result = await self._conn.run(
+                    command, check=False, encoding="utf-8", errors="replace"
+                )
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.debug("%s: no command run (%s)", self.label, type(exc).__name__)
             return None

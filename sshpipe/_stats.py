@@ -34,6 +34,8 @@ class TransferStats:
             found the link's rate, else "steady"; "fixed" when channels were set.
         verified: how the copy was checked: "none", "size", "hash-remote"
             (SHA-256 against the server's sha256sum) or "read-back".
+        reconnects: times the connection dropped or stalled and was reopened
+            (the counters above are those of the last connection).
     """
 
     bytes: int
@@ -56,6 +58,7 @@ class TransferStats:
     peer_window: int = 0
     flow_phase: str = "fixed"
     verified: str = "none"
+    reconnects: int = 0
 
     @property
     def throughput(self) -> float:

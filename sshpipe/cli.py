@@ -172,6 +172,19 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--window", type=_size, help="SSH receive window per channel")
     parser.add_argument(
+        "--retries",
+        type=int,
+        metavar="N",
+        help="reconnects in a row that move nothing before a download gives up (default 5)",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        dest="stall_timeout",
+        type=number_at_least(0.001, "stall-timeout"),
+        metavar="SECONDS",
+        help="no reply for this long counts as a dropped connection (default 60)",
+    )
+    parser.add_argument(
         "--verify",
         nargs="?",
         const="hash",
@@ -313,6 +326,10 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, fsync=True)
     if args.verify:
         config = replace(config, verify=args.verify)
+    if args.retries is not None:
+        config = replace(config, retries=args.retries)
+    if args.stall_timeout is not None:
+        config = replace(config, stall_timeout=args.stall_timeout)
     return config
 
 

@@ -22,6 +22,7 @@ CORE = [
     "sshpipe._flight",
     "sshpipe._flowcontrol",
     "sshpipe._treeplan",
+    "sshpipe._retry",
     "sshpipe._errors",  # _treeplan raises and counts with these two: pure as well
     "sshpipe._stats",
 ]

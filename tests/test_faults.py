@@ -333,11 +333,28 @@ async def test_connection_dropped_mid_transfer_raises_broken_and_commits_nothing
     tracker = Tracker()
     async with faulty_server(factory(DropsConnection, tracker)) as peer:
         write_source(peer, 4 * 1024 * 1024)
-        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+        no_retries = sshpipe.TransferConfig(block_size=BLOCK, retries=0)
+        async with peer.client(no_retries) as client:
             with pytest.raises(sshpipe.ConnectionBroken) as caught:
                 await client.get("/src.bin", str(tmp_path / "out.bin"))
     assert caught.value.retryable
     assert not (tmp_path / "out.bin").exists()
+    assert leftovers(tmp_path) == []
+
+
+async def test_a_dropped_connection_is_reopened_and_only_the_rest_is_read(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    async with faulty_server(factory(DropsConnection, tracker)) as peer:
+        data = write_source(peer, 4 * 1024 * 1024)
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            stats = await client.get("/src.bin", str(tmp_path / "out.bin"))
+            assert client.connections == 1  # the dead one was let go
+    assert (tmp_path / "out.bin").read_bytes() == data
+    assert stats.reconnects == 1
+    # Nothing was read twice but what was in flight when it dropped (< 128 requests).
+    assert tracker.reads < len(data) // BLOCK + 128 + 2
     assert leftovers(tmp_path) == []
 
 

@@ -1,0 +1,126 @@
+"""Reconnect and continue: downloads survive cut and stalled connections.
+
+Through the link emulator in front of the real sshd: each transfer has its
+connection reset at a random offset (seeded; the seed is printed and can be
+set with SSHPIPE_CUT_SEED), or the link goes silent, and must end byte for
+byte identical with nothing left behind, having asked again only for what
+was missing. When the server cannot be reached again the download gives up
+after its retry budget with a clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import os
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import sshpipe
+from sshpipe.linkemu import LinkEmulator, LinkSpec
+from tests.conftest import Peer
+from tests.support.trees import leftover_temps
+
+MiB = 1024 * 1024
+SIZE = 64 * MiB
+TRANSFERS = 50
+SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))
+
+
+@pytest.fixture
+async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
+    async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
+        known = tmp_path / "known_hosts_link"
+        text = openssh_peer.known_hosts.read_text()
+        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
+        yield emu, dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+
+
+def _digest(path: Path) -> str:
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+async def test_fifty_cut_connections_all_end_byte_identical(
+    link: tuple[LinkEmulator, Peer], tmp_path: Path
+) -> None:
+    emu, peer = link
+    source = peer.root / "big.bin"
+    with source.open("wb") as out:
+        for _ in range(SIZE // MiB):
+            out.write(os.urandom(MiB))
+    expected = _digest(source)
+    rng = random.Random(SEED)
+    print(f"cut offsets from seed {SEED} (SSHPIPE_CUT_SEED)")
+    survived = 0
+    for number in range(TRANSFERS):
+        cut = rng.randrange(256 * 1024, SIZE)  # bytes the server may send before the reset
+        target = tmp_path / f"copy-{number}.bin"
+        async with peer.client() as sp:
+            emu.cut_after(cut, direction="down")
+            stats = await sp.get(peer.remote("big.bin"), str(target))
+        assert _digest(target) == expected, f"transfer {number} (cut at {cut}) differs"
+        assert stats.reconnects == 1, f"transfer {number} (cut at {cut}): {stats.reconnects}"
+        survived += 1
+        target.unlink()
+    assert survived == TRANSFERS
+    assert leftover_temps(tmp_path) == [] and os.listdir(tmp_path) == ["known_hosts_link"]
+
+
+async def test_a_silent_link_counts_as_dropped_and_the_download_goes_on(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    data = os.urandom(16 * MiB)
+    (openssh_peer.root / "f.bin").write_bytes(data)
+    spec = LinkSpec(rtt=0.002, rate=100e6)  # 16 MiB take ~1.3 s: time to go silent mid-way
+    async with LinkEmulator(openssh_peer.host, openssh_peer.port, spec) as emu:
+        known = tmp_path / "known_hosts_link"
+        text = openssh_peer.known_hosts.read_text()
+        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
+        far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+        config = sshpipe.TransferConfig(stall_timeout=0.5)
+        async with far.client(config) as sp:
+            task = asyncio.create_task(sp.get(far.remote("f.bin"), str(tmp_path / "f.bin")))
+            await asyncio.sleep(0.4)
+            assert not task.done()
+            emu.stall(2.0)
+            stats = await asyncio.wait_for(task, 60)
+    assert (tmp_path / "f.bin").read_bytes() == data
+    assert stats.reconnects >= 1
+    assert leftover_temps(tmp_path) == []
+
+
+async def test_it_gives_up_when_the_server_cannot_be_reached_again(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    (openssh_peer.root / "f.bin").write_bytes(os.urandom(16 * MiB))
+    spec = LinkSpec(rtt=0.002, rate=100e6)
+    emu = LinkEmulator(openssh_peer.host, openssh_peer.port, spec)
+    await emu.start()
+    known = tmp_path / "known_hosts_link"
+    text = openssh_peer.known_hosts.read_text()
+    known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
+    far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+    async with far.client(sshpipe.TransferConfig(retries=2)) as sp:
+        task = asyncio.create_task(sp.get(far.remote("f.bin"), str(tmp_path / "f.bin")))
+        await asyncio.sleep(0.4)
+        await emu.aclose()  # the path is gone: every reconnect is refused
+        with pytest.raises(sshpipe.ConnectionBroken) as caught:
+            await asyncio.wait_for(task, 60)
+    assert "gave up reconnecting" in str(caught.value)
+    assert os.listdir(tmp_path) == ["known_hosts_link"]  # no file, no .partial
+
+
+async def test_errors_retrying_cannot_fix_are_not_retried(
+    link: tuple[LinkEmulator, Peer], tmp_path: Path
+) -> None:
+    _, peer = link
+    async with peer.client() as sp:
+        with pytest.raises(sshpipe.RemoteNotFound):
+            await sp.get(peer.remote("missing.bin"), str(tmp_path / "x"))
+        assert sp.connections == 1  # no reconnect was tried
