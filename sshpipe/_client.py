@@ -225,6 +225,11 @@ class Client:
         new_counts = [
             min(per_new, count - len(plan) - i * per_new) for i in range(max(new_links, 0))
         ]
+        # Reserved now, before any await: transfers asking at the same moment
+        # must see these connections as already coming (64 concurrent gets
+        # opened 55 connections when each counted only the ones under way).
+        self._connecting += len(new_counts)
+        unsettled = [len(new_counts)]  # reservations not yet given back
         opened: list[SFTPSession] = []
 
         async def on_slot(slot: _Slot) -> None:
@@ -258,7 +263,6 @@ class Client:
                 ready(sftp)
 
         async def on_new_link(channels: int) -> None:
-            self._connecting += 1
             try:
                 link = await open_link(self.connect_config)
             except SSHPipeError as exc:
@@ -266,6 +270,7 @@ class Client:
                 return
             finally:
                 self._connecting -= 1
+                unsettled[0] -= 1
             if self._closed:
                 await link.close()
                 return
@@ -287,6 +292,8 @@ class Client:
                 self._forget(sftp)
                 sftp.close()
             raise
+        finally:
+            self._connecting -= unsettled[0]  # tasks cancelled before they started
         if errors:
             logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
         return opened
