@@ -15,7 +15,6 @@ import hashlib
 import logging
 import os
 import posixpath
-import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import replace
@@ -24,7 +23,6 @@ from functools import partial
 from . import _codec as codec
 from ._config import TransferConfig
 from ._errors import (
-    ConnectError,
     ConnectionBroken,
     ProtocolError,
     RemoteError,
@@ -47,6 +45,7 @@ from ._lanes import (
     initial_channels,
     make_controller,
     open_lanes,
+    reconnect,
 )
 from ._localio import InlineWriter, LocalTarget, Writer
 from ._readplan import Range, ReadPlan
@@ -326,7 +325,7 @@ async def download(
                     raise
                 reconnects += 1
                 logger.info("%s: %s; reconnecting (%d in a row)", remote, exc, failures)
-                failures = await _reconnect(
+                failures = await reconnect(
                     lanes, budget, failures, stalled=isinstance(exc, Stalled)
                 )
         await writer.close()
@@ -399,7 +398,7 @@ class _Attempt:
                 elif pump.finished and not pump.unwritten:
                     break
                 else:
-                    await self._wait(pump)
+                    await pump.wait_or_stall(self.config.stall_timeout)
             if pump.error is not None:
                 raise pump.error
         except BaseException as exc:
@@ -407,38 +406,6 @@ class _Attempt:
             raise
         finally:
             await _finish_reads(pump, grower, failure)
-
-    async def _wait(self, pump: ReadPump) -> None:
-        timeout = self.config.stall_timeout
-        try:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
-            # cancellation that lands as the wait ends (the cancel tests saw it).
-            async with asyncio.timeout(timeout):
-                await pump.wait()
-        except TimeoutError:
-            # Closing the channels answers every request in flight with an
-            # error at once: nothing waits on a connection that went silent.
-            stalled = Stalled(f"{pump.handles.path}: no reply for {timeout:g} s")
-            pump.fail(stalled)
-            for lane in pump.handles.lanes:
-                lane.sftp.close()
-            raise stalled from None
-
-
-async def _reconnect(lanes: LanePool, budget: RetryBudget, failures: int, *, stalled: bool) -> int:
-    """Wait (backoff with jitter) and get fresh channels; the failures in a row after it."""
-    while True:
-        await asyncio.sleep(budget.delay(failures, random.random()))
-        try:
-            await lanes.recover(stalled=stalled)
-        except (ConnectError, ConnectionBroken) as exc:  # not back yet (refused, reset...)
-            if not exc.retryable:  # a key or host key refused: waiting changes nothing
-                raise
-            failures += 1
-            if budget.exhausted(failures):
-                raise ConnectionBroken(f"gave up reconnecting: {exc}") from exc
-            continue
-        return failures
 
 
 async def read_back(lanes: LanePool, remote: str, config: TransferConfig) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -23,9 +24,10 @@ from typing import Protocol
 
 from . import _codec as codec
 from ._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
-from ._errors import SSHPipeError
+from ._errors import ConnectError, ConnectionBroken, SSHPipeError, Stalled
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController, FlowLimits
+from ._retry import RetryBudget
 from ._sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.flow")
@@ -226,6 +228,25 @@ class Pump:
         await self.progress.wait()
         self.progress.clear()
 
+    async def wait_or_stall(self, stall_after: float) -> None:
+        """``wait()``, but no reply for ``stall_after`` seconds is a dropped connection.
+
+        Raises:
+            Stalled: after closing the lanes' channels, which answers every
+                request in flight with an error at once.
+        """
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+            # cancellation that lands as the wait ends (the cancel tests saw it).
+            async with asyncio.timeout(stall_after):
+                await self.wait()
+        except TimeoutError:
+            stalled = Stalled(f"{self.handles.path}: no reply for {stall_after:g} s")
+            self.fail(stalled)
+            for lane in self.handles.lanes:
+                lane.sftp.close()
+            raise stalled from None
+
     def flow_stats(self, lanes: LanePool) -> dict[str, object]:
         ctl = self.controller
         first = lanes.channels[0]
@@ -417,3 +438,24 @@ async def open_lanes(
         await handles.close(check=False)
         raise
     return handles
+
+
+async def reconnect(lanes: LanePool, budget: RetryBudget, failures: int, *, stalled: bool) -> int:
+    """Wait (backoff with jitter) and get fresh channels; the failures in a row after it.
+
+    Raises:
+        ConnectionBroken: the budget ran out before a connection could be made.
+        ConnectError: one that waiting cannot fix (a key or host key refused).
+    """
+    while True:
+        await asyncio.sleep(budget.delay(failures, random.random()))
+        try:
+            await lanes.recover(stalled=stalled)
+        except (ConnectError, ConnectionBroken) as exc:  # not back yet (refused, reset...)
+            if not exc.retryable:
+                raise
+            failures += 1
+            if budget.exhausted(failures):
+                raise ConnectionBroken(f"gave up reconnecting: {exc}") from exc
+            continue
+        return failures

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterable, Callable
@@ -13,7 +14,15 @@ from functools import partial
 from . import _codec as codec
 from ._config import TransferConfig
 from ._download import read_back
-from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
+from ._errors import (
+    ConnectionBroken,
+    LocalError,
+    ProtocolError,
+    RemoteError,
+    RemoteIsADirectory,
+    SSHPipeError,
+    Stalled,
+)
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
 from ._lanes import (
@@ -28,11 +37,15 @@ from ._lanes import (
     initial_channels,
     make_controller,
     open_lanes,
+    reconnect,
 )
 from ._localio import LocalSource
+from ._retry import RetryBudget, failures_after
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
 from ._verify import OrderedHash, check
+
+logger = logging.getLogger("sshpipe.upload")
 
 
 class WritePump(Pump):
@@ -60,6 +73,9 @@ class WritePump(Pump):
         self.block_size = block_size
         self.outstanding = 0
         self.sent_bytes = 0
+        # Sent and not acknowledged, offset -> length: what a new connection
+        # must send again if this one drops.
+        self.unacked: dict[int, int] = {}
 
     def __repr__(self) -> str:
         return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
@@ -91,6 +107,7 @@ class WritePump(Pump):
         self.budget.send(len(data))
         self._sent(lane, len(data))
         self.outstanding += 1
+        self.unacked[offset] = len(data)
         self.sent_bytes = max(self.sent_bytes, offset + len(data))
         reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
         try:
@@ -111,6 +128,7 @@ class WritePump(Pump):
         ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
         self._sample(lane, length, length if ok else 0, sent)
         if ok:
+            del self.unacked[offset]
             if self.on_moved is not None:
                 self.on_moved(length)
         elif isinstance(reply, codec.Status):
@@ -166,64 +184,130 @@ async def _upload(
 
     With ``config.fsync`` the server fsyncs the file before the rename (if it
     offers ``fsync@openssh.com``); with ``config.inplace`` ``remote`` itself is
-    written and nothing is renamed.
+    written and nothing is renamed. A dropped or stalled connection is reopened
+    (``config.retries``) when the source can be read again (a file, not a
+    stream): the temp file is reopened and only what was not acknowledged is
+    sent again.
     """
     started = time.perf_counter()
-    first_channels = initial_channels(lanes)
-    sftp = first_channels[0]
-    block = block_size_for(config, sftp, write=True)
-    capacity = channel_capacity(config, sftp, block, write=True)
-    controller = make_controller(config, lanes, capacity=capacity, size=size, block=block)
+    sftp = initial_channels(lanes)[0]
     committed = False
     temp: str | None = None
     try:
+        remote = await resolve_remote_target(sftp, remote, name)
+        pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+        if config.inplace:  # straight to the destination: nothing to rename or remove
+            target = remote
+        else:
+            # Inside the try: a cancel while the OPEN is in flight must still remove
+            # the temp file the server may have created (the name is ours alone: EXCL).
+            temp = target = remote_temp_name(remote)
+            pflags |= codec.FXF_EXCL
+        sending = _Sending(config, blocks, size, mode, shared, on_tail, on_progress)
+        budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
+        failures = reconnects = 0
+        while True:
+            had = sending.acked
+            try:
+                pump = await sending.attempt(lanes, target, remote, pflags)
+                break
+            except ConnectionBroken as exc:
+                failures = failures_after(failures, progressed=sending.acked > had)
+                if budget.exhausted(failures):
+                    raise
+                reconnects += 1
+                logger.info("%s: %s; reconnecting (%d in a row)", remote, exc, failures)
+                failures = await reconnect(
+                    lanes, budget, failures, stalled=isinstance(exc, Stalled)
+                )
+                pflags = codec.FXF_WRITE  # the temp file is ours and half written: keep it
+        sftp = lanes.channels[0]
+        verified = "none"
+        if sending.digest is not None:  # the whole file is on the server, under its temp name
+            verified = await check(
+                sftp,
+                target,
+                level=config.verify,
+                size=sending.offset,
+                digest=sending.digest.hexdigest(sending.offset),
+                read_back=partial(read_back, lanes, target, config),
+                shown=remote,
+            )
+        if temp is not None:
+            await rename_into_place(sftp, temp, remote)
+        committed = True
+        return replace(pump.stats(started, lanes), verified=verified, reconnects=reconnects)
+    finally:
+        if not committed and temp is not None:
+            live = [channel for channel in lanes.channels if channel.broken is None]
+            if live:
+                await remove_quietly(live[0], temp)
+
+
+class _Sending:
+    """An upload's progress across connections: what is sent, what is acknowledged."""
+
+    def __init__(
+        self,
+        config: TransferConfig,
+        blocks: _BlockSource,
+        size: int | None,
+        mode: int,
+        shared: SharedBytes | None,
+        on_tail: Callable[[], None] | None,
+        on_progress: Callable[[int], None] | None,
+    ) -> None:
+        self.config = config
+        self.blocks = blocks
+        self.size = size
+        self.mode = mode
+        self.shared = shared
+        self.on_tail = on_tail
+        self.on_progress = on_progress
+        self.digest = OrderedHash() if config.verify != "none" else None
+        self.offset = 0  # the next byte never sent
+        self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
+        self.acked = 0
+
+    def _moved(self, count: int) -> None:
+        self.acked += count
+        if self.on_progress is not None:
+            self.on_progress(count)
+
+    async def attempt(self, lanes: LanePool, target: str, remote: str, pflags: int) -> WritePump:
+        """Open ``target`` on the lanes, send what is owed and the rest, wait for every ack.
+
+        Raises:
+            ConnectionBroken: the connection dropped or stalled (``resend`` then
+                holds what it took with it).
+        """
+        config = self.config
+        first_channels = initial_channels(lanes)
+        sftp = first_channels[0]
+        block = block_size_for(config, sftp, write=True)
+        capacity = channel_capacity(config, sftp, block, write=True)
+        controller = make_controller(config, lanes, capacity=capacity, size=self.size, block=block)
         async with growing(lanes, controller) as grower:
-            remote = await resolve_remote_target(sftp, remote, name)
-            pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
-            if config.inplace:  # straight to the destination: nothing to rename or remove
-                target = remote
-            else:
-                # Inside the try: a cancel while the OPEN is in flight must still remove
-                # the temp file the server may have created (the name is ours alone: EXCL).
-                temp = target = remote_temp_name(remote)
-                pflags |= codec.FXF_EXCL
             try:
                 handles = await open_lanes(
-                    first_channels, target, pflags, codec.Attrs(permissions=mode), write=True
+                    first_channels, target, pflags, codec.Attrs(permissions=self.mode), write=True
                 )
             except RemoteError as exc:
                 # Name the path the user asked for, not our temporary one.
                 raise type(exc)(remote, exc.reason, status=exc.status) from exc
             pump = WritePump(
                 handles,
-                budget_for(config, shared),
+                budget_for(config, self.shared),
                 controller,
                 block,
                 requests_per_lane=config.requests,
                 adaptive=lanes.can_grow,
                 want_lanes=grower.want,
             )
-            pump.on_moved = on_progress
+            pump.on_moved = self._moved
             grower.attach(pump)
-            digest = OrderedHash() if config.verify != "none" else None
             try:
-                offset = 0
-                while pump.error is None:
-                    room = pump.room()
-                    if room == 0:
-                        await pump.wait()
-                        continue
-                    new = await blocks.next(offset, pump.block_size, room)
-                    if not new and on_tail is not None:
-                        on_tail()  # every byte is sent: the tree may start its next file
-                    if not new:
-                        break
-                    for data in new:
-                        if digest is not None:
-                            digest.update(data)
-                        pump.send(offset, data)
-                        offset += len(data)
-                await pump.drain()
+                await self._send_all(pump)
                 if config.fsync:  # every WRITE is acknowledged: make them durable
                     lane = handles.lanes[0]
                     await lane.sftp.fsync(lane.handle, remote)
@@ -231,43 +315,71 @@ async def _upload(
                 pump.fail(exc)
                 # Let the writes in flight be answered before the handle is closed.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(pump.settle(), timeout=30)
+                    async with asyncio.timeout(30):
+                        await pump.settle()
+                self.resend.update(pump.unacked)
                 raise
             finally:
                 await grower.stop()
                 await handles.close(check=pump.error is None)
-            verified = "none"
-            if digest is not None:  # the whole file is on the server, under its temp name
-                verified = await check(
-                    sftp,
-                    target,
-                    level=config.verify,
-                    size=offset,
-                    digest=digest.hexdigest(offset),
-                    read_back=partial(read_back, lanes, target, config),
-                    shown=remote,
-                )
-            if temp is not None:
-                await rename_into_place(sftp, temp, remote)
-            committed = True
-            return replace(pump.stats(started, lanes), verified=verified)
-    finally:
-        if not committed and temp is not None:
-            await remove_quietly(sftp, temp)
+        return pump
+
+    async def _send_all(self, pump: WritePump) -> None:
+        stall_after = self.config.stall_timeout
+        while self.resend and pump.error is None:  # first what a dropped connection took
+            if pump.room() == 0:
+                await pump.wait_or_stall(stall_after)
+                continue
+            offset, length = self.resend.popitem()
+            data = await self.blocks.reread(offset, length)
+            pump.send(offset, data)
+        while pump.error is None:
+            room = pump.room()
+            if room == 0:
+                await pump.wait_or_stall(stall_after)
+                continue
+            new = await self.blocks.next(self.offset, pump.block_size, room)
+            if not new and self.on_tail is not None:
+                self.on_tail()  # every byte is sent: the tree may start its next file
+                self.on_tail = None
+            if not new:
+                break
+            for data in new:
+                if self.digest is not None:
+                    self.digest.update(data)
+                pump.send(self.offset, data)
+                self.offset += len(data)
+        while pump.outstanding and pump.error is None:
+            await pump.wait_or_stall(stall_after)
+        await pump.drain()
 
 
 class _BlockSource:
+    rereadable = False  # can a range be read again after a dropped connection?
+
     async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        raise NotImplementedError
+
+    async def reread(self, offset: int, length: int) -> bytes:
         raise NotImplementedError
 
 
 class _FileBlocks(_BlockSource):
+    rereadable = True
+
     def __init__(self, source: LocalSource, *, in_thread: bool) -> None:
         self.source = source
         self.in_thread = in_thread
 
     async def next(self, offset: int, block: int, count: int) -> list[bytes]:
         return await self.source.read_blocks(offset, block, count, in_thread=self.in_thread)
+
+    async def reread(self, offset: int, length: int) -> bytes:
+        blocks = await self.source.read_blocks(offset, length, 1, in_thread=self.in_thread)
+        data = blocks[0] if blocks else b""
+        if len(data) != length:  # the file shrank under us: what was sent is gone
+            raise LocalError(str(self.source.path), "changed while it was uploaded", offset=offset)
+        return data
 
 
 class _StreamBlocks(_BlockSource):

@@ -342,6 +342,48 @@ async def test_connection_dropped_mid_transfer_raises_broken_and_commits_nothing
     assert leftovers(tmp_path) == []
 
 
+class DropsConnectionOnWrite(TrackingServer):
+    """Closes the whole SSH connection at the 20th WRITE of the transfer."""
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        if self.tracker.writes == 20:
+            self.channel.get_connection().abort()
+        return super().write(file_obj, offset, data)
+
+
+async def test_a_dropped_upload_reopens_its_temp_file_and_resends_only_the_unacknowledged(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    tracker = Tracker()
+    data = os.urandom(4 * 1024 * 1024)
+    (tmp_path / "up.bin").write_bytes(data)
+    async with faulty_server(factory(DropsConnectionOnWrite, tracker)) as peer:
+        (peer.root / "up.bin").write_bytes(b"the old file")
+        async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+            stats = await client.put(str(tmp_path / "up.bin"), "/up.bin")
+    assert (peer.root / "up.bin").read_bytes() == data
+    assert stats.reconnects == 1
+    assert tracker.writes < len(data) // BLOCK + 128 + 2  # not the whole file again
+    assert leftovers(tmp_path, peer.root) == []
+
+
+async def test_a_stream_upload_cannot_be_resent_and_fails_cleanly(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    async def chunks() -> Any:
+        for _ in range(64):
+            yield os.urandom(64 * 1024)
+
+    config = sshpipe.TransferConfig(block_size=BLOCK)
+    async with (
+        faulty_server(factory(DropsConnectionOnWrite, Tracker())) as peer,
+        peer.client(config) as client,
+    ):
+        with pytest.raises(sshpipe.ConnectionBroken):
+            await client.put_stream(chunks(), "/stream.bin")
+    assert not (peer.root / "stream.bin").exists()
+
+
 async def test_a_dropped_connection_is_reopened_and_only_the_rest_is_read(
     faulty_server: StartServer, tmp_path: Path
 ) -> None:

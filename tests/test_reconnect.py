@@ -124,3 +124,30 @@ async def test_errors_retrying_cannot_fix_are_not_retried(
         with pytest.raises(sshpipe.RemoteNotFound):
             await sp.get(peer.remote("missing.bin"), str(tmp_path / "x"))
         assert sp.connections == 1  # no reconnect was tried
+
+
+UPLOADS = 20
+UP_SIZE = 32 * MiB
+
+
+async def test_cut_uploads_reopen_their_temp_file_and_end_byte_identical(
+    link: tuple[LinkEmulator, Peer], tmp_path: Path
+) -> None:
+    emu, peer = link
+    source = tmp_path / "up.bin"
+    with source.open("wb") as out:
+        for _ in range(UP_SIZE // MiB):
+            out.write(os.urandom(MiB))
+    expected = _digest(source)
+    rng = random.Random(SEED + 1)
+    print(f"upload cut offsets from seed {SEED + 1}")
+    for number in range(UPLOADS):
+        cut = rng.randrange(256 * 1024, UP_SIZE)  # bytes we may send before the reset
+        async with peer.client() as sp:
+            emu.cut_after(cut, direction="up")
+            stats = await sp.put(str(source), peer.remote(f"copy-{number}.bin"))
+        copy = peer.root / f"copy-{number}.bin"
+        assert _digest(copy) == expected, f"upload {number} (cut at {cut}) differs"
+        assert stats.reconnects == 1, f"upload {number} (cut at {cut}): {stats.reconnects}"
+        copy.unlink()
+    assert leftover_temps(peer.root) == []
