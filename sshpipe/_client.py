@@ -515,6 +515,8 @@ class Client:
             fail_fast=fail_fast,
             progress=progress,
         )
+        if cfg.resume:
+            raise UsageError("resume works for downloads; not yet for uploads")
         if isinstance(local, str) and not recursive:
             async with self._lease(cfg) as lease:
                 if preserve:
@@ -547,6 +549,8 @@ class Client:
             raise UsageError("nothing to copy: no sources given")
         if config.verify != "none":
             raise UsageError("verify works on single files; not yet on trees or several files")
+        if config.resume:
+            raise UsageError("resume works on single files; not yet on trees or several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
         async with self._lease(config) as lease:

@@ -126,6 +126,11 @@ class TransferConfig:
             authentication, host key) are never retried.
         stall_timeout: seconds without a single reply after which a
             connection counts as dropped.
+        resume: keep an interrupted download's partial file and a journal of
+            its complete ranges (each with a SHA-256) under fixed names, and
+            continue from them next time (``rsync --partial``, ``sftp reget``):
+            ranges whose bytes no longer match are fetched again; a source
+            whose size or mtime changed since is refused.
         inplace: write straight to the destination instead of a temporary
             name renamed over it (``rsync --inplace``): no second copy on
             disk and the file keeps its inode, but a failure leaves a partial
@@ -145,6 +150,7 @@ class TransferConfig:
     fsync: bool = False
     inplace: bool = False
     verify: str = "none"
+    resume: bool = False
     retries: int = DEFAULT_RETRIES
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
 
@@ -153,6 +159,10 @@ class TransferConfig:
             raise UsageError(f"retries must be 0 or more, not {self.retries!r}")
         if not self.stall_timeout > 0:
             raise UsageError(f"stall_timeout must be positive, not {self.stall_timeout!r}")
+        if self.resume and self.verify != "none":
+            raise UsageError("resume and verify do not go together yet")
+        if self.resume and self.inplace:
+            raise UsageError("resume keeps a partial file beside the target; inplace has none")
         if self.verify not in VERIFY_LEVELS:
             raise UsageError(
                 f"verify must be one of {', '.join(VERIFY_LEVELS)}, not {self.verify!r}"

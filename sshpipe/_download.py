@@ -24,6 +24,7 @@ from . import _codec as codec
 from ._config import TransferConfig
 from ._errors import (
     ConnectionBroken,
+    IntegrityError,
     ProtocolError,
     RemoteError,
     RemoteIsADirectory,
@@ -32,6 +33,8 @@ from ._errors import (
 )
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
+from ._journal import Journal, journal_name, resume_name, verified_ranges
+from ._journal import load as load_journal
 from ._lanes import (
     Grower,
     Handles,
@@ -236,11 +239,13 @@ async def _reading(
     shared: SharedBytes | None = None,
     known: codec.Attrs | None = None,
     plan: ReadPlan | None = None,
+    plan_for: Callable[[codec.Attrs, int], ReadPlan] | None = None,
 ) -> AsyncIterator[tuple[ReadPump, Grower]]:
     """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump.
 
     ``plan``: the plan of an earlier attempt (after a reconnect): only what it
-    still owes is asked for.
+    still owes is asked for. ``plan_for(attrs, block)`` makes the first plan
+    (a resumed download's).
     """
     first_channels = initial_channels(lanes)
     first = first_channels[0]
@@ -250,6 +255,8 @@ async def _reading(
     async with growing(lanes, controller) as grower:
         handles, attrs = await _open_for_read(first_channels, remote, known)
         controller.set_size(attrs.size)
+        if plan is None and plan_for is not None:
+            plan = plan_for(attrs, block)
         if plan is None:
             plan = ReadPlan(block_size=block, size_hint=attrs.size)
         pump = ReadPump(
@@ -295,13 +302,22 @@ async def download(
     started = time.perf_counter()
     if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
         local = os.path.join(local, posixpath.basename(remote.rstrip("/")) or "download")
+    resuming = _Resume(remote, local) if config.resume else None
     target = LocalTarget(
-        local, new_file_mode=new_file_mode, fsync=config.fsync, inplace=config.inplace
+        local,
+        new_file_mode=new_file_mode,
+        fsync=config.fsync,
+        inplace=config.inplace,
+        resume_from=resuming.partial if resuming is not None else None,
     )
     target.open()
     committed = False
     sink = _Sink()
-    writer = target.start_writer(sink.on_written, in_thread=config.local_io_in_thread)
+    writer = target.start_writer(
+        sink.on_written,
+        in_thread=config.local_io_in_thread,
+        after_write=resuming.journal.record if resuming is not None else None,
+    )
     written = False
     attempt = _Attempt(config, digest=OrderedHash() if config.verify != "none" else None)
     attempt.on_tail = on_tail
@@ -312,7 +328,11 @@ async def download(
         while True:
             had = plan.received if plan is not None else 0
             try:
-                async with _reading(lanes, remote, config, shared, known, plan) as (pump, grower):
+                plan_for = resuming.plan_for if resuming is not None else None
+                async with _reading(lanes, remote, config, shared, known, plan, plan_for) as (
+                    pump,
+                    grower,
+                ):
                     sink.pump = pump
                     pump.on_moved = on_progress
                     plan = pump.plan
@@ -344,12 +364,53 @@ async def download(
         await target.commit(plan.final_size, in_thread=config.local_io_in_thread)
         committed = True
         stats = pump.stats(started, plan.final_size, lanes)
-        return replace(stats, verified=verified, reconnects=reconnects)
+        resumed = resuming.kept if resuming is not None else 0
+        return replace(stats, verified=verified, reconnects=reconnects, resumed_bytes=resumed)
     finally:
         if not written:
             await writer.close(abandon=True)
+        if resuming is not None:
+            resuming.finish(committed)
         if not committed:
             target.discard()
+
+
+class _Resume:
+    """A download that may continue an earlier one: its partial file and journal."""
+
+    def __init__(self, remote: str, local: str) -> None:
+        self.remote = remote
+        self.partial = resume_name(local)
+        self.journal = Journal(journal_name(local))
+        self.kept = 0  # bytes found intact in the partial file
+
+    def plan_for(self, attrs: codec.Attrs, block: int) -> ReadPlan:
+        """The plan once the remote file's attributes are known; refuses a changed source."""
+        header = {"remote": self.remote, "size": attrs.size, "mtime": attrs.mtime}
+        earlier = load_journal(self.journal.path)
+        if earlier is None or attrs.size is None:
+            self.journal.start(header, append=False)
+            return ReadPlan(block_size=block, size_hint=attrs.size)
+        was, ranges = earlier
+        if any(was.get(key) != value for key, value in header.items()):
+            raise IntegrityError(
+                self.remote,
+                f"changed since the partial copy {self.partial} was made (it was "
+                f"{was.get('size')} bytes, mtime {was.get('mtime')}; now {attrs.size}, "
+                f"{attrs.mtime}): remove it, or copy without --resume",
+            )
+        have = verified_ranges(self.partial, ranges)
+        self.kept = sum(rng.length for rng in have)
+        logger.info("%s: resuming, %d bytes of %s kept", self.remote, self.kept, attrs.size)
+        self.journal.start(header, append=True)
+        return ReadPlan.resuming(block_size=block, size=attrs.size, have=have)
+
+    def finish(self, committed: bool) -> None:
+        """After success the journal goes; after a failure it stays, for next time."""
+        if committed:
+            self.journal.remove()
+        else:
+            self.journal.close()
 
 
 class _Sink:

@@ -97,11 +97,16 @@ class Writer:
     """
 
     def __init__(
-        self, fd: int, path: Path, on_written: Callable[[int, LocalError | None], None]
+        self,
+        fd: int,
+        path: Path,
+        on_written: Callable[[int, LocalError | None], None],
+        after_write: Callable[[Batch], None] | None = None,
     ) -> None:
         self._fd = fd
         self._path = path
         self._on_written = on_written
+        self._after_write = after_write  # the resume journal: told once bytes are in
         self._loop = asyncio.get_running_loop()
         self._queue: queue.SimpleQueue[tuple[Batch, int] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -123,6 +128,8 @@ class Writer:
                 if self._error is None and not self._abandon:
                     try:
                         _write_batch(self._fd, batch)
+                        if self._after_write is not None:
+                            self._after_write(batch)
                     except OSError as exc:
                         self._error = local_error(self._path, exc, batch[0][0])
                 with self._lock:
@@ -167,17 +174,24 @@ class InlineWriter:
     """
 
     def __init__(
-        self, fd: int, path: Path, on_written: Callable[[int, LocalError | None], None]
+        self,
+        fd: int,
+        path: Path,
+        on_written: Callable[[int, LocalError | None], None],
+        after_write: Callable[[Batch], None] | None = None,
     ) -> None:
         self._fd = fd
         self._path = path
         self._on_written = on_written
+        self._after_write = after_write  # the resume journal: told once bytes are in
         self._error: LocalError | None = None
 
     def submit(self, batch: Batch, count: int) -> None:
         if self._error is None:
             try:
                 _write_batch(self._fd, batch)
+                if self._after_write is not None:
+                    self._after_write(batch)
             except OSError as exc:
                 self._error = local_error(self._path, exc, batch[0][0])
         self._on_written(count, self._error)
@@ -290,9 +304,12 @@ class LocalTarget:
         new_file_mode: int = 0o644,
         fsync: bool = True,
         inplace: bool = False,
+        resume_from: Path | None = None,
     ) -> None:
         self.path = Path(path)
-        self.temp = self.path if inplace else temp_name(self.path)
+        # Resuming: a fixed partial name, kept on failure and continued later.
+        self.resume_from = resume_from
+        self.temp = resume_from or (self.path if inplace else temp_name(self.path))
         self.new_file_mode = new_file_mode
         self.fsync = fsync
         self.inplace = inplace
@@ -311,7 +328,8 @@ class LocalTarget:
         except OSError as exc:
             raise local_error(self.path, exc) from exc
         # In place: the existing file is written over and cut to size at commit.
-        flags = os.O_WRONLY | os.O_CREAT | (0 if self.inplace else os.O_EXCL)
+        keep = self.inplace or self.resume_from is not None
+        flags = os.O_WRONLY | os.O_CREAT | (0 if keep else os.O_EXCL)
         try:
             self._fd = os.open(self.temp, flags | os.O_CLOEXEC, mode)
         except FileNotFoundError as exc:
@@ -320,13 +338,17 @@ class LocalTarget:
             raise local_error(self.path, exc) from exc
 
     def start_writer(
-        self, on_written: Callable[[int, LocalError | None], None], *, in_thread: bool
+        self,
+        on_written: Callable[[int, LocalError | None], None],
+        *,
+        in_thread: bool,
+        after_write: Callable[[Batch], None] | None = None,
     ) -> Writer | InlineWriter:
         """A writer for this file; ``on_written`` runs on the loop after writes."""
         assert self._fd is not None
         if in_thread:
-            return Writer(self._fd, self.path, on_written)
-        return InlineWriter(self._fd, self.path, on_written)
+            return Writer(self._fd, self.path, on_written, after_write)
+        return InlineWriter(self._fd, self.path, on_written, after_write)
 
     async def commit(self, size: int, *, in_thread: bool = True) -> None:
         """Cut the file to ``size``, make it durable, and rename it over the destination."""
@@ -360,7 +382,7 @@ class LocalTarget:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        if not self.inplace:
+        if not self.inplace and self.resume_from is None:
             with contextlib.suppress(FileNotFoundError):
                 self.temp.unlink()
 

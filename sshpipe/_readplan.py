@@ -62,6 +62,28 @@ class ReadPlan:
         self.changed = False
         self._probe_out = False
 
+    @classmethod
+    def resuming(cls, *, block_size: int, size: int, have: list[Range]) -> ReadPlan:
+        """A plan for a file of ``size`` bytes of which the ranges ``have`` already arrived.
+
+        Only the gaps are asked for (a block at a time), then the probe past
+        ``size`` as usual.
+        """
+        plan = cls(block_size=block_size, size_hint=size)
+        cursor = 0
+        for rng in sorted(have, key=lambda r: r.offset):
+            plan._owe(cursor, min(rng.offset, size))
+            cursor = max(cursor, min(rng.end, size))
+            plan.received += max(0, min(rng.end, size) - rng.offset)
+        plan._owe(cursor, size)
+        plan.frontier = size
+        plan.max_received_end = cursor
+        return plan
+
+    def _owe(self, start: int, end: int) -> None:
+        for offset in range(start, end, self.block_size):
+            self.holes.append(Range(offset, min(self.block_size, end - offset)))
+
     def __repr__(self) -> str:
         return (
             f"<ReadPlan frontier={self.frontier} holes={len(self.holes)} "

@@ -36,6 +36,8 @@ class TransferStats:
             (SHA-256 against the server's sha256sum) or "read-back".
         reconnects: times the connection dropped or stalled and was reopened
             (the counters above are those of the last connection).
+        resumed_bytes: bytes of an earlier partial copy found intact and kept
+            (``resume``); only the rest was transferred.
     """
 
     bytes: int
@@ -59,6 +61,7 @@ class TransferStats:
     flow_phase: str = "fixed"
     verified: str = "none"
     reconnects: int = 0
+    resumed_bytes: int = 0
 
     @property
     def throughput(self) -> float:

@@ -198,6 +198,12 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         help="make each file durable (fsync, fsync@openssh.com) before it takes its name",
     )
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="get: keep an interrupted download's partial file and continue it next time "
+        "(as sftp reget / rsync --partial)",
+    )
+    parser.add_argument(
         "--inplace",
         action="store_true",
         help="write the destination itself, not a temporary name renamed over it "
@@ -322,6 +328,8 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, window=args.window)
     if args.inplace:
         config = replace(config, inplace=True)
+    if args.resume:
+        config = replace(config, resume=True)
     if args.fsync:
         config = replace(config, fsync=True)
     if args.verify:
