@@ -1,0 +1,91 @@
+"""SFTPSession against a hostile byte stream: replies nobody asked for, malformed ones.
+
+A fake pipe stands in for the SSH channel (these are unit tests of the session
+layer); what the server says is fed to ``data_received`` byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+import sshpipe
+from sshpipe import _codec as codec
+from sshpipe._sftp import SFTPSession
+
+
+class Pipe:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def status(request_id: int, code: int = codec.FX_OK) -> bytes:
+    body = struct.pack(">BII", codec.FXP_STATUS, request_id, code) + b"\0\0\0\0" * 2
+    return struct.pack(">I", len(body)) + body
+
+
+def data_reply(request_id: int, payload: bytes) -> bytes:
+    body = struct.pack(">BII", codec.FXP_DATA, request_id, len(payload)) + payload
+    return struct.pack(">I", len(body)) + body
+
+
+async def _session() -> tuple[SFTPSession, Pipe]:
+    pipe = Pipe()
+    return SFTPSession(pipe, name="test"), pipe
+
+
+async def test_a_reply_to_a_request_never_sent_breaks_the_session() -> None:
+    sftp, pipe = await _session()
+    pending = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, b"h"))
+    sftp.data_received(status(4242))  # we sent id 0 only
+    with pytest.raises(sshpipe.ProtocolError, match="unknown request id 4242"):
+        await pending
+    assert pipe.closed and isinstance(sftp.broken, sshpipe.ProtocolError)
+    assert not sshpipe.ProtocolError.retryable  # a hostile server is not reconnected to
+
+
+async def test_a_reply_answered_twice_breaks_the_session() -> None:
+    sftp, pipe = await _session()
+    first = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, b"h"))
+    second = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, b"h"))
+    sftp.data_received(status(0) + status(0))
+    assert (await first).code == codec.FX_OK  # type: ignore[union-attr]
+    with pytest.raises(sshpipe.ProtocolError):
+        await second
+    assert pipe.closed
+
+
+def _data_claiming(claimed: int, payload: bytes) -> bytes:
+    """A DATA reply whose inner length disagrees with its packet's."""
+    body = struct.pack(">BII", codec.FXP_DATA, 0, claimed) + payload
+    return struct.pack(">I", len(body)) + body
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">I", 2**31) + b"\x65",  # a length far beyond any packet
+        struct.pack(">IB", 9, 250) + b"\0" * 8,  # a message type SFTP v3 does not have
+        _data_claiming(100, b"x"),  # says 100 bytes, carries 1
+    ],
+)
+async def test_malformed_bytes_fail_every_pending_request(garbage: bytes) -> None:
+    sftp, pipe = await _session()
+    pending = [
+        sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, b"h"))
+        for _ in range(3)
+    ]
+    sftp.data_received(garbage)
+    for future in pending:
+        with pytest.raises(sshpipe.ProtocolError, match="malformed"):
+            await asyncio.wait_for(future, 1)
+    assert pipe.closed
