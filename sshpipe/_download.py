@@ -29,7 +29,6 @@ from ._errors import (
     RemoteError,
     RemoteIsADirectory,
     SSHPipeError,
-    Stalled,
 )
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
@@ -41,6 +40,7 @@ from ._lanes import (
     Lane,
     LanePool,
     Pump,
+    after_break,
     block_size_for,
     budget_for,
     channel_capacity,
@@ -48,12 +48,11 @@ from ._lanes import (
     initial_channels,
     make_controller,
     open_lanes,
-    reconnect,
 )
 from ._localio import InlineWriter, LocalTarget, Writer
 from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
-from ._retry import RetryBudget, failures_after
+from ._retry import RetryBudget
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
 from ._verify import OrderedHash, check
@@ -340,14 +339,10 @@ async def download(
                 break
             except ConnectionBroken as exc:
                 progressed = plan is not None and plan.received > had
-                failures = failures_after(failures, progressed=progressed)
-                if budget.exhausted(failures):
-                    raise
-                reconnects += 1
-                logger.info("%s: %s; reconnecting (%d in a row)", remote, exc, failures)
-                failures = await reconnect(
-                    lanes, budget, failures, stalled=isinstance(exc, Stalled)
+                failures = await after_break(
+                    lanes, budget, failures, exc, progressed=progressed, path=remote
                 )
+                reconnects += 1
         await writer.close()
         written = True
         verified = "none"

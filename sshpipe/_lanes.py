@@ -27,7 +27,7 @@ from ._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
 from ._errors import ConnectError, ConnectionBroken, SSHPipeError, Stalled
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController, FlowLimits
-from ._retry import RetryBudget
+from ._retry import RetryBudget, failures_after
 from ._sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.flow")
@@ -438,6 +438,27 @@ async def open_lanes(
         await handles.close(check=False)
         raise
     return handles
+
+
+async def after_break(
+    lanes: LanePool,
+    budget: RetryBudget,
+    failures: int,
+    broken: ConnectionBroken,
+    *,
+    progressed: bool,
+    path: str,
+) -> int:
+    """One more dropped or stalled connection: give up (re-raise) or reconnect.
+
+    Returns:
+        The reconnects in a row that moved nothing, counting this one.
+    """
+    failures = failures_after(failures, progressed=progressed)
+    if budget.exhausted(failures):
+        raise broken
+    logger.info("%s: %s; reconnecting (%d in a row)", path, broken, failures)
+    return await reconnect(lanes, budget, failures, stalled=isinstance(broken, Stalled))
 
 
 async def reconnect(lanes: LanePool, budget: RetryBudget, failures: int, *, stalled: bool) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import secrets
 import time
 from collections.abc import AsyncIterable, Callable
@@ -21,7 +20,6 @@ from ._errors import (
     RemoteError,
     RemoteIsADirectory,
     SSHPipeError,
-    Stalled,
 )
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
@@ -30,6 +28,7 @@ from ._lanes import (
     Lane,
     LanePool,
     Pump,
+    after_break,
     block_size_for,
     budget_for,
     channel_capacity,
@@ -37,15 +36,12 @@ from ._lanes import (
     initial_channels,
     make_controller,
     open_lanes,
-    reconnect,
 )
 from ._localio import LocalSource
-from ._retry import RetryBudget, failures_after
+from ._retry import RetryBudget
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
 from ._verify import OrderedHash, check
-
-logger = logging.getLogger("sshpipe.upload")
 
 
 class WritePump(Pump):
@@ -212,14 +208,11 @@ async def _upload(
                 pump = await sending.attempt(lanes, target, remote, pflags)
                 break
             except ConnectionBroken as exc:
-                failures = failures_after(failures, progressed=sending.acked > had)
-                if budget.exhausted(failures):
-                    raise
-                reconnects += 1
-                logger.info("%s: %s; reconnecting (%d in a row)", remote, exc, failures)
-                failures = await reconnect(
-                    lanes, budget, failures, stalled=isinstance(exc, Stalled)
+                progressed = sending.acked > had
+                failures = await after_break(
+                    lanes, budget, failures, exc, progressed=progressed, path=remote
                 )
+                reconnects += 1
                 pflags = codec.FXF_WRITE  # the temp file is ours and half written: keep it
         sftp = lanes.channels[0]
         verified = "none"

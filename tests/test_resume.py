@@ -24,6 +24,7 @@ from sshpipe._readplan import Range, ReadPlan
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
 from tests.test_cli import assert_one_line_error, run_cli
+from tests.test_tree import run_cli_async
 
 MiB = 1024 * 1024
 SIZE = 24 * MiB
@@ -61,18 +62,8 @@ async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[P
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sshpipe",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await proc.communicate()
-    return proc.returncode or 0, out.decode(), err.decode()
+    done = await run_cli_async(*args)
+    return done.returncode, done.stdout, done.stderr
 
 
 async def _killed_mid_way(peer: Peer, target: Path) -> None:
