@@ -16,7 +16,6 @@ class SharedBytes:
             raise ValueError("budget caps must be positive")
         self.max_bytes = max_bytes
         self.bytes = 0
-        self.peak_bytes = 0
 
     def __repr__(self) -> str:
         return f"<SharedBytes {self.bytes}/{self.max_bytes}>"
@@ -87,4 +86,3 @@ class FlightBudget:
         self.bytes += count
         if self.shared is not None:
             self.shared.bytes += count
-            self.shared.peak_bytes = max(self.shared.peak_bytes, self.shared.bytes)

@@ -104,7 +104,6 @@ class Credits:
         self.max_bytes = max_bytes
         self.requests = 0
         self.bytes = 0
-        self.peak_bytes = 0
         self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
 
     def __repr__(self) -> str:
@@ -145,7 +144,6 @@ class Credits:
     def _take(self, requests: int, count: int) -> None:
         self.requests += requests
         self.bytes += count
-        self.peak_bytes = max(self.peak_bytes, self.bytes)
 
     def _release(self, requests: int, count: int) -> None:
         self.requests -= requests
@@ -176,10 +174,6 @@ class Channels:
 
     def add(self, sftp: SFTPSession) -> None:
         self.slots.append(Slot(sftp, _handle_cap(sftp)))
-
-    @property
-    def capacity(self) -> int:
-        return sum(slot.cap for slot in self.slots)
 
     def take(self) -> Slot:
         live = [slot for slot in self.slots if slot.sftp.broken is None] or self.slots
