@@ -213,7 +213,11 @@ async def _upload(
                     lanes, budget, failures, exc, progressed=progressed, path=remote
                 )
                 reconnects += 1
-                pflags = codec.FXF_WRITE  # the temp file is ours and half written: keep it
+                # Keep what was written; CREAT in case the first OPEN never got
+                # there. Until a WRITE is acknowledged, truncating loses nothing.
+                pflags = codec.FXF_WRITE | codec.FXF_CREAT
+                if sending.acked == 0:
+                    pflags |= codec.FXF_TRUNC
         sftp = lanes.channels[0]
         verified = "none"
         if sending.digest is not None:  # the whole file is on the server, under its temp name
