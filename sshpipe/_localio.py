@@ -215,6 +215,7 @@ def write_whole_file(
     times: tuple[int, int] | None,
     fsync: bool = True,
     inplace: bool = False,
+    leave_as: Path | None = None,
 ) -> None:
     """Write a file that is all in memory, through a temp file renamed into place.
 
@@ -226,11 +227,13 @@ def write_whole_file(
         fsync: make the bytes durable before the rename (the directory is the
             caller's: a tree fsyncs each directory once, at the end).
         inplace: write ``path`` itself, no temporary name (``rsync --inplace``).
+        leave_as: write this temp name and leave it for the caller to make
+            durable and rename (a tree's ``GroupCommit``); it is removed on error.
 
     Raises:
         LocalError: naming ``path`` (a directory there, permission, disk full...).
     """
-    temp = Path(path) if inplace else temp_name(path)
+    temp = Path(path) if inplace else (leave_as or temp_name(path))
     try:
         if not exact_mode:
             with contextlib.suppress(OSError):
@@ -248,7 +251,7 @@ def write_whole_file(
                 os.fsync(fd)
         finally:
             os.close(fd)
-        if not inplace:
+        if not inplace and leave_as is None:
             os.replace(temp, path)
     except OSError as exc:
         if not inplace:

@@ -121,6 +121,9 @@ class SFTPSession:
         # Runs a command on the same server: (exit status, stdout), or None
         # when it runs none. The SSH edge fills it in (used to verify hashes).
         self.run_command: Callable[[str], Awaitable[tuple[int, str] | None]] | None = None
+        # When the server last spoke while it owed us a reply (or since it
+        # began to owe one): a watchdog's measure of silence (``silent_for``).
+        self._last_heard = time.monotonic()
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -136,7 +139,16 @@ class SFTPSession:
 
     # -- pipe callbacks ----------------------------------------------------
 
+    def silent_for(self, now: float) -> float:
+        """Seconds the server has owed a reply without a byte from it (0 when it owes none)."""
+        return now - self._last_heard if self._pending else 0.0
+
+    def abort(self, exc: BaseException) -> None:
+        """Give up on the session: every request in flight fails with ``exc`` at once."""
+        self._fail(exc)
+
     def data_received(self, data: bytes) -> None:
+        self._last_heard = time.monotonic()
         if self._broken is not None:
             return
         try:
@@ -179,6 +191,8 @@ class SFTPSession:
     def _allocate(self, callback: ReplyCallback) -> int:
         if self._broken is not None:
             raise self._broken
+        if not self._pending:  # silence counts from the first request owed
+            self._last_heard = time.monotonic()
         request_id = self._next_id
         self._next_id = (request_id + 1) & 0xFFFFFFFF
         self._pending[request_id] = callback

@@ -107,6 +107,8 @@ class TreeStats:
         bytes: payload bytes of the files copied.
         seconds: wall time of the whole transfer.
         failures: every path that failed (files, directories, links, refused names).
+        reconnects: times the pipeline's connection dropped (or went silent)
+            and was opened again; a big file's own reconnects are not counted.
     """
 
     files: int
@@ -119,6 +121,7 @@ class TreeStats:
     seconds: float
     failures: tuple[TreeFailure, ...] = ()
     skipped_paths: tuple[str, ...] = ()
+    reconnects: int = 0
 
     @property
     def throughput(self) -> float:

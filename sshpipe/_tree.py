@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -46,6 +46,7 @@ from ._localio import run_blocking
 from ._sftp import SFTPSession
 from ._stats import TreeProgress, TreeStats
 from ._treeplan import TreeAccount, is_small, split_budget
+from ._treerecovery import Recovery
 
 logger = logging.getLogger("sshpipe.tree")
 
@@ -289,6 +290,13 @@ class TreeRun:
         self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
         self.dirs: asyncio.Queue[Item | None] = asyncio.Queue()
         self._dirs_pending = 0
+        self.recovery = Recovery(
+            lanes,
+            config,
+            progress=lambda: self.account.bytes_done + self.account.files_done,
+            healed=self._healed,
+            label=sources[0] if sources else dest,
+        )
 
     writes = False  # True for uploads: the block size follows the server's write limit
 
@@ -309,11 +317,19 @@ class TreeRun:
     async def finish(self) -> None:
         raise NotImplementedError
 
+    async def close(self) -> None:
+        """Let go of what the run holds; called last, also after a failure or cancel."""
+        await self.recovery.close()
+
     # -- running ---------------------------------------------------------------
 
     async def run(self) -> TreeStats:
         """Scan and copy everything; raise IncompleteTransfer if anything failed."""
-        ticker = asyncio.get_running_loop().create_task(self._tick())
+        loop = asyncio.get_running_loop()
+        ticker = loop.create_task(self._tick())
+        watcher = loop.create_task(
+            self.recovery.watch(lambda: [slot.sftp for slot in self.channels.slots])
+        )
         try:
             await run_all(
                 [
@@ -331,9 +347,13 @@ class TreeRun:
             await self.finish()
         finally:
             ticker.cancel()
-            await asyncio.wait([ticker])
+            watcher.cancel()
+            await asyncio.wait([ticker, watcher])
+            await self.close()
         self._report_progress()
-        stats = self.account.stats(time.perf_counter())
+        stats = replace(
+            self.account.stats(time.perf_counter()), reconnects=self.recovery.reconnects
+        )
         if stats.failures:
             raise IncompleteTransfer(stats)
         return stats
@@ -343,6 +363,30 @@ class TreeRun:
         self.account.found_file(item.size)
         small = is_small(item.size, self.credits.max_bytes)
         await (self.small if small else self.big).put(item)
+
+    async def on_channel(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
+        """Run one remote step on the least loaded pipeline channel.
+
+        If the connection drops (or goes silent) under it, the step waits for
+        the tree's one reconnect and runs again from scratch on a fresh
+        channel, so it must be safe to repeat (``_treerecovery``).
+        """
+        while True:
+            seen = self.recovery.generation
+            slot = self.channels.take()
+            try:
+                return await operation(slot.sftp)
+            except ConnectionBroken as exc:
+                broken = exc
+            finally:
+                Channels.give(slot)
+            await self.recovery.heal(seen, broken)
+
+    async def _healed(self, channels: list[SFTPSession]) -> None:
+        """After a reconnect: the live channels, and more opened as at the start."""
+        self.channels = Channels(channels)
+        with contextlib.suppress(SSHPipeError):  # one channel is enough to go on
+            await self._grow()
 
     def queue_dir(self, item: Item) -> None:
         self._dirs_pending += 1

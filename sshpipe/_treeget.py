@@ -16,18 +16,20 @@ import posixpath
 import stat
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from . import _codec as codec
 from ._config import TransferConfig
 from ._download import download
 from ._errors import LocalError, RemoteError, RemoteIsADirectory, SSHPipeError, UnsafePath
+from ._groupcommit import GroupCommit
 from ._lanes import LanePool
 from ._localio import Batch, fsync_directory, local_error, temp_name, write_whole_file
 from ._readplan import Range, ReadPlan
 from ._remotefs import list_dir
 from ._sftp import SFTPSession, quiet, settle, status_error
 from ._stats import TransferStats
-from ._tree import Channels, Item, TreeRun
+from ._tree import Item, TreeRun
 from ._treeplan import ListingCheck, landing
 
 
@@ -39,9 +41,15 @@ class TreeGet(TreeRun):
     # Destinations the user named: a symlink to a directory is fine there, it is theirs.
     _roots: set[str]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.committer = GroupCommit()  # with fsync: small files made durable by the batch
+
+    async def close(self) -> None:
+        await self.committer.close()
+
     async def scan_roots(self) -> None:
         self._roots = set()
-        sftp = self.channels.slots[0].sftp
         dest_is_dir = os.path.isdir(self.dest)
         if len(self.sources) > 1 and not dest_is_dir:
             raise LocalError(self.dest, "is not a directory (several sources need one)")
@@ -49,7 +57,8 @@ class TreeGet(TreeRun):
             dest = landing(source, self.dest, dest_is_dir=dest_is_dir, join=os.path.join)
             self._roots.add(dest)
             try:
-                attrs = await sftp.stat(source)  # a named source is followed, as scp does
+                # A named source is followed, as scp does.
+                attrs = await self.on_channel(partial(SFTPSession.stat, path=source))
             except SSHPipeError as exc:
                 self.refuse(exc, source)
                 continue
@@ -71,26 +80,23 @@ class TreeGet(TreeRun):
             self.skip(item.source, "special file")
 
     async def _follow(self, item: Item) -> None:
-        attrs = await self.channels.slots[0].sftp.stat(item.source)
+        attrs = await self.on_channel(lambda sftp: sftp.stat(item.source))
         if attrs.kind == "symlink":  # a server that does not follow links
             raise RemoteError(item.source, "symlink could not be followed")
         await self.found(item.child(item.source, item.dest, attrs, attrs.kind))
 
     async def scan_dir(self, item: Item) -> None:
-        slot = self.channels.take()
-        try:
-            if self.options.follow_symlinks:
-                real = await slot.sftp.realpath(item.source)
-                if real in item.ancestors:
-                    self.skip(item.source, f"symlink loop: {real} is a directory above it")
-                    return
-                item = replace(item, ancestors=(*item.ancestors, real))
-            existed = make_local_dir(item.dest, follow=item.dest in self._roots)
-            self.made_dirs.append((item, existed))
-            self.account.directories += 1
-            entries = await list_dir(slot.sftp, item.source)
-        finally:
-            Channels.give(slot)
+        if self.options.follow_symlinks:
+            real = await self.on_channel(lambda sftp: sftp.realpath(item.source))
+            if real in item.ancestors:
+                self.skip(item.source, f"symlink loop: {real} is a directory above it")
+                return
+            item = replace(item, ancestors=(*item.ancestors, real))
+        existed = make_local_dir(item.dest, follow=item.dest in self._roots)
+        self.made_dirs.append((item, existed))
+        self.account.directories += 1
+        source = item.source
+        entries = await self.on_channel(lambda sftp: list_dir(sftp, source))
         check = ListingCheck(item.source)
         for name, attrs in entries:
             try:
@@ -111,29 +117,43 @@ class TreeGet(TreeRun):
             await self._copy_link(item)
             return
         size = item.size
-        # -R counts READs of data, as for one file: the 1-byte probe is not one.
-        async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
-            slot = self.channels.take()
-            try:
-                fetched = await fetch_small(slot.sftp, item.source, size, self.block)
-            finally:
-                Channels.give(slot)
-            if fetched is not None:
-                pieces, final_size = fetched
-                await self.local(
-                    write_whole_file,
-                    item.dest,
-                    pieces,
-                    syncs=self.config.fsync,
-                    mode=self.mode_of(item),
-                    exact_mode=self.options.preserve,
-                    times=item.times if self.options.preserve else None,
-                    fsync=self.config.fsync,
-                    inplace=self.config.inplace,
+        # With fsync a file is made durable with the others written meanwhile
+        # (GroupCommit), then renamed; in place it has no later rename to wait for.
+        grouped = self.config.fsync and not self.config.inplace
+        temp = temp_name(item.dest) if grouped else None
+        try:
+            # -R counts READs of data, as for one file: the 1-byte probe is not one.
+            async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
+                fetched = await self.on_channel(
+                    lambda sftp: fetch_small(sftp, item.source, size, self.block)
                 )
-                self.account.file_done(final_size)
-                return
-        await self.copy_big(item)  # it grew since it was listed (or read short)
+                if fetched is not None:
+                    pieces, final_size = fetched
+                    await self.local(
+                        write_whole_file,
+                        item.dest,
+                        pieces,
+                        mode=self.mode_of(item),
+                        exact_mode=self.options.preserve,
+                        times=item.times if self.options.preserve else None,
+                        fsync=self.config.fsync and not grouped,
+                        inplace=self.config.inplace,
+                        leave_as=temp,
+                        syncs=self.config.fsync and not grouped,
+                    )
+        except BaseException:
+            if temp is not None:  # written, maybe, but never handed to the committer
+                with contextlib.suppress(OSError):
+                    temp.unlink()
+            raise
+        if fetched is not None and temp is not None:
+            # Outside the credits: a file waiting for the disk holds no memory. From
+            # here the committer owns the temp file (it syncs and renames, or removes it).
+            await self.committer.commit(temp, item.dest)
+        if fetched is None:
+            await self.copy_big(item)  # it grew since it was listed (or read short)
+            return
+        self.account.file_done(final_size)
 
     async def copy_big(self, item: Item) -> None:
         with self.tracking() as moved:
@@ -155,7 +175,7 @@ class TreeGet(TreeRun):
             self.account.file_done(stats.bytes, reported=moved.total)
 
     async def _copy_link(self, item: Item) -> None:
-        target = await self.channels.slots[0].sftp.readlink(item.source)
+        target = await self.on_channel(lambda sftp: sftp.readlink(item.source))
         await self.local(make_local_link, item.dest, target)
         self.account.symlinks += 1
 

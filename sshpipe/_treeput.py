@@ -14,10 +14,12 @@ import posixpath
 import stat
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from . import _codec as codec
 from ._config import TransferConfig
 from ._errors import (
+    ConnectionBroken,
     LocalError,
     RemoteError,
     RemoteIsADirectory,
@@ -28,7 +30,7 @@ from ._lanes import LanePool
 from ._localio import local_error, read_whole_file
 from ._sftp import SFTPSession, quiet, settle
 from ._stats import TransferStats
-from ._tree import Channels, Item, TreeRun
+from ._tree import Item, TreeRun
 from ._treeplan import landing
 from ._upload import (
     remote_temp_name,
@@ -59,12 +61,18 @@ class TreePut(TreeRun):
 
     writes = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Temp files of uploads cut off by a dropped connection, removed at the end.
+        self.stale_temps: list[str] = []
+
     # -- finding the work --------------------------------------------------------
 
     async def scan_roots(self) -> None:
-        sftp = self.channels.slots[0].sftp
         try:
-            dest_is_dir = (await sftp.stat(self.dest)).is_dir()
+            dest_is_dir = (
+                await self.on_channel(partial(SFTPSession.stat, path=self.dest))
+            ).is_dir()
         except RemoteNotFound:
             dest_is_dir = False
         if len(self.sources) > 1 and not dest_is_dir:
@@ -121,13 +129,14 @@ class TreePut(TreeRun):
             await self.found(item_of(path, posixpath.join(item.dest, name), info, item.ancestors))
 
     async def _make_remote_dir(self, item: Item) -> None:
-        slot = self.channels.take()
-        sftp = slot.sftp
-        try:
-            mode = (self.mode_of(item) | 0o700) & 0o777  # ours to fill; its mode is set at the end
+        mode = (self.mode_of(item) | 0o700) & 0o777  # ours to fill; its mode is set at the end
+
+        async def make(sftp: SFTPSession) -> bool:
+            """Whether it existed. Repeated after a reconnect, ours counts as existing
+            (its mode is then left alone, rather than risk changing someone else's)."""
             try:
                 await sftp.mkdir(item.dest, codec.Attrs(permissions=mode))
-                existed = False
+                return False
             except RemoteError as exc:
                 try:  # OpenSSH answers a plain FAILURE when it exists: is it a directory?
                     existed = (await sftp.stat(item.dest)).is_dir()
@@ -135,8 +144,9 @@ class TreePut(TreeRun):
                     raise exc from None
                 if not existed:
                     raise RemoteError(item.dest, "exists and is not a directory") from exc
-        finally:
-            Channels.give(slot)
+                return True
+
+        existed = await self.on_channel(make)
         self.made_dirs.append((item, existed))
         self.account.directories += 1
 
@@ -151,23 +161,29 @@ class TreePut(TreeRun):
         async with self.credits.hold(max(1, -(-size // self.block)), size):
             data = await self.local(read_whole_file, item.source, size)
             if data is not None:
-                slot = self.channels.take()
-                try:
-                    await put_small(
-                        slot.sftp,
-                        item.dest,
-                        data,
-                        block=self.block,
-                        mode=self.mode_of(item),
-                        times=item.times if self.options.preserve else None,
-                        fsync=self.config.fsync,
-                        inplace=self.config.inplace,
-                    )
-                finally:
-                    Channels.give(slot)
+                await self.on_channel(partial(self._send_small, item, data))
                 self.account.file_done(len(data))
                 return
         await self.copy_big(item)  # it grew since it was listed
+
+    async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> None:
+        """One attempt, under a new temp name each time: a lost one is removed at the end."""
+        temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
+        try:
+            await put_small(
+                sftp,
+                item.dest,
+                data,
+                temp=temp,
+                block=self.block,
+                mode=self.mode_of(item),
+                times=item.times if self.options.preserve else None,
+                fsync=self.config.fsync,
+            )
+        except ConnectionBroken:
+            if temp != item.dest:
+                self.stale_temps.append(temp)
+            raise
 
     async def copy_big(self, item: Item) -> None:
         with self.tracking() as moved:
@@ -183,8 +199,8 @@ class TreePut(TreeRun):
                     on_progress=moved,
                 )
             if self.options.preserve:
-                sftp = self.channels.slots[0].sftp
-                await sftp.setstat(item.dest, self.final_attrs(item))
+                attrs = self.final_attrs(item)
+                await self.on_channel(lambda sftp: sftp.setstat(item.dest, attrs))
             self.account.file_done(stats.bytes, reported=moved.total)
 
     async def _copy_link(self, item: Item) -> None:
@@ -192,21 +208,7 @@ class TreePut(TreeRun):
             target = os.readlink(item.source)
         except OSError as exc:
             raise local_error(item.source, exc) from exc
-        sftp = self.channels.slots[0].sftp
-        try:
-            await sftp.symlink(target, item.dest)
-        except RemoteError as exc:
-            # Something is there already: replace a file or link, never a directory.
-            try:
-                there = await sftp.lstat(item.dest)
-            except SSHPipeError:
-                raise exc from None
-            if there.is_dir():
-                raise RemoteIsADirectory(
-                    item.dest, "is a directory, not replaced by a symlink"
-                ) from exc
-            await sftp.remove(item.dest)
-            await sftp.symlink(target, item.dest)
+        await self.on_channel(partial(_make_link, target, item.dest))
         self.account.symlinks += 1
 
     def final_attrs(self, item: Item) -> codec.Attrs:
@@ -218,31 +220,50 @@ class TreePut(TreeRun):
         )
 
     async def finish(self) -> None:
-        """Directory modes and times, deepest first, pipelined on one channel (in order)."""
-        sftp = self.channels.slots[0].sftp
-        pending = []
-        for item, existed in reversed(self.made_dirs):
-            mode = self.mode_of(item)
-            if self.options.preserve or (not existed and mode | 0o700 != mode):
-                attrs = self.final_attrs(item)
-                pending.append(
-                    (
-                        item,
-                        sftp.request(
-                            partial(
-                                codec.encode_path_attrs_request,
-                                codec.FXP_SETSTAT,
-                                path=item.dest.encode(),
-                                attrs=attrs,
-                            )
-                        ),
-                    )
+        """Directory modes and times, deepest first; temp files lost to a dropped connection go."""
+        todo = [
+            (item, self.final_attrs(item))
+            for item, existed in reversed(self.made_dirs)
+            if self.options.preserve
+            or (not existed and self.mode_of(item) | 0o700 != self.mode_of(item))
+        ]
+        if todo:
+            for item, error in await self.on_channel(partial(_set_dir_attrs, todo)):
+                self.failed(item, error)
+        stale, self.stale_temps = self.stale_temps, []
+        for temp in stale:
+            await self.on_channel(partial(remove_quietly, path=temp))
+
+
+async def _set_dir_attrs(
+    todo: list[tuple[Item, codec.Attrs]], sftp: SFTPSession
+) -> list[tuple[Item, SSHPipeError]]:
+    """SETSTAT each directory, pipelined on one channel (served in order); the failures."""
+    pending = [
+        (
+            item,
+            sftp.request(
+                partial(
+                    codec.encode_path_attrs_request,
+                    codec.FXP_SETSTAT,
+                    path=item.dest.encode(),
+                    attrs=attrs,
                 )
-        for item, future in pending:
-            try:
-                sftp.check_status(await future, item.dest)
-            except SSHPipeError as exc:
-                self.failed(item, exc)
+            ),
+        )
+        for item, attrs in todo
+    ]
+    failures = []
+    for item, future in pending:
+        try:
+            sftp.check_status(await future, item.dest)
+        except ConnectionBroken:
+            for _, rest in pending:
+                rest.add_done_callback(quiet)
+            raise
+        except SSHPipeError as exc:
+            failures.append((item, exc))
+    return failures
 
 
 async def upload_preserving(
@@ -264,6 +285,21 @@ async def upload_preserving(
     return stats
 
 
+async def _make_link(target: str, path: str, sftp: SFTPSession) -> None:
+    """A symlink at ``path``; something there already is replaced, never a directory."""
+    try:
+        await sftp.symlink(target, path)
+    except RemoteError as exc:
+        try:
+            there = await sftp.lstat(path)
+        except SSHPipeError:
+            raise exc from None
+        if there.is_dir():
+            raise RemoteIsADirectory(path, "is a directory, not replaced by a symlink") from exc
+        await sftp.remove(path)
+        await sftp.symlink(target, path)
+
+
 def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:
     return codec.encode_write_header(request_id, handle, offset, len(chunk)) + chunk
 
@@ -273,21 +309,21 @@ async def put_small(
     dest: str,
     data: bytes,
     *,
+    temp: str,
     block: int,
     mode: int,
     times: tuple[int, int] | None,
     fsync: bool = True,
-    inplace: bool = False,
 ) -> None:
-    """Write ``data`` to a temp name beside ``dest`` and rename it into place.
+    """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
 
     ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
-    the CLOSE; ``inplace``: ``dest`` itself is written, nothing is renamed.
+    the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
     """
-    temp = dest if inplace else remote_temp_name(dest)
+    inplace = temp == dest
     flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
     if not inplace:
         flags |= codec.FXF_EXCL

@@ -194,8 +194,10 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fsync",
-        action="store_true",
-        help="make each file durable (fsync, fsync@openssh.com) before it takes its name",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="make each file durable (fsync, fsync@openssh.com) before it takes its name "
+        "(the default); --no-fsync: only rename it into place",
     )
     parser.add_argument(
         "--resume",
@@ -330,8 +332,8 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, inplace=True)
     if args.resume:
         config = replace(config, resume=True)
-    if args.fsync:
-        config = replace(config, fsync=True)
+    if args.fsync is not None:
+        config = replace(config, fsync=args.fsync)
     if args.verify:
         config = replace(config, verify=args.verify)
     if args.retries is not None:

@@ -16,12 +16,14 @@ import asyncssh
 import pytest
 
 import sshpipe
+from sshpipe import _groupcommit
 from tests.conftest import Peer
 from tests.test_cli import run_cli
 from tests.test_faults import StartServer, Tracker, TrackingServer, factory
 
 Events = list[tuple[str, str]]
 SYNCED = sshpipe.TransferConfig(fsync=True)
+UNSYNCED = sshpipe.TransferConfig(fsync=False)
 
 
 def _fd_path(fd: int) -> str:
@@ -42,8 +44,14 @@ def local_events(monkeypatch: pytest.MonkeyPatch) -> Events:
         events.append(("replace", f"{os.fspath(src)} -> {os.fspath(dst)}"))
         real_replace(src, dst, **kwargs)
 
+    def sync_files(paths: list[Path]) -> None:  # a tree's small files, synced by the batch
+        events.extend(("fsync", str(path)) for path in paths)
+        real_sync_files(paths)
+
+    real_sync_files = _groupcommit.sync_files
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(_groupcommit, "sync_files", sync_files)
     return events
 
 
@@ -91,12 +99,16 @@ async def test_a_tree_download_syncs_every_file_and_each_directory_once(
     assert set(synced_dirs) >= expected
 
 
-async def test_no_fsync_by_default(
+async def test_fsync_is_the_default_and_can_be_turned_off(
     openssh_peer: Peer, tmp_path: Path, local_events: Events
 ) -> None:
     (openssh_peer.root / "f.bin").write_bytes(b"x" * 100_000)
     async with openssh_peer.client() as sp:
         await sp.get(openssh_peer.remote("f.bin"), str(tmp_path / "f.bin"))
+    _synced_before_renamed(local_events, tmp_path / "f.bin")
+    local_events.clear()
+    async with openssh_peer.client(UNSYNCED) as sp:
+        await sp.get(openssh_peer.remote("f.bin"), str(tmp_path / "g.bin"))
     assert [kind for kind, _ in local_events] == ["replace"]
 
 
@@ -141,12 +153,19 @@ async def test_an_upload_is_synced_on_the_server_before_its_rename(
     assert (peer.root / "tree" / "f.bin").read_bytes() == (tmp_path / "src" / "f.bin").read_bytes()
 
 
-async def test_no_remote_fsync_by_default(faulty_server: StartServer, tmp_path: Path) -> None:
+async def test_remote_fsync_is_the_default_and_can_be_turned_off(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
     events: Events = []
     (tmp_path / "f.bin").write_bytes(b"y" * 5000)
-    async with faulty_server(_recording(events)) as peer, peer.client() as sp:
-        await sp.put(str(tmp_path / "f.bin"), "/f.bin")
-    assert [kind for kind, _ in events] == ["rename"]
+    async with faulty_server(_recording(events)) as peer:
+        async with peer.client() as sp:
+            await sp.put(str(tmp_path / "f.bin"), "/f.bin")
+        assert [kind for kind, _ in events] == ["fsync", "rename"]
+        events.clear()
+        async with peer.client(UNSYNCED) as sp:
+            await sp.put(str(tmp_path / "f.bin"), "/g.bin")
+        assert [kind for kind, _ in events] == ["rename"]
 
 
 def test_inplace_writes_the_destination_itself(openssh_peer: Peer, tmp_path: Path) -> None:
@@ -203,11 +222,12 @@ async def test_inplace_tree_upload_writes_the_remote_files_themselves(
     assert (remote / "a.bin").stat().st_ino == inode
 
 
-def test_cli_fsync_copies_both_ways(openssh_peer: Peer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag", ["--fsync", "--no-fsync"])
+def test_cli_fsync_flags_copy_both_ways(openssh_peer: Peer, tmp_path: Path, flag: str) -> None:
     data = os.urandom(2 * 1024 * 1024)
     (tmp_path / "a.bin").write_bytes(data)
     options = openssh_peer.cli_options()
-    put = run_cli("put", "--fsync", *options, str(tmp_path / "a.bin"), openssh_peer.spec("a.bin"))
-    got = run_cli("get", "--fsync", *options, openssh_peer.spec("a.bin"), str(tmp_path / "b.bin"))
+    put = run_cli("put", flag, *options, str(tmp_path / "a.bin"), openssh_peer.spec("a.bin"))
+    got = run_cli("get", flag, *options, openssh_peer.spec("a.bin"), str(tmp_path / "b.bin"))
     assert put.returncode == 0 and got.returncode == 0, put.stderr + got.stderr
     assert (tmp_path / "b.bin").read_bytes() == data

@@ -1,0 +1,139 @@
+"""Durable renames for many small files at the price of one sync (a tree's downloads).
+
+A file must be on disk before it takes its final name, or a crash can leave
+the name with no bytes behind it. An fsync per file waits for a journal commit
+per file (~0.3 ms here, which doubles a tree of 16 KiB files). Instead, the
+files written meanwhile wait together: one ``syncfs`` per file system makes
+all of them durable, then each is renamed. While one batch syncs, the next
+one gathers, so the batches grow as large as the disk is slow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+from ._errors import LocalError
+from ._localio import local_error, run_blocking
+
+logger = logging.getLogger("sshpipe.local")
+
+_Entry = tuple[Path, str, "asyncio.Future[None]"]
+
+
+class GroupCommit:
+    """Renames finished temp files into place once a shared sync has made them durable."""
+
+    def __init__(self) -> None:
+        self._queue: list[_Entry] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<GroupCommit waiting={len(self._queue)} busy={self._busy}>"
+
+    @property
+    def _busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def commit(self, temp: Path, final: str) -> None:
+        """Return once ``temp`` is durable and renamed to ``final``.
+
+        Raises:
+            LocalError: naming ``final``; ``temp`` is removed.
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((temp, final, future))
+        if not self._busy:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+        await future  # cancelled: the file is the committer's now, renamed all the same
+
+    async def close(self) -> None:
+        """Finish what was handed over: those files are whole, so they still take their names.
+
+        Their waiters may be gone (the tree was cancelled or failed); the sync
+        and renames go on without them, as a file already renamed would stay.
+        """
+        if self._task is not None:
+            await asyncio.wait([self._task])
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            # run_blocking waits for the thread even if cancelled: no rename runs after close.
+            errors = await run_blocking(sync_then_rename, [(t, f) for t, f, _ in batch])
+            for (_, _, future), error in zip(batch, errors, strict=True):
+                if future.done():  # its waiter was cancelled
+                    continue
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+
+
+def sync_then_rename(pairs: list[tuple[Path, str]]) -> list[LocalError | None]:
+    """Make every temp file durable, then rename each; one error (or None) per pair."""
+    try:
+        sync_files([temp for temp, _ in pairs])
+    except OSError as exc:
+        for temp, _ in pairs:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        return [local_error(final, exc) for _, final in pairs]
+    errors: list[LocalError | None] = []
+    for temp, final in pairs:
+        try:
+            os.replace(temp, final)
+            errors.append(None)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            errors.append(local_error(final, exc))
+    return errors
+
+
+def sync_files(paths: list[Path]) -> None:
+    """Make these files' data durable: one syncfs per file system, else fsync each."""
+    syncfs = _syncfs()
+    if syncfs is None:
+        for path in paths:
+            _fsync_path(path)
+        return
+    synced: set[int] = set()
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            device = os.fstat(fd).st_dev
+            if device not in synced:
+                if syncfs(fd) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code), str(path))
+                synced.add(device)
+        finally:
+            os.close(fd)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@cache
+def _syncfs() -> Callable[[int], int] | None:
+    """Linux's syncfs(2) (glibc), or None where there is none."""
+    try:
+        func = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        logger.debug("no syncfs here: each file is fsynced on its own")
+        return None
+    func.argtypes = [ctypes.c_int]
+    func.restype = ctypes.c_int
+    return func

@@ -1,0 +1,138 @@
+"""Trees survive a cut or silent connection: one reconnect, every file whole, nothing stray.
+
+Through the link emulator in front of the real sshd, a generated tree (files
+of mixed sizes, symlinks, empty directories, unicode names) plus two files big
+enough for the striped engine is copied down and up while the connection is
+reset at a seeded random offset (SSHPIPE_CUT_SEED), or goes silent. The copy
+must match the source entry by entry, with no temporary file left on either
+side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import sshpipe
+from sshpipe.linkemu import LinkEmulator, LinkSpec
+from tests.conftest import Peer
+from tests.support.trees import compare_trees, leftover_temps, make_tree
+
+MiB = 1024 * 1024
+CUTS = 6  # per direction
+SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))
+
+
+@pytest.fixture
+async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
+    async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
+        known = tmp_path / "known_hosts_link"
+        text = openssh_peer.known_hosts.read_text()
+        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
+        yield emu, dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+
+
+def _tree_with_big_files(root: Path) -> int:
+    """The generated tree plus two striped-engine files; returns its bytes."""
+    make_tree(root, files=300, depth=4, seed=7)
+    rng = random.Random(11)
+    for name in ("big-1.bin", "sub/big-2.bin"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(rng.randbytes(12 * MiB))
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+async def test_tree_downloads_survive_cuts(link: tuple[LinkEmulator, Peer], tmp_path: Path) -> None:
+    emu, peer = link
+    source = peer.root / "tree"
+    total = _tree_with_big_files(source)
+    rng = random.Random(SEED)
+    print(f"cut offsets from seed {SEED} (SSHPIPE_CUT_SEED)")
+    reconnected = 0
+    for number in range(CUTS):
+        cut = rng.randrange(64 * 1024, total * 3 // 4)
+        out = tmp_path / f"out-{number}"
+        async with peer.client() as sp:
+            emu.cut_after(cut, direction="down")
+            stats = await sp.get(peer.remote("tree"), str(out), recursive=True)
+        assert compare_trees(source, out) == [], f"copy {number} (cut at {cut}) differs"
+        assert stats.files_failed == 0 and stats.failures == ()
+        assert stats.reconnects <= 1, f"copy {number} (cut at {cut})"
+        assert leftover_temps(out) == [], f"copy {number} (cut at {cut})"
+        reconnected += stats.reconnects
+        shutil.rmtree(out)
+    # A cut while only big files move is theirs to heal (not counted by the tree).
+    assert reconnected >= 1
+
+
+async def test_tree_uploads_survive_cuts(link: tuple[LinkEmulator, Peer], tmp_path: Path) -> None:
+    emu, peer = link
+    source = tmp_path / "tree"
+    total = _tree_with_big_files(source)
+    rng = random.Random(SEED + 1)
+    print(f"cut offsets from seed {SEED} + 1 (SSHPIPE_CUT_SEED)")
+    reconnected = 0
+    for number in range(CUTS):
+        cut = rng.randrange(64 * 1024, total * 3 // 4)
+        out = peer.root / f"up-{number}"
+        async with peer.client() as sp:
+            emu.cut_after(cut, direction="up")
+            stats = await sp.put(str(source), peer.remote(f"up-{number}"), recursive=True)
+        assert compare_trees(source, out) == [], f"copy {number} (cut at {cut}) differs"
+        assert stats.files_failed == 0 and stats.failures == ()
+        assert leftover_temps(out) == [], f"copy {number} (cut at {cut}): stray temp files"
+        reconnected += stats.reconnects
+        shutil.rmtree(out)
+    # A cut while only big files move is theirs to heal (not counted by the tree).
+    assert reconnected >= 1
+
+
+async def test_a_silent_link_under_a_tree_is_dropped_and_the_tree_goes_on(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    source = openssh_peer.root / "tree"
+    make_tree(source, files=400, depth=4, seed=9)
+    spec = LinkSpec(rtt=0.002, rate=20e6)  # slow enough to go silent mid-way
+    async with LinkEmulator(openssh_peer.host, openssh_peer.port, spec) as emu:
+        known = tmp_path / "known_hosts_link"
+        text = openssh_peer.known_hosts.read_text()
+        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
+        far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+        async with far.client(sshpipe.TransferConfig(stall_timeout=0.5)) as sp:
+            out = tmp_path / "out"
+            task = asyncio.create_task(sp.get(far.remote("tree"), str(out), recursive=True))
+            await asyncio.sleep(0.3)
+            assert not task.done()
+            emu.stall(2.0)
+            stats = await asyncio.wait_for(task, 60)
+    assert compare_trees(source, out) == []
+    assert stats.reconnects >= 1
+    assert leftover_temps(out) == []
+
+
+async def test_a_tree_gives_up_when_the_server_is_gone(openssh_peer: Peer, tmp_path: Path) -> None:
+    source = openssh_peer.root / "tree"
+    make_tree(source, files=400, depth=4, seed=5)
+    spec = LinkSpec(rtt=0.002, rate=20e6)
+    emu = LinkEmulator(openssh_peer.host, openssh_peer.port, spec)
+    await emu.start()
+    known = tmp_path / "known_hosts_link"
+    text = openssh_peer.known_hosts.read_text()
+    known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
+    far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+    out = tmp_path / "out"
+    async with far.client(sshpipe.TransferConfig(retries=2)) as sp:
+        task = asyncio.create_task(sp.get(far.remote("tree"), str(out), recursive=True))
+        await asyncio.sleep(0.3)
+        await emu.aclose()  # every reconnect is refused
+        with pytest.raises(sshpipe.ConnectionBroken, match="gave up reconnecting"):
+            await asyncio.wait_for(task, 60)
+    assert leftover_temps(tmp_path) == []
