@@ -70,14 +70,12 @@ class ReadPlan:
         ``size`` as usual.
         """
         plan = cls(block_size=block_size, size_hint=size)
-        cursor = 0
-        for rng in sorted(have, key=lambda r: r.offset):
-            plan._owe(cursor, min(rng.offset, size))
-            cursor = max(cursor, min(rng.end, size))
-            plan.received += max(0, min(rng.end, size) - rng.offset)
-        plan._owe(cursor, size)
+        gaps = missing(size, have)
+        for gap in gaps:
+            plan._owe(gap.offset, gap.end)
+        plan.received = size - sum(gap.length for gap in gaps)
         plan.frontier = size
-        plan.max_received_end = cursor
+        plan.max_received_end = max((min(rng.end, size) for rng in have), default=0)
         return plan
 
     def _owe(self, start: int, end: int) -> None:
@@ -181,3 +179,21 @@ class ReadPlan:
         if self.eof_at is None:
             raise RuntimeError("transfer not finished")
         return self.eof_at
+
+
+def missing(size: int, have: list[Range]) -> list[Range]:
+    """The ranges of ``[0, size)`` that no range of ``have`` covers, in order.
+
+    ``have`` may be unsorted, overlap, or reach past ``size``.
+    """
+    gaps: list[Range] = []
+    cursor = 0
+    for rng in sorted(have, key=lambda r: r.offset):
+        if rng.offset > cursor:
+            gaps.append(Range(cursor, min(rng.offset, size) - cursor))
+        cursor = max(cursor, rng.end)
+        if cursor >= size:
+            break
+    if cursor < size:
+        gaps.append(Range(cursor, size - cursor))
+    return [gap for gap in gaps if gap.length > 0]

@@ -18,6 +18,7 @@ import sshpipe
 CORE = [
     "sshpipe._codec",
     "sshpipe._readplan",
+    "sshpipe._kept",
     "sshpipe._reorder",
     "sshpipe._flight",
     "sshpipe._flowcontrol",

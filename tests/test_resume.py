@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sshpipe._readplan import Range, ReadPlan
+from sshpipe._kept import ReadBackCheck, latest_disjoint
+from sshpipe._readplan import Range, ReadPlan, missing
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
 from tests.test_cli import assert_one_line_error, run_cli
@@ -47,6 +48,66 @@ def test_a_resumed_plan_asks_only_for_the_gaps_then_probes() -> None:
         (1000, 100),
     ]
     assert plan.received == 450
+
+
+@pytest.mark.parametrize(
+    ("size", "have", "gaps"),
+    [
+        (100, [], [(0, 100)]),
+        (100, [(0, 100)], []),
+        (100, [(10, 20), (50, 10)], [(0, 10), (30, 20), (60, 40)]),
+        (100, [(50, 10), (10, 20)], [(0, 10), (30, 20), (60, 40)]),  # unsorted
+        (100, [(0, 30), (20, 30)], [(50, 50)]),  # overlapping
+        (100, [(90, 50)], [(0, 90)]),  # past the end
+        (100, [(200, 10)], [(0, 100)]),  # wholly past the end
+        (0, [(0, 10)], []),
+    ],
+)
+def test_missing_is_every_byte_no_range_covers(
+    size: int, have: list[tuple[int, int]], gaps: list[tuple[int, int]]
+) -> None:
+    assert missing(size, [Range(*rng) for rng in have]) == [Range(*gap) for gap in gaps]
+
+
+@pytest.mark.parametrize(
+    ("entries", "size", "kept"),
+    [
+        ([(0, 10, "a"), (10, 10, "b")], 100, [(0, 10, "a"), (10, 10, "b")]),
+        ([(10, 10, "b"), (0, 10, "a")], 100, [(0, 10, "a"), (10, 10, "b")]),  # sorted
+        ([(0, 10, "old"), (0, 10, "new")], 100, [(0, 10, "new")]),  # sent again: latest wins
+        ([(0, 20, "old"), (10, 20, "new")], 100, [(10, 20, "new")]),  # another block size
+        ([(10, 20, "old"), (0, 15, "new")], 100, [(0, 15, "new")]),
+        ([(0, 10, "a"), (95, 10, "b")], 100, [(0, 10, "a")]),  # past the partial's end
+        ([(0, 0, "empty"), (5, 5, "a")], 100, [(5, 5, "a")]),
+    ],
+)
+def test_latest_disjoint_keeps_what_the_last_writes_describe(
+    entries: list[tuple[int, int, str]], size: int, kept: list[tuple[int, int, str]]
+) -> None:
+    assert latest_disjoint(entries, size) == kept
+
+
+def test_read_back_check_keeps_matching_ranges_from_pieces_cut_anywhere() -> None:
+    data = os.urandom(1000)
+    entries = [
+        (o, n, hashlib.sha256(data[o : o + n]).hexdigest())
+        for o, n in [(0, 300), (300, 200), (600, 400)]
+    ]
+    on_server = bytearray(data)
+    on_server[350] ^= 0xFF  # the second range was damaged since
+    check = ReadBackCheck(entries)
+    # Read back out of order, in pieces that straddle ranges and skip the gap 500-600.
+    for offset, end in [(550, 1000), (250, 450), (0, 250), (450, 500)]:
+        check.add(offset, bytes(on_server[offset:end]))
+    assert check.kept == [Range(0, 300), Range(600, 400)]
+    assert check.bad == 1
+
+
+def test_read_back_check_keeps_nothing_never_read_back_whole() -> None:
+    data = b"x" * 100
+    check = ReadBackCheck([(0, 100, hashlib.sha256(data).hexdigest())])
+    check.add(0, data[:60])  # the partial ended there
+    assert check.kept == []
 
 
 @pytest.fixture
