@@ -498,7 +498,10 @@ class Client:
         """Upload a local file, or with ``recursive`` (or several sources) a tree.
 
         Each file goes to a temporary remote name, renamed into place when
-        complete. Layout, arguments and errors mirror :meth:`get`.
+        complete. Layout, arguments and errors mirror :meth:`get`. With
+        ``config.resume`` (one file) the temporary name is fixed and kept on
+        failure, with a journal in the user's state directory; the next
+        resume reads the journaled ranges back and sends only the rest.
 
         Returns:
             TransferStats for one file; TreeStats for a tree or several sources.
@@ -515,8 +518,6 @@ class Client:
             fail_fast=fail_fast,
             progress=progress,
         )
-        if cfg.resume:
-            raise UsageError("resume works for downloads; not yet for uploads")
         if isinstance(local, str) and not recursive:
             async with self._lease(cfg) as lease:
                 if preserve:
@@ -602,9 +603,12 @@ class Client:
             TransferStats of the transfer.
 
         Raises:
-            RemoteError, ConnectionBroken, ProtocolError, TypeError (non-bytes piece).
+            RemoteError, ConnectionBroken, ProtocolError, TypeError (non-bytes piece);
+            UsageError: ``config.resume`` (a stream cannot be read again).
         """
         cfg = self._config(config)
+        if cfg.resume:
+            raise UsageError("resume needs a file it can read again, not a stream")
         async with self._lease(cfg) as lease:
             return await engine.upload_stream(lease, chunks, remote, cfg, mode)
 

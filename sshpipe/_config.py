@@ -126,11 +126,13 @@ class TransferConfig:
             authentication, host key) are never retried.
         stall_timeout: seconds without a single reply after which a
             connection counts as dropped.
-        resume: keep an interrupted download's partial file and a journal of
-            its complete ranges (each with a SHA-256) under fixed names, and
-            continue from them next time (``rsync --partial``, ``sftp reget``):
-            ranges whose bytes no longer match are fetched again; a source
-            whose size or mtime changed since is refused.
+        resume: keep an interrupted copy's partial file (fixed name beside
+            the destination) and a journal of its complete ranges (each with a
+            SHA-256), and continue from them next time (``rsync --partial``,
+            ``sftp reget``/``reput``): ranges whose bytes no longer match are
+            copied again; a source whose size or mtime changed since is
+            refused. An upload's journal lives in ``$XDG_STATE_HOME/sshpipe/
+            resume``, and its kept ranges are read back from the server first.
         inplace: write straight to the destination instead of a temporary
             name renamed over it (``rsync --inplace``): no second copy on
             disk and the file keeps its inode, but a failure leaves a partial

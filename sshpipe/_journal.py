@@ -1,5 +1,9 @@
 """The resume journal: which ranges of a ``.partial`` are complete, with a SHA-256 each.
 
+A download keeps it beside its local partial file; an upload keeps it in the
+user's state directory (``_putresume.py``), since the remote side has no cheap
+append and the source's directory may be read-only.
+
 Replies come back out of order, so a partial file is not a prefix: the journal
 lists every range written (one JSON line each, appended by the writer after
 the bytes are in the file). ``--resume`` trusts a range only if the bytes on
@@ -36,7 +40,7 @@ def resume_name(local: str | os.PathLike[str]) -> Path:
 
 
 class Journal:
-    """Appends the ranges a download wrote; reads them back for ``--resume``."""
+    """Appends the ranges a transfer completed; ``load`` reads them back for ``--resume``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -56,16 +60,28 @@ class Journal:
 
     def record(self, batch: Batch) -> None:
         """Called by the writer once these pieces are in the file."""
-        if self._fd is None:
-            return
-        lines = []
+        entries = []
         for offset, chunks in batch:
             digest = hashlib.sha256()
             length = 0
             for chunk in chunks:
                 digest.update(chunk)
                 length += len(chunk)
-            lines.append(json.dumps({"o": offset, "n": length, "h": digest.hexdigest()}))
+            entries.append((offset, length, digest.hexdigest()))
+        self.record_hashed(entries)
+
+    def record_hashed(self, entries: list[tuple[int, int, str]]) -> None:
+        """Append ranges already hashed: (offset, length, SHA-256 hex).
+
+        Raises:
+            OSError: the journal could not be written (the caller names it).
+        """
+        if self._fd is None or not entries:
+            return
+        lines = [
+            json.dumps({"o": offset, "n": length, "h": digest})
+            for offset, length, digest in entries
+        ]
         os.write(self._fd, ("\n".join(lines) + "\n").encode())
 
     def close(self) -> None:

@@ -407,6 +407,7 @@ class LocalSource:
         self._fd: int | None = None
         self.size = 0
         self.mode = 0o644
+        self.mtime_ns = 0
 
     def __repr__(self) -> str:
         return f"<LocalSource {self.path} open={self._fd is not None}>"
@@ -423,6 +424,7 @@ class LocalSource:
             raise LocalError(str(self.path), f"is {kind}")
         self.size = info.st_size
         self.mode = info.st_mode & 0o7777
+        self.mtime_ns = info.st_mtime_ns
 
     async def read_blocks(
         self, offset: int, length: int, count: int, *, in_thread: bool = True

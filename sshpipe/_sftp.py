@@ -118,6 +118,9 @@ class SFTPSession:
         self.peer_window = 0
         # The server's SSH version string: OpenSSH swaps SYMLINK's arguments.
         self.server_version = ""
+        # "user@host:port" of the connection it runs on (the SSH edge fills
+        # it in): an upload's resume journal is kept per destination server.
+        self.peer = ""
         # Runs a command on the same server: (exit status, stdout), or None
         # when it runs none. The SSH edge fills it in (used to verify hashes).
         self.run_command: Callable[[str], Awaitable[tuple[int, str] | None]] | None = None

@@ -309,6 +309,7 @@ class SSHLink:
         sftp = SFTPSession(pipe, name=f"{self.label}#{self.channels_opened}")
         sftp.recv_window = window
         sftp.server_version = str(self._conn.get_extra_info("server_version", ""))
+        sftp.peer = self.label
         sftp.run_command = self.run
         # Read before INIT is sent: nothing has used the server's grant yet.
         sftp.peer_window = pipe.peer_window

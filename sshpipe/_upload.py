@@ -1,4 +1,9 @@
-"""Uploads: keep WRITEs in flight over the lanes to a temp name, then rename it into place."""
+"""Uploads: keep WRITEs in flight over the lanes to a temp name, then rename it into place.
+
+With ``resume`` the temp name is fixed and kept on failure, and only the
+ranges a journal vouches for (and a read-back confirms) are skipped: see
+``_putresume.py``.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +43,8 @@ from ._lanes import (
     open_lanes,
 )
 from ._localio import LocalSource
+from ._putresume import UploadResume, remote_resume_name
+from ._readplan import Range
 from ._retry import RetryBudget
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
@@ -72,6 +79,8 @@ class WritePump(Pump):
         # Sent and not acknowledged, offset -> length: what a new connection
         # must send again if this one drops.
         self.unacked: dict[int, int] = {}
+        # Told (offset, length) of each WRITE the server acknowledged (resume's journal).
+        self.on_acked: Callable[[int, int], None] | None = None
 
     def __repr__(self) -> str:
         return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
@@ -125,6 +134,11 @@ class WritePump(Pump):
         self._sample(lane, length, length if ok else 0, sent)
         if ok:
             del self.unacked[offset]
+            if self.on_acked is not None:
+                try:
+                    self.on_acked(offset, length)
+                except SSHPipeError as exc:  # inside the channel's data_received: no raising
+                    self.fail(exc)
             if self.on_moved is not None:
                 self.on_moved(length)
         elif isinstance(reply, codec.Status):
@@ -175,6 +189,7 @@ async def _upload(
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    resuming: UploadResume | None = None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place.
 
@@ -183,28 +198,37 @@ async def _upload(
     written and nothing is renamed. A dropped or stalled connection is reopened
     (``config.retries``) when the source can be read again (a file, not a
     stream): the temp file is reopened and only what was not acknowledged is
-    sent again.
+    sent again. ``resuming``: the temp name is fixed and kept on failure, and
+    what an earlier run left intact in it is not sent again.
     """
     started = time.perf_counter()
     sftp = initial_channels(lanes)[0]
     committed = False
-    temp: str | None = None
+    temp: str | None = None  # renamed into place at the end
+    discard: str | None = None  # removed if the upload fails
     try:
         remote = await resolve_remote_target(sftp, remote, name)
         pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
         if config.inplace:  # straight to the destination: nothing to rename or remove
             target = remote
+        elif resuming is not None:  # a fixed name, kept on failure for the next --resume
+            temp = target = remote_resume_name(remote)
         else:
             # Inside the try: a cancel while the OPEN is in flight must still remove
             # the temp file the server may have created (the name is ours alone: EXCL).
-            temp = target = remote_temp_name(remote)
+            temp = discard = target = remote_temp_name(remote)
             pflags |= codec.FXF_EXCL
-        sending = _Sending(config, blocks, size, mode, shared, on_tail, on_progress)
+        sending = _Sending(config, blocks, size, mode, shared, on_tail, on_progress, resuming)
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
         failures = reconnects = 0
         while True:
             had = sending.acked
             try:
+                if resuming is not None and not resuming.prepared:
+                    await resuming.prepare(lanes, remote, config)
+                    sending.skip(resuming.kept)
+                    if resuming.continuing:
+                        pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
                 pump = await sending.attempt(lanes, target, remote, pflags)
                 break
             except ConnectionBroken as exc:
@@ -213,11 +237,14 @@ async def _upload(
                     lanes, budget, failures, exc, progressed=progressed, path=remote
                 )
                 reconnects += 1
-                # Keep what was written; CREAT in case the first OPEN never got
-                # there. Until a WRITE is acknowledged, truncating loses nothing.
-                pflags = codec.FXF_WRITE | codec.FXF_CREAT
-                if sending.acked == 0:
-                    pflags |= codec.FXF_TRUNC
+                if resuming is None or resuming.prepared:
+                    # Keep what was written; CREAT in case the first OPEN never got
+                    # there. Until a WRITE is acknowledged (and with nothing kept
+                    # from an earlier run), truncating loses nothing.
+                    pflags = codec.FXF_WRITE | codec.FXF_CREAT
+                    continuing = resuming is not None and resuming.continuing
+                    if sending.acked == 0 and not continuing:
+                        pflags |= codec.FXF_TRUNC
         sftp = lanes.channels[0]
         verified = "none"
         if sending.digest is not None:  # the whole file is on the server, under its temp name
@@ -233,12 +260,17 @@ async def _upload(
         if temp is not None:
             await rename_into_place(sftp, temp, remote)
         committed = True
-        return replace(pump.stats(started, lanes), verified=verified, reconnects=reconnects)
+        stats = replace(pump.stats(started, lanes), verified=verified, reconnects=reconnects)
+        if resuming is not None:
+            stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
+        return stats
     finally:
-        if not committed and temp is not None:
+        if resuming is not None:
+            resuming.finish(committed)
+        if not committed and discard is not None:
             live = [channel for channel in lanes.channels if channel.broken is None]
             if live:
-                await remove_quietly(live[0], temp)
+                await remove_quietly(live[0], discard)
 
 
 class _Sending:
@@ -253,6 +285,7 @@ class _Sending:
         shared: SharedBytes | None,
         on_tail: Callable[[], None] | None,
         on_progress: Callable[[int], None] | None,
+        resuming: UploadResume | None = None,
     ) -> None:
         self.config = config
         self.blocks = blocks
@@ -265,6 +298,29 @@ class _Sending:
         self.offset = 0  # the next byte never sent
         self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
         self.acked = 0
+        self.resuming = resuming
+        self.kept: list[Range] = []  # ranges the server already has: skipped
+        self._next_kept = 0
+
+    def skip(self, kept: list[Range]) -> None:
+        """Send nothing of ``kept`` (sorted, disjoint)."""
+        self.kept = kept
+        self._next_kept = 0
+        if self.size is not None:
+            self.size -= sum(rng.length for rng in kept)
+
+    def _past_kept(self) -> int | None:
+        """Move ``offset`` past any kept range it is in; where the next one starts."""
+        kept = self.kept
+        while self._next_kept < len(kept) and kept[self._next_kept].offset <= self.offset:
+            self.offset = max(self.offset, kept[self._next_kept].end)
+            self._next_kept += 1
+        return kept[self._next_kept].offset if self._next_kept < len(kept) else None
+
+    def _send(self, pump: WritePump, offset: int, data: bytes) -> None:
+        if self.resuming is not None:
+            self.resuming.sent(offset, data)
+        pump.send(offset, data)
 
     def _moved(self, count: int) -> None:
         self.acked += count
@@ -302,6 +358,8 @@ class _Sending:
                 want_lanes=grower.want,
             )
             pump.on_moved = self._moved
+            if self.resuming is not None:
+                pump.on_acked = self.resuming.acked
             grower.attach(pump)
             try:
                 await self._send_all(pump)
@@ -329,13 +387,21 @@ class _Sending:
                 continue
             offset, length = self.resend.popitem()
             data = await self.blocks.reread(offset, length)
-            pump.send(offset, data)
+            self._send(pump, offset, data)
+        block = pump.block_size
         while pump.error is None:
             room = pump.room()
             if room == 0:
                 await pump.wait_or_stall(stall_after)
                 continue
-            new = await self.blocks.next(self.offset, pump.block_size, room)
+            limit = self._past_kept()
+            if limit is not None:
+                room = min(room, -(-(limit - self.offset) // block))
+            new = await self.blocks.next(self.offset, block, room)
+            if limit is not None and new:  # the last block stops where a kept range starts
+                over = self.offset + sum(len(data) for data in new) - limit
+                if over > 0:
+                    new[-1] = new[-1][: len(new[-1]) - over]
             if not new and self.on_tail is not None:
                 self.on_tail()  # every byte is sent: the tree may start its next file
                 self.on_tail = None
@@ -344,7 +410,7 @@ class _Sending:
             for data in new:
                 if self.digest is not None:
                     self.digest.update(data)
-                pump.send(self.offset, data)
+                self._send(pump, self.offset, data)
                 self.offset += len(data)
         while pump.outstanding and pump.error is None:
             await pump.wait_or_stall(stall_after)
@@ -440,6 +506,7 @@ async def upload(
             shared,
             on_tail,
             on_progress,
+            UploadResume(source) if config.resume else None,
         )
     finally:
         source.close()

@@ -202,8 +202,8 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="get: keep an interrupted download's partial file and continue it next time "
-        "(as sftp reget / rsync --partial)",
+        help="keep an interrupted copy's partial file and continue it next time, checking "
+        "what it kept (as sftp reget/reput, rsync --partial)",
     )
     parser.add_argument(
         "--inplace",

@@ -1,9 +1,10 @@
-"""--resume: a download killed with SIGKILL continues from its partial file and journal.
+"""--resume: a copy killed with SIGKILL continues from its partial file and journal.
 
-The copy is slowed by the link emulator so it can be killed mid-way; then it
-is resumed, with one of its journaled chunks damaged on disk (fetched again),
-or with the source changed since (refused). The plan that skips what is kept
-is checked as a table.
+The copy (get or put) is slowed by the link emulator so it can be killed
+mid-way; then it is resumed, with one of its journaled chunks damaged in the
+partial file (copied again), or with the source changed since (refused). The
+pure pieces (the plan that skips what is kept, the gaps, which journal entries
+still count, the read-back check) are checked as tables.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+import sshpipe
 from sshpipe._kept import ReadBackCheck, latest_disjoint
+from sshpipe._putresume import remote_resume_name, state_dir
 from sshpipe._readplan import Range, ReadPlan, missing
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
@@ -111,7 +114,7 @@ def test_read_back_check_keeps_nothing_never_read_back_whole() -> None:
 
 
 @pytest.fixture
-async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[Peer, Path]]:
+async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[Peer, LinkEmulator]]:
     """sshd behind a 40 Mbit/s link: 24 MiB take ~5 s, time to kill the copy mid-way."""
     async with LinkEmulator(
         openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.004, rate=40e6)
@@ -119,7 +122,7 @@ async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[P
         known = tmp_path / "known_hosts_link"
         text = openssh_peer.known_hosts.read_text()
         known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-        yield dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known), known
+        yield dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known), emu
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:
@@ -153,7 +156,7 @@ async def _killed_mid_way(peer: Peer, target: Path) -> None:
 
 
 async def test_sigkill_then_resume_refetches_a_damaged_chunk_and_ends_identical(
-    slow_link: tuple[Peer, Path], tmp_path: Path
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path
 ) -> None:
     peer, _ = slow_link
     data = os.urandom(SIZE)
@@ -182,7 +185,7 @@ async def test_sigkill_then_resume_refetches_a_damaged_chunk_and_ends_identical(
 
 
 async def test_resume_refuses_a_source_that_changed(
-    slow_link: tuple[Peer, Path], tmp_path: Path
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path
 ) -> None:
     peer, _ = slow_link
     (peer.root / "src.bin").write_bytes(os.urandom(SIZE))
@@ -197,9 +200,191 @@ async def test_resume_refuses_a_source_that_changed(
     assert target.with_name(".out.bin.sshpipe.partial").exists()  # kept: the user decides
 
 
-def test_resume_is_refused_for_uploads_for_now(openssh_peer: Peer, tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Upload journals go to a throwaway state directory (CLI subprocesses inherit it)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "sshpipe" / "resume"
+
+
+def test_remote_partial_name_and_state_dir(state_home: Path) -> None:
+    assert remote_resume_name("/srv/a/big.iso") == "/srv/a/.big.iso.sshpipe.partial"
+    assert remote_resume_name("big.iso") == ".big.iso.sshpipe.partial"
+    assert state_dir() == state_home
+    assert state_home.stat().st_mode & 0o777 == 0o700
+
+
+# -- put --resume against OpenSSH --------------------------------------------
+
+
+async def _put_killed_mid_way(peer: Peer, source: Path, name: str) -> None:
+    """Start `put --resume`, SIGKILL it once part of the file is on the server."""
+    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sshpipe",
+        "put",
+        "--resume",
+        "-q",
+        *peer.cli_options(),
+        str(source),
+        peer.spec(name),
+        env=env,
+    )
+    partial = peer.root / f".{name}.sshpipe.partial"
+    for _ in range(400):
+        await asyncio.sleep(0.025)
+        if partial.exists() and partial.stat().st_size > 4 * MiB:
+            break
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the copy ended before it could be killed"
+
+
+def _journal_entries(state_home: Path) -> list[dict[str, int | str]]:
+    (journal,) = state_home.iterdir()
+    lines = journal.read_text().splitlines()
+    assert json.loads(lines[0])["size"] == SIZE
+    return [json.loads(line) for line in lines[1:] if line.endswith("}")]
+
+
+async def test_put_sigkill_then_resume_resends_a_damaged_chunk_and_ends_identical(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, state_home: Path
+) -> None:
+    peer, _ = slow_link
+    data = os.urandom(SIZE)
+    source = tmp_path / "src.bin"
+    source.write_bytes(data)
+    await _put_killed_mid_way(peer, source, "out.bin")
+    partial = peer.root / ".out.bin.sshpipe.partial"
+    assert partial.exists() and not (peer.root / "out.bin").exists()
+    entries = _journal_entries(state_home)
+    assert entries, "the journal recorded nothing"
+    # Damage one chunk the journal vouches for: the read-back must catch it.
+    victim = entries[len(entries) // 2]
+    with partial.open("r+b") as file:
+        file.seek(int(victim["o"]))
+        file.write(bytes(b ^ 0xFF for b in file.read(16)))
+    code, out, err = await _cli(
+        "put", "--resume", "--json", *peer.cli_options(), str(source), peer.spec("out.bin")
+    )
+    assert code == 0, err
+    assert hashlib.sha256((peer.root / "out.bin").read_bytes()).digest() == (
+        hashlib.sha256(data).digest()
+    )
+    stats = json.loads(out)
+    journaled = sum(int(e["n"]) for e in entries)
+    assert 0 < stats["resumed_bytes"] <= journaled - int(victim["n"])  # the victim was re-sent
+    assert stats["bytes"] == SIZE
+    assert not partial.exists() and list(state_home.iterdir()) == []
+
+
+async def test_put_resume_refuses_a_source_that_changed_until_the_partial_is_removed(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, state_home: Path
+) -> None:
+    peer, _ = slow_link
+    source = tmp_path / "src.bin"
+    source.write_bytes(os.urandom(SIZE))
+    await _put_killed_mid_way(peer, source, "out.bin")
+    partial = peer.root / ".out.bin.sshpipe.partial"
+    os.utime(source, ns=(0, source.stat().st_mtime_ns + 10**9))  # same size, newer mtime
+    args = ("put", "--resume", *peer.cli_options(), str(source), peer.spec("out.bin"))
+    code, _, err = await _cli(*args)
+    assert code == 10 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert str(source) in err and "changed since the partial copy" in err
+    assert partial.exists() and not (peer.root / "out.bin").exists()  # kept: the user decides
+    partial.unlink()  # as the message says: then the stale journal no longer counts
+    code, _, err = await _cli(*args)
+    assert code == 0, err
+    assert (peer.root / "out.bin").read_bytes() == source.read_bytes()
+    assert list(state_home.iterdir()) == []
+
+
+async def test_a_resumed_put_cut_while_sending_the_gaps_reconnects_and_ends_identical(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, state_home: Path
+) -> None:
+    peer, emu = slow_link
+    data = os.urandom(SIZE)
+    source = tmp_path / "src.bin"
+    source.write_bytes(data)
+    await _put_killed_mid_way(peer, source, "out.bin")
+    journaled = sum(int(e["n"]) for e in _journal_entries(state_home))
+    async with peer.client(sshpipe.TransferConfig(resume=True)) as client:
+        emu.cut_after(2 * MiB, direction="up")  # the read-back sends little: this cuts a gap
+        stats = await client.put(str(source), peer.remote("out.bin"))
+    assert (peer.root / "out.bin").read_bytes() == data
+    assert stats.reconnects == 1 and 0 < stats.resumed_bytes <= journaled
+    assert not (peer.root / ".out.bin.sshpipe.partial").exists()
+    assert list(state_home.iterdir()) == []
+
+
+async def test_a_cancelled_put_resume_leaves_a_partial_the_next_one_continues(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, state_home: Path
+) -> None:
+    peer, _ = slow_link
+    data = os.urandom(SIZE)
+    source = tmp_path / "src.bin"
+    source.write_bytes(data)
+    partial = peer.root / ".out.bin.sshpipe.partial"
+    async with peer.client(sshpipe.TransferConfig(resume=True)) as client:
+        task = asyncio.create_task(client.put(str(source), peer.remote("out.bin")))
+        for _ in range(400):
+            await asyncio.sleep(0.025)
+            if partial.exists() and partial.stat().st_size > 4 * MiB:
+                break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert partial.exists() and _journal_entries(state_home)
+        stats = await client.put(str(source), peer.remote("out.bin"))
+    assert (peer.root / "out.bin").read_bytes() == data
+    assert stats.resumed_bytes > 0
+    assert not partial.exists() and list(state_home.iterdir()) == []
+
+
+async def test_put_resume_without_a_journal_copies_everything(
+    openssh_peer: Peer, tmp_path: Path, state_home: Path
+) -> None:
+    data = os.urandom(3 * MiB + 5)
+    source = tmp_path / "src.bin"
+    source.write_bytes(data)
+    # A stale partial without a journal (say the state directory was wiped): not trusted.
+    (openssh_peer.root / ".dest.bin.sshpipe.partial").write_bytes(b"stale" * 1000000)
+    config = sshpipe.TransferConfig(resume=True)
+    async with openssh_peer.client(config) as client:
+        stats = await client.put(str(source), openssh_peer.remote("dest.bin"))
+    assert stats.resumed_bytes == 0 and stats.bytes == len(data)
+    assert (openssh_peer.root / "dest.bin").read_bytes() == data
+    assert not (openssh_peer.root / ".dest.bin.sshpipe.partial").exists()
+    assert list(state_home.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "word"),
+    [(("--inplace",), "inplace"), (("--verify",), "verify"), (("-r",), "single files")],
+)
+def test_put_resume_refuses_what_get_resume_refuses(
+    openssh_peer: Peer, tmp_path: Path, extra: tuple[str, ...], word: str
+) -> None:
     (tmp_path / "a").write_bytes(b"a")
     result = run_cli(
-        "put", "--resume", *openssh_peer.cli_options(), str(tmp_path / "a"), openssh_peer.spec("a")
+        "put",
+        "--resume",
+        *extra,
+        *openssh_peer.cli_options(),
+        str(tmp_path / "a"),
+        openssh_peer.spec("a"),
     )
-    assert_one_line_error(result, 2, "resume")
+    assert_one_line_error(result, 2, word)
+
+
+async def test_put_stream_refuses_resume(openssh_peer: Peer) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"x"
+
+    async with openssh_peer.client() as client:
+        with pytest.raises(sshpipe.UsageError, match="stream"):
+            await client.put_stream(
+                chunks(), openssh_peer.remote("s"), config=sshpipe.TransferConfig(resume=True)
+            )
