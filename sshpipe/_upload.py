@@ -23,6 +23,7 @@ from ._errors import (
     LocalError,
     RemoteError,
     RemoteIsADirectory,
+    RemoteNotFound,
     SSHPipeError,
 )
 from ._flight import SharedBytes
@@ -114,20 +115,33 @@ async def _upload(
                     continuing = resuming is not None and resuming.continuing
                     if sending.acked == 0 and not continuing:
                         pflags |= codec.FXF_TRUNC
-        sftp = lanes.channels[0]
         verified = "none"
-        if sending.digest is not None:  # the whole file is on the server, under its temp name
-            verified = await check(
-                sftp,
-                target,
-                level=config.verify,
-                size=sending.offset,
-                digest=sending.digest.hexdigest(sending.offset),
-                read_back=partial(read_back, lanes, target, config),
-                shown=remote,
-            )
-        if temp is not None:
-            await rename_into_place(sftp, temp, remote)
+        checked = renaming = False
+        while True:  # the whole file is on the server, under its temp name
+            sftp = lanes.channels[0]
+            try:
+                if sending.digest is not None and not checked:
+                    verified = await check(
+                        sftp,
+                        target,
+                        level=config.verify,
+                        size=sending.offset,
+                        digest=sending.digest.hexdigest(sending.offset),
+                        read_back=partial(read_back, lanes, target, config),
+                        shown=remote,
+                    )
+                    checked = True
+                # A rename cut off with its connection may have been done: the
+                # temp name is ours alone, so if it is gone, it was.
+                if temp is not None and (not renaming or await _exists(sftp, temp)):
+                    renaming = True
+                    await rename_into_place(sftp, temp, remote)
+                break
+            except ConnectionBroken as exc:
+                failures = await after_break(
+                    lanes, budget, failures, exc, progressed=False, path=remote
+                )
+                reconnects += 1
         committed = True
         stats = replace(pump.stats(started, lanes), verified=verified, reconnects=reconnects)
         if resuming is not None:
@@ -422,6 +436,14 @@ async def rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
         await sftp.remove(remote)
     reply = await sftp.call(lambda rid: codec.encode_rename(rid, temp.encode(), remote.encode()))
     sftp.check_status(reply, remote)
+
+
+async def _exists(sftp: SFTPSession, path: str) -> bool:
+    try:
+        await sftp.lstat(path)
+    except RemoteNotFound:
+        return False
+    return True
 
 
 async def remove_quietly(sftp: SFTPSession, path: str) -> None:
