@@ -33,6 +33,16 @@ _R = TypeVar("_R", bound="codec.Reply")
 ReplyCallback = Callable[["codec.Reply | BaseException"], None]
 
 
+class Shell(Protocol):
+    """A shell kept open on the server: commands one after another, each one round trip."""
+
+    async def run(self, command: str) -> tuple[int, str] | None:
+        """(exit status, stdout) of ``command``, or None once the shell is gone."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Pipe(Protocol):
     """A reliable, ordered byte stream to the SFTP server."""
 
@@ -124,6 +134,8 @@ class SFTPSession:
         # Runs a command on the same server: (exit status, stdout), or None
         # when it runs none. The SSH edge fills it in (used to verify hashes).
         self.run_command: Callable[[str], Awaitable[tuple[int, str] | None]] | None = None
+        # Opens a Shell on the same connection (None when the server runs none).
+        self.open_shell: Callable[[], Awaitable[Shell | None]] | None = None
         # When the server last spoke while it owed us a reply (or since it
         # began to owe one): a watchdog's measure of silence (``silent_for``).
         self._last_heard = time.monotonic()

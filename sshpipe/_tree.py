@@ -419,6 +419,24 @@ class TreeRun:
         finally:
             end()
 
+    @contextlib.asynccontextmanager
+    async def big_lease(self) -> AsyncIterator[LanePool]:
+        """Channels for a big file from the client's pool.
+
+        Its transfer reconnects on its own; getting the channels is ours: a
+        connection that drops as they open waits for the tree's reconnect.
+        """
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                seen = self.recovery.generation
+                try:
+                    lease = await stack.enter_async_context(self.pool.lease(self.big_config))
+                    break
+                except ConnectionBroken as exc:
+                    broken = exc
+                await self.recovery.heal(seen, broken)
+            yield lease
+
     async def _warm_up(self) -> None:
         """Open a channel per big file to come while the tree is scanned: 4 round trips saved.
 

@@ -157,7 +157,7 @@ class TreeGet(TreeRun):
 
     async def copy_big(self, item: Item) -> None:
         with self.tracking() as moved:
-            async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
+            async with self.big_turn() as end_turn, self.big_lease() as lease:
                 stats = await download(
                     lease,
                     item.source,

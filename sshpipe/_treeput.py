@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._lanes import LanePool
 from ._localio import local_error, read_whole_file
+from ._remotesync import RemoteSync
 from ._sftp import SFTPSession, quiet, settle
 from ._stats import TransferStats
 from ._tree import Item, TreeRun
@@ -65,6 +66,11 @@ class TreePut(TreeRun):
         super().__init__(*args, **kwargs)
         # Temp files of uploads cut off by a dropped connection, removed at the end.
         self.stale_temps: list[str] = []
+        self.remote_sync = RemoteSync(lambda: self.channels.slots[0].sftp)
+
+    async def close(self) -> None:
+        await self.remote_sync.close()
+        await super().close()
 
     # -- finding the work --------------------------------------------------------
 
@@ -167,8 +173,14 @@ class TreePut(TreeRun):
         await self.copy_big(item)  # it grew since it was listed
 
     async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> None:
-        """One attempt, under a new temp name each time: a lost one is removed at the end."""
+        """One attempt, under a new temp name each time: a lost one is removed at the end.
+
+        With fsync the file waits for the next batch's ``sync -f`` on the server
+        (``RemoteSync``) before its rename, or is fsynced on its own where that
+        cannot run.
+        """
         temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
+        batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
         try:
             await put_small(
                 sftp,
@@ -178,8 +190,17 @@ class TreePut(TreeRun):
                 block=self.block,
                 mode=self.mode_of(item),
                 times=item.times if self.options.preserve else None,
-                fsync=self.config.fsync,
+                fsync=self.config.fsync and not batched,
+                rename=not batched,
             )
+            if batched:
+                try:
+                    if not await self.remote_sync.sync(posixpath.dirname(temp) or "."):
+                        await fsync_remote_file(sftp, temp, item.dest)
+                    await rename_into_place(sftp, temp, item.dest)
+                except BaseException:
+                    await remove_quietly(sftp, temp)
+                    raise
         except ConnectionBroken:
             if temp != item.dest:
                 self.stale_temps.append(temp)
@@ -187,7 +208,7 @@ class TreePut(TreeRun):
 
     async def copy_big(self, item: Item) -> None:
         with self.tracking() as moved:
-            async with self.big_turn() as end_turn, self.pool.lease(self.big_config) as lease:
+            async with self.big_turn() as end_turn, self.big_lease() as lease:
                 stats = await upload(
                     lease,
                     item.source,
@@ -233,6 +254,8 @@ class TreePut(TreeRun):
         stale, self.stale_temps = self.stale_temps, []
         for temp in stale:
             await self.on_channel(partial(remove_quietly, path=temp))
+        if self.remote_sync.used:  # and the renames themselves, as a download's directory fsync
+            await self.on_channel(lambda _: self.remote_sync.sync_all())
 
 
 async def _set_dir_attrs(
@@ -285,6 +308,17 @@ async def upload_preserving(
     return stats
 
 
+async def fsync_remote_file(sftp: SFTPSession, path: str, shown: str) -> None:
+    """fsync@openssh.com on a file already written and closed (if the server offers it)."""
+    if not sftp.can_fsync:
+        return
+    handle = await sftp.open(path, codec.FXF_WRITE)
+    try:
+        await sftp.fsync(handle, shown)
+    finally:
+        await sftp.close_handle(handle, shown)
+
+
 async def _make_link(target: str, path: str, sftp: SFTPSession) -> None:
     """A symlink at ``path``; something there already is replaced, never a directory."""
     try:
@@ -314,11 +348,13 @@ async def put_small(
     mode: int,
     times: tuple[int, int] | None,
     fsync: bool = True,
+    rename: bool = True,
 ) -> None:
     """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
 
     ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
     the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
+    ``rename`` False leaves the written temp file to the caller (removed on error).
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
@@ -374,7 +410,7 @@ async def put_small(
             raise
         if failure is not None:
             raise failure
-        if not inplace:
+        if rename and not inplace:
             await rename_into_place(sftp, temp, dest)
         committed = True
     finally:

@@ -8,6 +8,7 @@ served them. sshd offers fsync@openssh.com too; there the tests check results.
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ import asyncssh
 import pytest
 
 import sshpipe
-from sshpipe import _groupcommit
+from sshpipe import _groupcommit, _treeput
+from sshpipe._remotesync import RemoteSync
 from tests.conftest import Peer
+from tests.support.trees import compare_trees, leftover_temps
 from tests.test_cli import run_cli
 from tests.test_faults import StartServer, Tracker, TrackingServer, factory
 
@@ -231,3 +234,78 @@ def test_cli_fsync_flags_copy_both_ways(openssh_peer: Peer, tmp_path: Path, flag
     got = run_cli("get", flag, *options, openssh_peer.spec("a.bin"), str(tmp_path / "b.bin"))
     assert put.returncode == 0 and got.returncode == 0, put.stderr + got.stderr
     assert (tmp_path / "b.bin").read_bytes() == data
+
+
+@pytest.fixture
+def remote_sync_events(monkeypatch: pytest.MonkeyPatch) -> Events:
+    """Each server-side command (as it finishes) and each rename of a tree upload, in order."""
+    events: Events = []
+    real_run, real_rename = RemoteSync._run, _treeput.rename_into_place
+
+    async def run(self: RemoteSync, command: str) -> tuple[int, str] | None:
+        result = await real_run(self, command)
+        events.append(("command", f"{command} -> {result[0] if result else None}"))
+        return result
+
+    async def rename(sftp: Any, temp: str, remote: str) -> None:
+        await real_rename(sftp, temp, remote)
+        events.append(("rename", temp))
+
+    monkeypatch.setattr(RemoteSync, "_run", run)
+    monkeypatch.setattr(_treeput, "rename_into_place", rename)
+    return events
+
+
+def _small_tree(root: Path, count: int = 60) -> None:
+    for i in range(count):
+        (root / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i % 3}" / f"f{i}.bin").write_bytes(os.urandom(100 + i))
+
+
+async def test_small_uploads_are_synced_by_the_batch_on_the_server(
+    openssh_peer: Peer, tmp_path: Path, remote_sync_events: Events
+) -> None:
+    """sshd runs GNU sync: one `sync -f DIR` for many files, each renamed after its batch."""
+    _small_tree(tmp_path / "src")
+    async with openssh_peer.client() as sp:
+        stats = await sp.put(str(tmp_path / "src"), openssh_peer.remote("up"), recursive=True)
+    assert stats.files_done == 60
+    assert compare_trees(tmp_path / "src", openssh_peer.root / "up") == []
+    events = remote_sync_events
+    commands = [what for kind, what in events if kind == "command"]
+    assert commands[0] == "sync --version -> 0"
+    syncs = [i for i, (kind, what) in enumerate(events) if what.startswith("sync -f")]
+    assert all(events[i][1].endswith("-> 0") for i in syncs), events
+    assert 2 <= len(syncs) < 60 / 2, events  # batched, plus one last for the renames
+    renames = [(i, what) for i, (kind, what) in enumerate(events) if kind == "rename"]
+    assert len(renames) == 60
+    for index, temp in renames:  # a sync naming its directory finished before its rename
+        directory = posixpath.dirname(temp)
+        assert any(i < index and directory in events[i][1] for i in syncs), (temp, events)
+    assert syncs[-1] > renames[-1][0]  # and one after the last rename: the names are durable
+    assert leftover_temps(openssh_peer.root) == []
+
+
+async def test_when_sync_fails_on_the_server_each_upload_is_fsynced(
+    faulty_server: StartServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server whose `sync -f` fails (here: one that runs no command at all but claims GNU
+    sync) gets fsync@openssh.com per file before each rename, as without batching."""
+    events: Events = []
+    answers = {"sync --version": (0, "sync (GNU coreutils) 9.1\n")}
+
+    async def run(self: RemoteSync, command: str) -> tuple[int, str] | None:
+        return answers.get(command, (1, ""))
+
+    monkeypatch.setattr(RemoteSync, "_run", run)
+    _small_tree(tmp_path / "src", count=12)
+    async with faulty_server(_recording(events)) as peer, peer.client() as sp:
+        await sp.put(str(tmp_path / "src"), "/up", recursive=True)
+        assert compare_trees(tmp_path / "src", peer.root / "up") == []
+    renames = [i for i, (kind, _) in enumerate(events) if kind == "rename"]
+    assert len(renames) == 12
+    for i in renames:
+        temp = events[i][1].split(" -> ")[0]
+        assert ("fsync", temp) in events[:i], (temp, events)
