@@ -34,6 +34,7 @@ from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
 from ._journal import Journal, journal_name, resume_name, verified_ranges
 from ._journal import load as load_journal
+from ._kept import latest_disjoint
 from ._lanes import (
     Grower,
     Handles,
@@ -378,15 +379,19 @@ class _Resume:
         self.partial = resume_name(local)
         self.journal = Journal(journal_name(local))
         self.kept = 0  # bytes found intact in the partial file
+        # Looked at now, before the target opens (and creates) it: without its
+        # partial, a journal is stale (removing the partial is how a refused
+        # resume is started afresh).
+        self.had_partial = self.partial.exists()
 
     def plan_for(self, attrs: codec.Attrs, block: int) -> ReadPlan:
         """The plan once the remote file's attributes are known; refuses a changed source."""
         header = {"remote": self.remote, "size": attrs.size, "mtime": attrs.mtime}
         earlier = load_journal(self.journal.path)
-        if earlier is None or attrs.size is None:
+        if earlier is None or attrs.size is None or not self.had_partial:
             self.journal.start(header, append=False)
             return ReadPlan(block_size=block, size_hint=attrs.size)
-        was, ranges = earlier
+        was, entries = earlier
         if any(was.get(key) != value for key, value in header.items()):
             raise IntegrityError(
                 self.remote,
@@ -394,7 +399,8 @@ class _Resume:
                 f"{was.get('size')} bytes, mtime {was.get('mtime')}; now {attrs.size}, "
                 f"{attrs.mtime}): remove it, or copy without --resume",
             )
-        have = verified_ranges(self.partial, ranges)
+        # A range written twice (a reconnect, another block size) counts once.
+        have = verified_ranges(self.partial, latest_disjoint(entries, attrs.size))
         self.kept = sum(rng.length for rng in have)
         logger.info("%s: resuming, %d bytes of %s kept", self.remote, self.kept, attrs.size)
         self.journal.start(header, append=True)

@@ -197,7 +197,16 @@ async def test_resume_refuses_a_source_that_changed(
         "get", "--resume", *peer.cli_options(), peer.spec("src.bin"), str(target)
     )
     assert code == 10 and "changed since the partial copy" in err and "Traceback" not in err
-    assert target.with_name(".out.bin.sshpipe.partial").exists()  # kept: the user decides
+    partial = target.with_name(".out.bin.sshpipe.partial")
+    assert partial.exists()  # kept: the user decides
+    # As the message says: once the partial is removed, --resume starts afresh.
+    partial.unlink()
+    code, _, err = await _cli(
+        "get", "--resume", *peer.cli_options(), peer.spec("src.bin"), str(target)
+    )
+    assert code == 0, err
+    assert target.read_bytes() == (peer.root / "src.bin").read_bytes()
+    assert not partial.exists() and not target.with_name(".out.bin.sshpipe.journal").exists()
 
 
 @pytest.fixture(autouse=True)
