@@ -10,7 +10,6 @@ one gathers, so the batches grow as large as the disk is slow.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import logging
@@ -19,39 +18,33 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from ._batch import Batcher
 from ._errors import LocalError
 from ._localio import local_error, run_blocking
 
 logger = logging.getLogger("sshpipe.local")
-
-_Entry = tuple[Path, str, "asyncio.Future[None]"]
 
 
 class GroupCommit:
     """Renames finished temp files into place once a shared sync has made them durable."""
 
     def __init__(self) -> None:
-        self._queue: list[_Entry] = []
-        self._task: asyncio.Task[None] | None = None
+        self._batches: Batcher[tuple[Path, str], LocalError | None] = Batcher(self._flush)
 
     def __repr__(self) -> str:
-        return f"<GroupCommit waiting={len(self._queue)} busy={self._busy}>"
-
-    @property
-    def _busy(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return f"<GroupCommit {self._batches!r}>"
 
     async def commit(self, temp: Path, final: str) -> None:
         """Return once ``temp`` is durable and renamed to ``final``.
 
+        Cancelled, the file is the committer's still: it is renamed all the same.
+
         Raises:
             LocalError: naming ``final``; ``temp`` is removed.
         """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((temp, final, future))
-        if not self._busy:
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-        await future  # cancelled: the file is the committer's now, renamed all the same
+        error = await self._batches.submit((temp, final))
+        if error is not None:
+            raise error
 
     async def close(self) -> None:
         """Finish what was handed over: those files are whole, so they still take their names.
@@ -59,21 +52,12 @@ class GroupCommit:
         Their waiters may be gone (the tree was cancelled or failed); the sync
         and renames go on without them, as a file already renamed would stay.
         """
-        if self._task is not None:
-            await asyncio.wait([self._task])
+        await self._batches.close()
 
-    async def _drain(self) -> None:
-        while self._queue:
-            batch, self._queue = self._queue, []
-            # run_blocking waits for the thread even if cancelled: no rename runs after close.
-            errors = await run_blocking(sync_then_rename, [(t, f) for t, f, _ in batch])
-            for (_, _, future), error in zip(batch, errors, strict=True):
-                if future.done():  # its waiter was cancelled
-                    continue
-                if error is None:
-                    future.set_result(None)
-                else:
-                    future.set_exception(error)
+    @staticmethod
+    async def _flush(pairs: list[tuple[Path, str]]) -> list[LocalError | None]:
+        # run_blocking waits for the thread even if cancelled: no rename runs after close.
+        return await run_blocking(sync_then_rename, pairs)
 
 
 def sync_then_rename(pairs: list[tuple[Path, str]]) -> list[LocalError | None]:

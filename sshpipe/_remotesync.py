@@ -5,8 +5,8 @@ file, and the four pipeline channels' sftp-servers take turns (1,000 x 16 KiB
 at 20 ms: 0.3-1.1 s more for the tree). Where the server runs a shell and
 has GNU coreutils' ``sync``, the files written meanwhile wait together
 instead: one ``sync -f DIR...`` (syncfs) makes them all durable, then each is
-renamed. While one batch syncs, the next one gathers. The commands go to one
-shell kept open (``RemoteShell``): an exec each would cost six round trips.
+renamed. While one batch syncs, the next one gathers (``Batcher``). The
+commands go to one shell kept open (``RemoteCommands``).
 
 Only GNU ``sync`` is trusted (probed once with ``--version``): BSD's ignores
 its arguments and its sync(2) need not wait for the disk. Where there is no
@@ -16,13 +16,11 @@ SFTP instead: slower, never less durable.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import shlex
-from collections.abc import Callable
 
-from ._errors import ConnectionBroken
-from ._sftp import SFTPSession, Shell
+from ._batch import Batcher
+from ._remotecommands import RemoteCommands
 
 logger = logging.getLogger("sshpipe.upload")
 
@@ -33,43 +31,26 @@ class RemoteSync:
     """Batches ``sync -f`` for a tree's uploads.
 
     Args:
-        channel: a live pipeline channel, asked anew for each command (a
-            reconnect replaces them); its connection runs the command.
+        commands: the shell on the server (shared with the tree's other commands).
     """
 
-    def __init__(self, channel: Callable[[], SFTPSession]) -> None:
-        self._channel = channel
-        self._probe: asyncio.Task[bool] | None = None
+    def __init__(self, commands: RemoteCommands) -> None:
+        self._commands = commands
         self._failed = False  # a batch's command failed: per-file fsync from now on
-        self._queue: list[tuple[str, asyncio.Future[bool]]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._batches: Batcher[str, bool] = Batcher(self._sync_batch, max_batch=MAX_BATCH)
         self._synced: set[str] = set()  # every directory a batch named
         self.used = False  # a batch succeeded: the renames want a last sync too
-        self._shell: Shell | None = None
-        self._shell_on = channel()  # the channel whose connection runs the shell
 
     def __repr__(self) -> str:
-        return f"<RemoteSync waiting={len(self._queue)} failed={self._failed}>"
+        return f"<RemoteSync {self._batches!r} failed={self._failed}>"
 
     async def usable(self) -> bool:
-        """Whether uploads may skip their own fsync and wait for a batch instead."""
-        if self._failed:
-            return False
-        if self._probe is None:
-            self._probe = asyncio.get_running_loop().create_task(self._check())
-        probe = self._probe
-        try:
-            return await asyncio.shield(probe)
-        except ConnectionBroken:
-            if self._probe is probe:  # not an answer: ask again on the new connection
-                self._probe = None
-            raise
+        """Whether uploads may skip their own fsync and wait for a batch instead.
 
-    async def _check(self) -> bool:
-        result = await self._run("sync --version")
-        usable = result is not None and result[0] == 0 and "GNU coreutils" in result[1]
-        logger.debug("server-side sync -f %s", "usable" if usable else "not usable")
-        return usable
+        Raises:
+            ConnectionBroken: the connection went while asking.
+        """
+        return not self._failed and await self._commands.has("sync")
 
     async def sync(self, directory: str) -> bool:
         """Return once a ``sync -f`` begun after this call is done; False if it failed.
@@ -77,76 +58,29 @@ class RemoteSync:
         Raises:
             ConnectionBroken: the connection went while the command ran.
         """
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queue.append((directory, future))
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-        return await future
+        return await self._batches.submit(directory)
 
     async def sync_all(self) -> None:
         """One last ``sync -f`` of every directory used: the renames are durable too."""
         directories = sorted(self._synced)
         for start in range(0, len(directories), MAX_BATCH):
-            await self._run(_command(directories[start : start + MAX_BATCH]))
+            await self._commands.run(_command(directories[start : start + MAX_BATCH]))
 
     async def close(self) -> None:
         """Wait for the command under way (a cancelled tree's files are removed by their owners)."""
-        if self._probe is not None and not self._probe.done():
-            self._probe.cancel()
-        for task in (self._probe, self._task):
-            if task is not None:
-                await asyncio.wait([task])
-        if self._shell is not None:
-            self._shell.close()
-            self._shell = None
+        await self._batches.close()
 
-    async def _drain(self) -> None:
-        while self._queue:
-            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-            directories = sorted({directory for directory, _ in batch})
-            outcome: bool | BaseException
-            try:
-                result = await self._run(_command(directories))
-                outcome = result is not None and result[0] == 0
-                if outcome:
-                    self.used = True
-                    self._synced.update(directories)
-                else:
-                    logger.info("sync -f failed on the server (%s): fsync each file", result)
-                    self._failed = True
-            except ConnectionBroken as exc:
-                outcome = exc
-            for _, future in batch:
-                if future.done():  # its waiter was cancelled
-                    continue
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
-
-    async def _run(self, command: str) -> tuple[int, str] | None:
-        """(exit status, stdout) from the shell kept open; None where no shell runs.
-
-        Raises:
-            ConnectionBroken: the shell's connection is gone (not the command's
-                fault; the next command opens a shell on the new connection).
-        """
-        if self._shell is None or self._shell_on.broken is not None:
-            if self._shell is not None:
-                self._shell.close()
-            self._shell_on = self._channel()
-            if self._shell_on.open_shell is None:
-                return None
-            self._shell = await self._shell_on.open_shell()
-            if self._shell is None:
-                return None
-        result = await self._shell.run(command)
-        if result is None:
-            self._shell.close()
-            self._shell = None
-            if self._shell_on.broken is not None:
-                raise ConnectionBroken(f"connection lost while running {command.split()[0]}")
-        return result
+    async def _sync_batch(self, queued: list[str]) -> list[bool]:
+        directories = sorted(set(queued))
+        result = await self._commands.run(_command(directories))
+        done = result is not None and result[0] == 0
+        if done:
+            self.used = True
+            self._synced.update(directories)
+        else:
+            logger.info("sync -f failed on the server (%s): fsync each file", result)
+            self._failed = True
+        return [done] * len(queued)
 
 
 def _command(directories: list[str]) -> str:

@@ -43,6 +43,7 @@ from ._errors import (
 from ._flight import SharedBytes
 from ._lanes import LanePool, block_size_for
 from ._localio import run_blocking
+from ._remotecommands import RemoteCommands
 from ._sftp import SFTPSession
 from ._stats import TreeProgress, TreeStats
 from ._treeplan import TreeAccount, is_small, split_budget
@@ -290,6 +291,8 @@ class TreeRun:
         self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
         self.dirs: asyncio.Queue[Item | None] = asyncio.Queue()
         self._dirs_pending = 0
+        # The server's shell, for what a command does better than SFTP (sync, sha256sum).
+        self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         self.recovery = Recovery(
             lanes,
             config,
@@ -320,6 +323,7 @@ class TreeRun:
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
         await self.recovery.close()
+        await self.commands.close()
 
     # -- running ---------------------------------------------------------------
 

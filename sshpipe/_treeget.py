@@ -47,6 +47,7 @@ class TreeGet(TreeRun):
 
     async def close(self) -> None:
         await self.committer.close()
+        await super().close()
 
     async def scan_roots(self) -> None:
         self._roots = set()

@@ -66,7 +66,7 @@ class TreePut(TreeRun):
         super().__init__(*args, **kwargs)
         # Temp files of uploads cut off by a dropped connection, removed at the end.
         self.stale_temps: list[str] = []
-        self.remote_sync = RemoteSync(lambda: self.channels.slots[0].sftp)
+        self.remote_sync = RemoteSync(self.commands)
 
     async def close(self) -> None:
         await self.remote_sync.close()

@@ -18,7 +18,7 @@ import pytest
 
 import sshpipe
 from sshpipe import _groupcommit, _treeput
-from sshpipe._remotesync import RemoteSync
+from sshpipe._remotecommands import RemoteCommands
 from tests.conftest import Peer
 from tests.support.trees import compare_trees, leftover_temps
 from tests.test_cli import run_cli
@@ -240,9 +240,9 @@ def test_cli_fsync_flags_copy_both_ways(openssh_peer: Peer, tmp_path: Path, flag
 def remote_sync_events(monkeypatch: pytest.MonkeyPatch) -> Events:
     """Each server-side command (as it finishes) and each rename of a tree upload, in order."""
     events: Events = []
-    real_run, real_rename = RemoteSync._run, _treeput.rename_into_place
+    real_run, real_rename = RemoteCommands.run, _treeput.rename_into_place
 
-    async def run(self: RemoteSync, command: str) -> tuple[int, str] | None:
+    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
         result = await real_run(self, command)
         events.append(("command", f"{command} -> {result[0] if result else None}"))
         return result
@@ -251,7 +251,7 @@ def remote_sync_events(monkeypatch: pytest.MonkeyPatch) -> Events:
         await real_rename(sftp, temp, remote)
         events.append(("rename", temp))
 
-    monkeypatch.setattr(RemoteSync, "_run", run)
+    monkeypatch.setattr(RemoteCommands, "run", run)
     monkeypatch.setattr(_treeput, "rename_into_place", rename)
     return events
 
@@ -296,10 +296,10 @@ async def test_when_sync_fails_on_the_server_each_upload_is_fsynced(
     events: Events = []
     answers = {"sync --version": (0, "sync (GNU coreutils) 9.1\n")}
 
-    async def run(self: RemoteSync, command: str) -> tuple[int, str] | None:
+    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
         return answers.get(command, (1, ""))
 
-    monkeypatch.setattr(RemoteSync, "_run", run)
+    monkeypatch.setattr(RemoteCommands, "run", run)
     _small_tree(tmp_path / "src", count=12)
     async with faulty_server(_recording(events)) as peer, peer.client() as sp:
         await sp.put(str(tmp_path / "src"), "/up", recursive=True)

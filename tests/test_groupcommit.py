@@ -127,7 +127,7 @@ async def test_files_handed_over_are_still_committed_when_their_waiters_are_canc
     for name in ("a", "b", "c"):
         assert (tmp_path / name).read_bytes() == b"data"
     assert not list(tmp_path.glob(".*.tmp"))
-    assert committer._task is not None and committer._task.done()
+    assert committer._batches._task is not None and committer._batches._task.done()
 
 
 def _counting_syncfs(monkeypatch: pytest.MonkeyPatch) -> list[int]:

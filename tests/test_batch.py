@@ -1,0 +1,61 @@
+"""Batcher: what arrives while a batch runs forms the next one; results and errors per batch."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sshpipe._batch import Batcher
+
+
+async def test_items_arriving_during_a_batch_run_together_next() -> None:
+    seen: list[list[int]] = []
+    gate = asyncio.Event()
+
+    async def run(items: list[int]) -> list[int]:
+        seen.append(items)
+        await gate.wait()
+        return [item * 10 for item in items]
+
+    batcher: Batcher[int, int] = Batcher(run, max_batch=3)
+    tasks = [asyncio.create_task(batcher.submit(i)) for i in range(1)]
+    await asyncio.sleep(0)  # the first batch, [0], is running
+    tasks += [asyncio.create_task(batcher.submit(i)) for i in range(1, 6)]
+    await asyncio.sleep(0)
+    gate.set()
+    assert await asyncio.gather(*tasks) == [0, 10, 20, 30, 40, 50]
+    assert seen == [[0], [1, 2, 3], [4, 5]]  # max_batch caps each batch
+    await batcher.close()
+
+
+async def test_an_error_reaches_every_waiter_of_its_batch_only() -> None:
+    async def run(items: list[int]) -> list[int]:
+        if 2 in items:
+            raise OSError("boom")
+        return items
+
+    batcher: Batcher[int, int] = Batcher(run, max_batch=2)
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(4)), return_exceptions=True)
+    # All four were queued before the first batch started: [0, 1], then [2, 3].
+    assert results[:2] == [0, 1]
+    assert [type(r) for r in results[2:]] == [OSError, OSError]  # failed together
+    await batcher.close()
+
+
+async def test_a_cancelled_waiter_leaves_its_item_in_the_batch() -> None:
+    ran: list[int] = []
+
+    async def run(items: list[int]) -> list[int]:
+        await asyncio.sleep(0.01)
+        ran.extend(items)
+        return items
+
+    batcher: Batcher[int, int] = Batcher(run)
+    task = asyncio.create_task(batcher.submit(7))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await batcher.close()
+    assert ran == [7]
