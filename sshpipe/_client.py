@@ -548,8 +548,6 @@ class Client:
     ) -> TreeStats:
         if not sources:
             raise UsageError("nothing to copy: no sources given")
-        if config.verify != "none":
-            raise UsageError("verify works on single files; not yet on trees or several files")
         if config.resume:
             raise UsageError("resume works on single files; not yet on trees or several files")
         # One channel to start with; the run adds the rest of its

@@ -109,6 +109,8 @@ class TreeStats:
         failures: every path that failed (files, directories, links, refused names).
         reconnects: times the pipeline's connection dropped (or went silent)
             and was opened again; a big file's own reconnects are not counted.
+        verified: with ``verify``, the weakest check any file passed ("size",
+            "read-back", "hash-remote"); "none" when not asked (or no file).
     """
 
     files: int
@@ -122,6 +124,7 @@ class TreeStats:
     failures: tuple[TreeFailure, ...] = ()
     skipped_paths: tuple[str, ...] = ()
     reconnects: int = 0
+    verified: str = "none"
 
     @property
     def throughput(self) -> float:

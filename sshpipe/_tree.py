@@ -48,6 +48,7 @@ from ._sftp import SFTPSession
 from ._stats import TreeProgress, TreeStats
 from ._treeplan import TreeAccount, is_small, split_budget
 from ._treerecovery import Recovery
+from ._treeverify import TreeVerifier
 
 logger = logging.getLogger("sshpipe.tree")
 
@@ -293,6 +294,8 @@ class TreeRun:
         self._dirs_pending = 0
         # The server's shell, for what a command does better than SFTP (sync, sha256sum).
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
+        verifying = config.verify != "none"
+        self.verifier = TreeVerifier(config.verify, self.commands) if verifying else None
         self.recovery = Recovery(
             lanes,
             config,
@@ -323,6 +326,8 @@ class TreeRun:
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
         await self.recovery.close()
+        if self.verifier is not None:
+            await self.verifier.close()
         await self.commands.close()
 
     # -- running ---------------------------------------------------------------
@@ -356,7 +361,9 @@ class TreeRun:
             await self.close()
         self._report_progress()
         stats = replace(
-            self.account.stats(time.perf_counter()), reconnects=self.recovery.reconnects
+            self.account.stats(time.perf_counter()),
+            reconnects=self.recovery.reconnects,
+            verified=(self.verifier.weakest if self.verifier is not None else None) or "none",
         )
         if stats.failures:
             raise IncompleteTransfer(stats)

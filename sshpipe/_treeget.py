@@ -16,6 +16,7 @@ import posixpath
 import stat
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from . import _codec as codec
@@ -31,6 +32,7 @@ from ._sftp import SFTPSession, quiet, settle, status_error
 from ._stats import TransferStats
 from ._tree import Item, TreeRun
 from ._treeplan import ListingCheck, landing
+from ._treeverify import sha256_of
 
 
 class TreeGet(TreeRun):
@@ -119,9 +121,11 @@ class TreeGet(TreeRun):
             return
         size = item.size
         # With fsync a file is made durable with the others written meanwhile
-        # (GroupCommit), then renamed; in place it has no later rename to wait for.
+        # (GroupCommit), then renamed; with --verify it is renamed once checked.
+        # In place there is no later rename to wait for.
         grouped = self.config.fsync and not self.config.inplace
-        temp = temp_name(item.dest) if grouped else None
+        deferred = (grouped or self.verifier is not None) and not self.config.inplace
+        temp = temp_name(item.dest) if deferred else None
         try:
             # -R counts READs of data, as for one file: the 1-byte probe is not one.
             async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
@@ -130,6 +134,7 @@ class TreeGet(TreeRun):
                 )
                 if fetched is not None:
                     pieces, final_size = fetched
+                    digest = sha256_of(pieces) if self.verifier is not None else ""
                     await self.local(
                         write_whole_file,
                         item.dest,
@@ -142,19 +147,35 @@ class TreeGet(TreeRun):
                         leave_as=temp,
                         syncs=self.config.fsync and not grouped,
                     )
+            if fetched is not None and self.verifier is not None:
+                await self.on_channel(partial(self._check, item, digest, final_size))
         except BaseException:
             if temp is not None:  # written, maybe, but never handed to the committer
                 with contextlib.suppress(OSError):
                     temp.unlink()
             raise
-        if fetched is not None and temp is not None:
-            # Outside the credits: a file waiting for the disk holds no memory. From
-            # here the committer owns the temp file (it syncs and renames, or removes it).
-            await self.committer.commit(temp, item.dest)
         if fetched is None:
             await self.copy_big(item)  # it grew since it was listed (or read short)
             return
+        if grouped and temp is not None:
+            # Outside the credits: a file waiting for the disk holds no memory. From
+            # here the committer owns the temp file (it syncs and renames, or removes it).
+            await self.committer.commit(temp, item.dest)
+        elif temp is not None:
+            await self.local(rename_local, temp, item.dest)
         self.account.file_done(final_size)
+
+    async def _check(self, item: Item, digest: str, size: int, sftp: SFTPSession) -> None:
+        """--verify of a small file read whole (its digest), against the server's copy."""
+        assert self.verifier is not None
+        await self.verifier.check(
+            item.source,
+            digest=digest,
+            size=size,
+            remote_size=partial(size_of, sftp, item.source),
+            read_back=partial(read_back_small, sftp, item.source, size, self.block),
+            shown=item.source,
+        )
 
     async def copy_big(self, item: Item) -> None:
         with self.tracking() as moved:
@@ -171,6 +192,8 @@ class TreeGet(TreeRun):
                     known=item.attrs,
                     on_progress=moved,
                 )
+            if self.verifier is not None:
+                self.verifier.passed(stats.verified)
             if self.options.preserve:
                 await self.local(set_local_attrs, item.dest, self.mode_of(item), item.times)
             self.account.file_done(stats.bytes, reported=moved.total)
@@ -274,6 +297,25 @@ async def fetch_small(
     if plan.max_received_end > size or not plan.done:
         return None
     return pieces, plan.final_size
+
+
+async def size_of(sftp: SFTPSession, path: str) -> int | None:
+    return (await sftp.stat(path)).size
+
+
+async def read_back_small(sftp: SFTPSession, path: str, size: int, block: int) -> str:
+    """SHA-256 of a small remote file read again (a file that grew no longer matches)."""
+    fetched = await fetch_small(sftp, path, size, block)
+    return sha256_of(fetched[0]) if fetched is not None else "(a file larger than copied)"
+
+
+def rename_local(temp: Path, path: str) -> None:
+    try:
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise local_error(path, exc) from exc
 
 
 def sftp_future() -> asyncio.Future[None]:

@@ -9,6 +9,7 @@ under its final name.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import posixpath
 import stat
@@ -32,6 +33,7 @@ from ._remotesync import RemoteSync
 from ._sftp import SFTPSession, quiet, settle
 from ._stats import TransferStats
 from ._tree import Item, TreeRun
+from ._treeget import read_back_small, size_of
 from ._treeplan import landing
 from ._upload import (
     remote_temp_name,
@@ -175,12 +177,13 @@ class TreePut(TreeRun):
     async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> None:
         """One attempt, under a new temp name each time: a lost one is removed at the end.
 
-        With fsync the file waits for the next batch's ``sync -f`` on the server
-        (``RemoteSync``) before its rename, or is fsynced on its own where that
-        cannot run.
+        With --verify the temp file is checked before its rename. With fsync it
+        waits for the next batch's ``sync -f`` on the server (``RemoteSync``), or
+        is fsynced on its own where that cannot run.
         """
         temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
-        batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
+        renamed_here = temp != item.dest
+        batched = self.config.fsync and renamed_here and await self.remote_sync.usable()
         try:
             await put_small(
                 sftp,
@@ -191,18 +194,30 @@ class TreePut(TreeRun):
                 mode=self.mode_of(item),
                 times=item.times if self.options.preserve else None,
                 fsync=self.config.fsync and not batched,
-                rename=not batched,
+                rename=not (batched or self.verifier is not None),
             )
-            if batched:
-                try:
-                    if not await self.remote_sync.sync(posixpath.dirname(temp) or "."):
-                        await fsync_remote_file(sftp, temp, item.dest)
+            if not (batched or self.verifier is not None):
+                return
+            try:
+                if self.verifier is not None:
+                    await self.verifier.check(
+                        temp,
+                        digest=hashlib.sha256(data).hexdigest(),
+                        size=len(data),
+                        remote_size=partial(size_of, sftp, temp),
+                        read_back=partial(read_back_small, sftp, temp, len(data), self.block),
+                        shown=item.dest,
+                    )
+                if batched and not await self.remote_sync.sync(posixpath.dirname(temp) or "."):
+                    await fsync_remote_file(sftp, temp, item.dest)
+                if renamed_here:
                     await rename_into_place(sftp, temp, item.dest)
-                except BaseException:
+            except BaseException:
+                if renamed_here:
                     await remove_quietly(sftp, temp)
-                    raise
+                raise
         except ConnectionBroken:
-            if temp != item.dest:
+            if renamed_here:
                 self.stale_temps.append(temp)
             raise
 
@@ -219,6 +234,8 @@ class TreePut(TreeRun):
                     on_tail=end_turn,
                     on_progress=moved,
                 )
+            if self.verifier is not None:
+                self.verifier.passed(stats.verified)
             if self.options.preserve:
                 attrs = self.final_attrs(item)
                 await self.on_channel(lambda sftp: sftp.setstat(item.dest, attrs))

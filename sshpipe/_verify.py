@@ -88,16 +88,17 @@ async def check(
     if level in ("hash", "read-back"):
         theirs = await remote_sha256(sftp, path)
         if theirs is not None:
-            _same(shown, "sha256 (sha256sum on the server)", theirs, digest)
+            same(shown, "sha256 (sha256sum on the server)", theirs, digest)
             return "hash-remote"
         if level == "read-back":
-            _same(shown, "sha256 (read back)", await read_back(), digest)
+            same(shown, "sha256 (read back)", await read_back(), digest)
             return "read-back"
     theirs_size = (await sftp.stat(path)).size
-    _same(shown, "size", str(theirs_size), str(size))
+    same(shown, "size", str(theirs_size), str(size))
     return "size"
 
 
-def _same(path: str, what: str, theirs: str, ours: str) -> None:
+def same(path: str, what: str, theirs: str, ours: str) -> None:
+    """Raise IntegrityError naming ``path`` unless the server's ``what`` equals ours."""
     if theirs != ours:
         raise IntegrityError(path, f"{what} differs: the server has {theirs}, the copy {ours}")

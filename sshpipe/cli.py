@@ -467,6 +467,8 @@ def _report_tree(
     elif not args.quiet:
         failed = f", {len(stats.failures)} failed" if stats.failures else ""
         skipped = f", {stats.skipped} skipped" if stats.skipped else ""
+        if stats.verified != "none":
+            skipped += f", verified: {stats.verified}"
         print(
             f"{' '.join(sources)} -> {target}: {stats.files_done} files "
             f"({_human(stats.bytes)}), {stats.directories} directories, "

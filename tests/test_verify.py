@@ -9,6 +9,7 @@ if asked, to a read-back. Corruption comes from servers that damage one read
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 from pathlib import Path
@@ -18,9 +19,10 @@ import pytest
 
 import sshpipe
 import sshpipe._verify
+from sshpipe._remotecommands import RemoteCommands
 from tests.conftest import Peer
-from tests.support.trees import leftover_temps
-from tests.test_cli import assert_one_line_error, run_cli
+from tests.support.trees import compare_trees, leftover_temps, make_tree
+from tests.test_cli import run_cli
 from tests.test_faults import StartServer, Tracker, TrackingServer, factory
 
 SIZE = 3 * 1024 * 1024 + 123
@@ -147,5 +149,142 @@ def test_cli_verify_says_what_it_checked_and_fails_in_one_line(
     ok = run_cli("get", "--verify", *options, openssh_peer.spec("a.bin"), str(tmp_path / "a"))
     assert ok.returncode == 0, ok.stderr
     assert "verified: hash-remote" in ok.stdout
-    tree = run_cli("get", "-r", "--verify", *options, openssh_peer.spec("a.bin"), str(tmp_path))
-    assert_one_line_error(tree, 2, "verify")
+    (openssh_peer.root / "t").mkdir()
+    (openssh_peer.root / "t" / "b.bin").write_bytes(b"b" * 1000)
+    tree = run_cli(
+        "get", "-r", "--verify", "--json", *options, openssh_peer.spec("t"), str(tmp_path / "t")
+    )
+    assert tree.returncode == 0, tree.stderr
+    assert json.loads(tree.stdout)["verified"] == "hash-remote"
+    assert (tmp_path / "t" / "b.bin").read_bytes() == b"b" * 1000
+
+
+# -- trees -------------------------------------------------------------------------
+
+
+def _tree(root: Path) -> None:
+    make_tree(root, files=120, depth=3, seed=3)
+    (root / "big.bin").write_bytes(os.urandom(12 * 1024 * 1024))  # the single-file engine
+
+
+async def test_a_tree_is_checked_with_one_sha256sum_per_batch_both_ways(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands: list[str] = []
+    real_run = RemoteCommands.run
+
+    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
+        commands.append(command)
+        return await real_run(self, command)
+
+    monkeypatch.setattr(RemoteCommands, "run", run)
+    _tree(openssh_peer.root / "src")
+    async with openssh_peer.client(HASHED) as sp:
+        got = await sp.get(openssh_peer.remote("src"), str(tmp_path / "got"), recursive=True)
+        put = await sp.put(str(tmp_path / "got"), openssh_peer.remote("put"), recursive=True)
+    assert (got.verified, put.verified) == ("hash-remote", "hash-remote")
+    assert compare_trees(openssh_peer.root / "src", tmp_path / "got") == []
+    assert compare_trees(openssh_peer.root / "src", openssh_peer.root / "put") == []
+    hashed = [c for c in commands if c.startswith("sha256sum -z")]
+    assert 2 <= len(hashed) < got.files_done // 4, hashed  # batched, both ways
+    assert leftover_temps(tmp_path, openssh_peer.root) == []
+
+
+async def test_a_file_changed_on_the_server_fails_alone_and_is_not_written(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = openssh_peer.root / "src"
+    for i in range(30):
+        (src / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"d{i % 3}" / f"f{i}.bin").write_bytes(os.urandom(5000))
+    victim = src / "d1" / "f4.bin"
+    real_run = RemoteCommands.run
+
+    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
+        if command.startswith("sha256sum -z") and str(victim) in command:
+            with victim.open("ab") as grown:  # someone appends after we read it
+                grown.write(b"late")
+        return await real_run(self, command)
+
+    monkeypatch.setattr(RemoteCommands, "run", run)
+    async with openssh_peer.client(HASHED) as sp:
+        with pytest.raises(sshpipe.IncompleteTransfer) as caught:
+            await sp.get(openssh_peer.remote("src"), str(tmp_path / "out"), recursive=True)
+    stats = caught.value.stats
+    assert stats.files_done == 29 and stats.files_failed == 1
+    (failure,) = stats.failures
+    assert failure.path == str(victim) and failure.exit_code == 10 and "sha256" in failure.error
+    assert not (tmp_path / "out" / "d1" / "f4.bin").exists()
+    assert leftover_temps(tmp_path) == []
+
+
+class DamagesOneSmallRead(DamagesOneRead):
+    offset = 100  # the first read of whichever small file comes first (on each channel)
+
+
+class StoresF7Wrong(TrackingServer):
+    """Flips the first byte of every write to a file whose name has "f7.bin" in it."""
+
+    def open(self, path: bytes, pflags: int, attrs: Any) -> object:
+        file_obj = super().open(path, pflags, attrs)
+        if b"f7.bin" in path:
+            self.victims = {*getattr(self, "victims", set()), id(file_obj)}
+        return file_obj
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        if id(file_obj) in getattr(self, "victims", set()) and data:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        return super().write(file_obj, offset, data)
+
+
+async def test_without_sha256sum_read_back_catches_a_damaged_file_in_a_tree(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    async with faulty_server(factory(DamagesOneSmallRead, Tracker())) as peer:
+        for i in range(20):
+            (peer.root / "t").mkdir(exist_ok=True)
+            (peer.root / "t" / f"f{i}.bin").write_bytes(os.urandom(4000))
+        async with peer.client(READ_BACK) as sp:
+            with pytest.raises(sshpipe.IncompleteTransfer) as caught:
+                await sp.get("/t", str(tmp_path / "t"), recursive=True)
+        stats = caught.value.stats
+        # Each channel's server damages its first read: one file per channel fails.
+        assert 1 <= stats.files_failed <= 4 and stats.files_done + stats.files_failed == 20
+        assert stats.verified == "read-back"
+        for failure in stats.failures:
+            assert "read back" in failure.error and failure.exit_code == 10
+            assert not (tmp_path / "t" / Path(failure.path).name).exists()
+        assert len(os.listdir(tmp_path / "t")) == stats.files_done
+        for name in os.listdir(tmp_path / "t"):
+            assert (tmp_path / "t" / name).read_bytes() == (peer.root / "t" / name).read_bytes()
+    assert leftover_temps(tmp_path) == []
+
+
+async def test_without_sha256sum_read_back_catches_a_damaged_upload_in_a_tree(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    for i in range(20):
+        (tmp_path / "t").mkdir(exist_ok=True)
+        (tmp_path / "t" / f"f{i}.bin").write_bytes(os.urandom(4000))
+    async with faulty_server(factory(StoresF7Wrong, Tracker())) as peer:
+        async with peer.client(READ_BACK) as sp:
+            with pytest.raises(sshpipe.IncompleteTransfer) as caught:
+                await sp.put(str(tmp_path / "t"), "/t", recursive=True)
+        stats = caught.value.stats
+        assert (stats.files_done, stats.files_failed) == (19, 1)
+        failure = stats.failures[0]
+        assert failure.path == str(tmp_path / "t" / "f7.bin") and "read back" in failure.error
+        assert not (peer.root / "t" / "f7.bin").exists()
+        assert len(os.listdir(peer.root / "t")) == 19  # and no temporary file
+    assert leftover_temps(peer.root) == []
+
+
+async def test_without_commands_a_tree_falls_back_to_sizes(
+    faulty_server: StartServer, tmp_path: Path
+) -> None:
+    async with faulty_server() as peer:
+        (peer.root / "t").mkdir()
+        (peer.root / "t" / "a.bin").write_bytes(os.urandom(3000))
+        async with peer.client(HASHED) as sp:
+            stats = await sp.get("/t", str(tmp_path / "t"), recursive=True)
+    assert stats.verified == "size"
