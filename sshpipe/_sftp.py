@@ -51,14 +51,23 @@ class Pipe(Protocol):
     def close(self) -> None: ...
 
 
-def status_error(status: codec.Status, path: str, offset: int | None = None) -> RemoteError:
-    """The exception for a failure STATUS, by its code (filexfer-02 §7)."""
+def status_error(
+    status: codec.Status, path: str, offset: int | None = None, *, write: bool = False
+) -> RemoteError:
+    """The exception for a failure STATUS, by its code (filexfer-02 §7).
+
+    ``write``: it answered a WRITE. SFTP v3 has no code for a full disk or a
+    quota; OpenSSH answers a bare "Failure", so the message says what that
+    usually means rather than leave the user guessing.
+    """
     cls: type[RemoteError] = RemoteError
     if status.code == codec.FX_NO_SUCH_FILE:
         cls = RemoteNotFound
     elif status.code == codec.FX_PERMISSION_DENIED:
         cls = RemotePermissionDenied
     reason = status.message or _STATUS_NAMES.get(status.code, f"status {status.code}")
+    if write and status.code == codec.FX_FAILURE and reason.lower() == "failure":
+        reason += " (the server gives no reason: most often its disk or your quota is full)"
     return cls(path, reason, offset=offset, status=status.code)
 
 
@@ -385,11 +394,13 @@ class SFTPSession:
         self._fail(ConnectionBroken(f"{self.name}: closed"))
 
     @staticmethod
-    def check_status(reply: codec.Reply, path: str, offset: int | None = None) -> None:
+    def check_status(
+        reply: codec.Reply, path: str, offset: int | None = None, *, write: bool = False
+    ) -> None:
         if not isinstance(reply, codec.Status):
             raise ProtocolError(f"{path}: expected a STATUS reply, got {type(reply).__name__}")
         if reply.code != codec.FX_OK:
-            raise status_error(reply, path, offset)
+            raise status_error(reply, path, offset, write=write)
 
     @classmethod
     def _single_name(cls, reply: codec.Reply, path: str) -> str:

@@ -417,7 +417,7 @@ async def put_small(
         try:
             for offset, future in replies:
                 try:
-                    sftp.check_status(await future, dest, offset)
+                    sftp.check_status(await future, dest, offset, write=offset is not None)
                 except SSHPipeError as exc:
                     failure = failure or exc  # wait for the rest: the CLOSE must be answered
         except asyncio.CancelledError:

@@ -101,6 +101,10 @@ async def _upload(
                         pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
                 pump = await sending.attempt(lanes, target, remote, pflags)
                 break
+            except RemoteError as exc:  # a WRITE refused (a full disk...) names the temp file
+                if exc.path == remote:  # in place, or an error about the destination itself
+                    raise
+                raise named(exc, remote) from exc
             except ConnectionBroken as exc:
                 progressed = sending.acked > had
                 failures = await after_break(
@@ -229,8 +233,7 @@ class _Sending:
                     first_channels, target, pflags, codec.Attrs(permissions=self.mode), write=True
                 )
             except RemoteError as exc:
-                # Name the path the user asked for, not our temporary one.
-                raise type(exc)(remote, exc.reason, status=exc.status) from exc
+                raise named(exc, remote) from exc  # the user's path, not our temp name
             pump = WritePump(
                 handles,
                 budget_for(config, self.shared),
@@ -436,6 +439,11 @@ async def rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
         await sftp.remove(remote)
     reply = await sftp.call(lambda rid: codec.encode_rename(rid, temp.encode(), remote.encode()))
     sftp.check_status(reply, remote)
+
+
+def named(exc: RemoteError, remote: str) -> RemoteError:
+    """The same error naming the path the user asked for, not our temporary one."""
+    return type(exc)(remote, exc.reason, offset=exc.offset, status=exc.status)
 
 
 async def _exists(sftp: SFTPSession, path: str) -> bool:

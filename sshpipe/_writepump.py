@@ -113,7 +113,7 @@ class WritePump(Pump):
             if self.on_moved is not None:
                 self.on_moved(length)
         elif isinstance(reply, codec.Status):
-            self.fail(status_error(reply, self.handles.path, offset))
+            self.fail(status_error(reply, self.handles.path, offset, write=True))
         elif isinstance(reply, BaseException):
             self.fail(reply)
         else:

@@ -68,3 +68,22 @@ def test_a_tree_stops_at_a_full_disk_and_keeps_only_whole_files(
     assert copied, "some files should have fitted before the disk was full"
     for path in copied:  # whatever is there under a final name is whole
         assert path.read_bytes() == files[str(path.relative_to(dest))]
+
+
+def test_a_full_remote_disk_fails_in_one_line_and_keeps_the_old_file(
+    openssh_peer: Peer, full_disk: Path, tmp_path: Path
+) -> None:
+    """sshd writing into a full file system: sftp-server says only "Failure" (SFTP v3 has
+    no code for it), so the message says what such a failure on a write usually is."""
+    source = tmp_path / "big.bin"
+    source.write_bytes(os.urandom(3 * TMPFS_BYTES))
+    (full_disk / "big.bin").write_bytes(b"the old file")
+    result = run_cli(
+        "put",
+        *openssh_peer.cli_options(),
+        str(source),
+        openssh_peer.spec(str(full_disk / "big.bin")),
+    )
+    assert_one_line_error(result, 4, "remote:", str(full_disk / "big.bin"), "full")
+    assert (full_disk / "big.bin").read_bytes() == b"the old file"
+    assert os.listdir(full_disk) == ["big.bin"]  # no temporary file left behind
