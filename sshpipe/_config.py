@@ -161,8 +161,6 @@ class TransferConfig:
             raise UsageError(f"retries must be 0 or more, not {self.retries!r}")
         if not self.stall_timeout > 0:
             raise UsageError(f"stall_timeout must be positive, not {self.stall_timeout!r}")
-        if self.resume and self.verify != "none":
-            raise UsageError("resume and verify do not go together yet")
         if self.resume and self.inplace:
             raise UsageError("resume keeps a partial file beside the target; inplace has none")
         if self.verify not in VERIFY_LEVELS:

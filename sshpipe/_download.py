@@ -50,13 +50,13 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import InlineWriter, LocalTarget, Writer
+from ._localio import InlineWriter, LocalTarget, Writer, run_blocking
 from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
 from ._retry import RetryBudget
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
-from ._verify import OrderedHash, check
+from ._verify import OrderedHash, check, file_sha256
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -319,7 +319,9 @@ async def download(
         after_write=resuming.journal.record if resuming is not None else None,
     )
     written = False
-    attempt = _Attempt(config, digest=OrderedHash() if config.verify != "none" else None)
+    # A resumed copy's kept bytes do not flow through this run: it is hashed from disk.
+    hashing = config.verify != "none" and resuming is None
+    attempt = _Attempt(config, digest=OrderedHash() if hashing else None)
     attempt.on_tail = on_tail
     try:
         budget = RetryBudget(attempts=config.retries)
@@ -347,13 +349,17 @@ async def download(
         await writer.close()
         written = True
         verified = "none"
-        if attempt.digest is not None:
+        if config.verify != "none":
+            if attempt.digest is not None:
+                digest = attempt.digest.hexdigest(plan.final_size)
+            else:
+                digest = await run_blocking(file_sha256, target.temp, plan.final_size)
             verified = await check(
                 lanes.channels[0],
                 remote,
                 level=config.verify,
                 size=plan.final_size,
-                digest=attempt.digest.hexdigest(plan.final_size),
+                digest=digest,
                 read_back=partial(read_back, lanes, remote, config),
                 shown=remote,
             )

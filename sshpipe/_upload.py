@@ -38,13 +38,13 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import LocalSource
+from ._localio import LocalSource, run_blocking
 from ._putresume import UploadResume, remote_resume_name
 from ._readplan import Range
 from ._retry import RetryBudget
 from ._sftp import SFTPSession
 from ._stats import TransferStats
-from ._verify import OrderedHash, check
+from ._verify import OrderedHash, check, file_sha256
 from ._writepump import WritePump
 
 
@@ -124,13 +124,20 @@ async def _upload(
         while True:  # the whole file is on the server, under its temp name
             sftp = lanes.channels[0]
             try:
-                if sending.digest is not None and not checked:
+                if config.verify != "none" and not checked:
+                    if sending.digest is not None:
+                        digest = sending.digest.hexdigest(sending.offset)
+                    else:
+                        assert resuming is not None
+                        digest = await run_blocking(
+                            file_sha256, resuming.source.path, sending.offset
+                        )
                     verified = await check(
                         sftp,
                         target,
                         level=config.verify,
                         size=sending.offset,
-                        digest=sending.digest.hexdigest(sending.offset),
+                        digest=digest,
                         read_back=partial(read_back, lanes, target, config),
                         shown=remote,
                     )
@@ -181,7 +188,9 @@ class _Sending:
         self.shared = shared
         self.on_tail = on_tail
         self.on_progress = on_progress
-        self.digest = OrderedHash() if config.verify != "none" else None
+        # A resumed upload sends only the gaps: its source is hashed from disk instead.
+        hashing = config.verify != "none" and resuming is None
+        self.digest = OrderedHash() if hashing else None
         self.offset = 0  # the next byte never sent
         self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
         self.acked = 0

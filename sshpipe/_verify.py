@@ -11,6 +11,7 @@ runs none gets a read-back over SFTP if asked ("read-back"), else a size check.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,20 @@ class OrderedHash:
                 f"hashed {self._reorder.delivered} bytes in order, the file has {size}",
             )
         return self._hash.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike[str], size: int) -> str:
+    """SHA-256 of a local file's first ``size`` bytes (blocking: run it in a thread).
+
+    For a resumed copy, whose bytes did not all flow through this run.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        left = size
+        while left > 0 and (chunk := file.read(min(left, 1 << 20))):
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
 
 
 async def remote_sha256(sftp: SFTPSession, path: str) -> str | None:

@@ -371,7 +371,7 @@ async def test_put_resume_without_a_journal_copies_everything(
 
 @pytest.mark.parametrize(
     ("extra", "word"),
-    [(("--inplace",), "inplace"), (("--verify",), "verify"), (("-r",), "single files")],
+    [(("--inplace",), "inplace"), (("-r",), "single files")],
 )
 def test_put_resume_refuses_what_get_resume_refuses(
     openssh_peer: Peer, tmp_path: Path, extra: tuple[str, ...], word: str
@@ -397,3 +397,53 @@ async def test_put_stream_refuses_resume(openssh_peer: Peer) -> None:
             await client.put_stream(
                 chunks(), openssh_peer.remote("s"), config=sshpipe.TransferConfig(resume=True)
             )
+
+
+# -- resume with verify --------------------------------------------------------------
+
+
+async def test_get_resume_verify_catches_a_source_changed_behind_size_and_mtime(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path
+) -> None:
+    """Resume trusts size and mtime; --verify hashes the whole result against the server's
+    file, so bytes changed under an unchanged size and mtime are caught (exit 10)."""
+    peer, _ = slow_link
+    source = peer.root / "src.bin"
+    source.write_bytes(os.urandom(SIZE))
+    target = tmp_path / "out.bin"
+    await _killed_mid_way(peer, target)
+    before = source.stat()
+    with source.open("r+b") as file:  # rewritten in place: the kept ranges are now stale
+        file.write(os.urandom(SIZE))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    code, _, err = await _cli(
+        "get", "--resume", "--verify", *peer.cli_options(), peer.spec("src.bin"), str(target)
+    )
+    assert code == 10 and "sha256" in err and "Traceback" not in err, err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_resume_with_verify_ends_identical_and_says_it_checked(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, direction: str
+) -> None:
+    peer, _ = slow_link
+    data = os.urandom(SIZE)
+    if direction == "get":
+        (peer.root / "src.bin").write_bytes(data)
+        result = tmp_path / "out.bin"
+        await _killed_mid_way(peer, result)
+        args = [peer.spec("src.bin"), str(result)]
+    else:
+        source = tmp_path / "src.bin"
+        source.write_bytes(data)
+        result = peer.root / "out.bin"
+        await _put_killed_mid_way(peer, source, "out.bin")
+        args = [str(source), peer.spec("out.bin")]
+    code, out, err = await _cli(
+        direction, "--resume", "--verify", "--json", *peer.cli_options(), *args
+    )
+    assert code == 0, err
+    stats = json.loads(out)
+    assert stats["verified"] == "hash-remote" and stats["resumed_bytes"] > 0
+    assert hashlib.sha256(result.read_bytes()).digest() == hashlib.sha256(data).digest()
