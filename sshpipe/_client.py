@@ -548,8 +548,8 @@ class Client:
     ) -> TreeStats:
         if not sources:
             raise UsageError("nothing to copy: no sources given")
-        if config.resume:
-            raise UsageError("resume works on single files; not yet on trees or several files")
+        if config.resume and not options.recursive:
+            raise UsageError("resume works on single files and trees (-r), not several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
         async with self._lease(config) as lease:

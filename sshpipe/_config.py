@@ -133,6 +133,8 @@ class TransferConfig:
             copied again; a source whose size or mtime changed since is
             refused. An upload's journal lives in ``$XDG_STATE_HOME/sshpipe/
             resume``, and its kept ranges are read back from the server first.
+            A tree (``recursive``) skips the files an earlier run finished
+            (journaled there too) and continues its big files.
         inplace: write straight to the destination instead of a temporary
             name renamed over it (``rsync --inplace``): no second copy on
             disk and the file keeps its inode, but a failure leaves a partial

@@ -111,6 +111,8 @@ class TreeStats:
             and was opened again; a big file's own reconnects are not counted.
         verified: with ``verify``, the weakest check any file passed ("size",
             "read-back", "hash-remote"); "none" when not asked (or no file).
+        resumed_files: with ``resume``, files an earlier run of the same copy
+            finished, left alone (counted in ``files_done``, not in ``bytes``).
     """
 
     files: int
@@ -125,6 +127,7 @@ class TreeStats:
     skipped_paths: tuple[str, ...] = ()
     reconnects: int = 0
     verified: str = "none"
+    resumed_files: int = 0
 
     @property
     def throughput(self) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -46,6 +47,7 @@ from ._localio import run_blocking
 from ._remotecommands import RemoteCommands
 from ._sftp import SFTPSession
 from ._stats import TreeProgress, TreeStats
+from ._treejournal import TreeJournal
 from ._treeplan import TreeAccount, is_small, split_budget
 from ._treerecovery import Recovery
 from ._treeverify import TreeVerifier
@@ -296,6 +298,8 @@ class TreeRun:
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         verifying = config.verify != "none"
         self.verifier = TreeVerifier(config.verify, self.commands) if verifying else None
+        # -r --resume: the files an earlier run finished are skipped.
+        self.journal = TreeJournal(self.describe(channels[0])) if config.resume else None
         self.recovery = Recovery(
             lanes,
             config,
@@ -323,6 +327,17 @@ class TreeRun:
     async def finish(self) -> None:
         raise NotImplementedError
 
+    async def dest_size(self, item: Item) -> int | None:
+        """The size of what is at ``item.dest`` now (None: nothing there)."""
+        raise NotImplementedError
+
+    def describe(self, sftp: SFTPSession) -> dict[str, Any]:
+        """What this copy is, for its resume journal: peer, direction, sources, destination."""
+        direction = "put" if self.writes else "get"
+        local = [os.path.abspath(s) for s in self.sources] if self.writes else self.sources
+        dest = self.dest if self.writes else os.path.abspath(self.dest)
+        return {"peer": sftp.peer, "direction": direction, "sources": local, "dest": dest}
+
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
         await self.recovery.close()
@@ -334,6 +349,9 @@ class TreeRun:
 
     async def run(self) -> TreeStats:
         """Scan and copy everything; raise IncompleteTransfer if anything failed."""
+        if self.journal is not None:
+            self.journal.open()
+        finished = False
         loop = asyncio.get_running_loop()
         ticker = loop.create_task(self._tick())
         watcher = loop.create_task(
@@ -347,18 +365,24 @@ class TreeRun:
                     self._warm_up(),
                     *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
                     *(
-                        self._worker(self.small, self.copy_small)
+                        self._worker(self.small, partial(self._copy, self.copy_small))
                         for _ in range(self.files_in_flight)
                     ),
-                    *(self._worker(self.big, self.copy_big) for _ in range(BIG_WORKERS)),
+                    *(
+                        self._worker(self.big, partial(self._copy, self.copy_big))
+                        for _ in range(BIG_WORKERS)
+                    ),
                 ]
             )
             await self.finish()
+            finished = True
         finally:
             ticker.cancel()
             watcher.cancel()
             await asyncio.wait([ticker, watcher])
             await self.close()
+            if self.journal is not None:
+                self.journal.finish(complete=finished and not self.account.failures)
         self._report_progress()
         stats = replace(
             self.account.stats(time.perf_counter()),
@@ -368,6 +392,19 @@ class TreeRun:
         if stats.failures:
             raise IncompleteTransfer(stats)
         return stats
+
+    async def _copy(self, job: Callable[[Item], Coroutine[Any, Any, None]], item: Item) -> None:
+        """Copy one entry, unless an earlier run of this copy did (``--resume``)."""
+        journal = self.journal
+        if journal is None or item.kind != "file":
+            await job(item)
+            return
+        copied = journal.copied_before(item.dest, item.size, item.attrs.mtime)
+        if copied and await self.dest_size(item) == item.size:  # and nobody changed it since
+            self.account.copied_before(item.size)
+            return
+        await job(item)
+        journal.record(item.dest, item.size, item.attrs.mtime)
 
     async def queue_file(self, item: Item) -> None:
         """Queue a file for the pipeline or a big-file worker, by its size."""

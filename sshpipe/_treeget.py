@@ -51,9 +51,18 @@ class TreeGet(TreeRun):
         await self.committer.close()
         await super().close()
 
+    async def dest_size(self, item: Item) -> int | None:
+        try:
+            info = os.lstat(item.dest)
+        except OSError:
+            return None
+        return info.st_size if stat.S_ISREG(info.st_mode) else None
+
     async def scan_roots(self) -> None:
         self._roots = set()
         dest_is_dir = os.path.isdir(self.dest)
+        if self.journal is not None:  # resuming: where the first run put it
+            dest_is_dir = self.journal.landing(dest_is_dir)
         if len(self.sources) > 1 and not dest_is_dir:
             raise LocalError(self.dest, "is not a directory (several sources need one)")
         for source in self.sources:

@@ -140,6 +140,7 @@ class TreeAccount:
     bytes_done: int = 0  # progress: whole files copied plus parts of big ones in flight
     bytes_copied: int = 0  # whole files copied
     scan_done: bool = False
+    resumed_files: int = 0
     failures: list[TreeFailure] = field(default_factory=list)
     skipped_paths: list[str] = field(default_factory=list)
     _samples: deque[tuple[float, int]] = field(default_factory=deque)
@@ -153,6 +154,12 @@ class TreeAccount:
         self.files_done += 1
         self.bytes_done += size - reported
         self.bytes_copied += size
+
+    def copied_before(self, size: int) -> None:
+        """A file an earlier run copied (``--resume``): done, but not copied now."""
+        self.files_done += 1
+        self.resumed_files += 1
+        self.bytes_done += size
 
     def moved(self, count: int) -> None:
         """Bytes of a big file in progress arrived (for the progress rate)."""
@@ -199,4 +206,5 @@ class TreeAccount:
             seconds=now - self.started,
             failures=tuple(self.failures),
             skipped_paths=tuple(self.skipped_paths),
+            resumed_files=self.resumed_files,
         )

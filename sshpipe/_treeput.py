@@ -76,6 +76,13 @@ class TreePut(TreeRun):
 
     # -- finding the work --------------------------------------------------------
 
+    async def dest_size(self, item: Item) -> int | None:
+        try:
+            attrs = await self.on_channel(partial(SFTPSession.lstat, path=item.dest))
+        except RemoteNotFound:
+            return None
+        return attrs.size if attrs.kind == "file" else None
+
     async def scan_roots(self) -> None:
         try:
             dest_is_dir = (
@@ -83,6 +90,8 @@ class TreePut(TreeRun):
             ).is_dir()
         except RemoteNotFound:
             dest_is_dir = False
+        if self.journal is not None:  # resuming: where the first run put it
+            dest_is_dir = self.journal.landing(dest_is_dir)
         if len(self.sources) > 1 and not dest_is_dir:
             raise RemoteError(self.dest, "is not a directory (several sources need one)")
         for source in self.sources:

@@ -203,7 +203,8 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         "--resume",
         action="store_true",
         help="keep an interrupted copy's partial file and continue it next time, checking "
-        "what it kept (as sftp reget/reput, rsync --partial)",
+        "what it kept (as sftp reget/reput, rsync --partial); with -r, skip the files "
+        "an earlier run finished",
     )
     parser.add_argument(
         "--inplace",

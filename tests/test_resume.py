@@ -371,20 +371,17 @@ async def test_put_resume_without_a_journal_copies_everything(
 
 @pytest.mark.parametrize(
     ("extra", "word"),
-    [(("--inplace",), "inplace"), (("-r",), "single files")],
+    [(("--inplace",), "inplace"), (("--", "SECOND"), "several files")],
 )
 def test_put_resume_refuses_what_get_resume_refuses(
     openssh_peer: Peer, tmp_path: Path, extra: tuple[str, ...], word: str
 ) -> None:
     (tmp_path / "a").write_bytes(b"a")
-    result = run_cli(
-        "put",
-        "--resume",
-        *extra,
-        *openssh_peer.cli_options(),
-        str(tmp_path / "a"),
-        openssh_peer.spec("a"),
-    )
+    (tmp_path / "b").write_bytes(b"b")
+    flags = [e for e in extra if e != "--" and e != "SECOND"]
+    sources = [str(tmp_path / "a"), *([str(tmp_path / "b")] if "SECOND" in extra else [])]
+    target = openssh_peer.spec("") if "SECOND" in extra else openssh_peer.spec("a")
+    result = run_cli("put", "--resume", *flags, *openssh_peer.cli_options(), *sources, target)
     assert_one_line_error(result, 2, word)
 
 
