@@ -90,6 +90,9 @@ CLIENTS = {
     "scp-O-r": Client("scp-O-r", "scp", ("-O",)),  # the legacy scp/rcp protocol
     "asyncssh": Client("asyncssh", "asyncssh"),
     "sshpipe": Client("sshpipe", "sshpipe"),
+    # What durability (on by default) and --verify cost, side by side with the default.
+    "sshpipe-no-fsync": Client("sshpipe-no-fsync", "sshpipe", ("--no-fsync",)),
+    "sshpipe-verify": Client("sshpipe-verify", "sshpipe", ("--verify",)),
 }
 ALL_DIRECTIONS = ("get", "put")
 DEFAULTS: dict[str, Any] = {
@@ -177,8 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--clients",
         type=name_list,
-        default=list(CLIENTS),
-        help=f"comma-separated subset of {','.join(CLIENTS)}",
+        default=[name for name in CLIENTS if not name.startswith("sshpipe-")],
+        help=f"comma-separated subset of {','.join(CLIENTS)} (default: all but the "
+        "sshpipe-* variants)",
     )
     parser.add_argument(
         "--directions", type=name_list, default=list(ALL_DIRECTIONS), help="get,put or one of them"

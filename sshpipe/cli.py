@@ -468,6 +468,8 @@ def _report_tree(
     elif not args.quiet:
         failed = f", {len(stats.failures)} failed" if stats.failures else ""
         skipped = f", {stats.skipped} skipped" if stats.skipped else ""
+        if stats.resumed_files:
+            skipped += f", {stats.resumed_files} already copied by an earlier run"
         if stats.verified != "none":
             skipped += f", verified: {stats.verified}"
         print(
