@@ -53,6 +53,9 @@ class RemoteSpec:
     path: str
 
 
+VERIFY_LEVELS = ("size", "hash", "read-back")  # --verify[=LEVEL]
+
+
 def parse_remote(spec: str) -> RemoteSpec | None:
     """``[user@]host:path`` (scp syntax; ``[v6addr]:path`` too), or None for a local path."""
     if spec.startswith("/") or spec.startswith("./"):
@@ -188,7 +191,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         "--verify",
         nargs="?",
         const="hash",
-        choices=["size", "hash", "read-back"],
+        choices=VERIFY_LEVELS,
         help="check the copy before it takes its name: its SHA-256 against sha256sum on "
         "the server (default), else its size; read-back: else read it back over SFTP",
     )
@@ -503,6 +506,22 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
     return uvloop.run(coro)
 
 
+def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
+    """``--verify`` followed by a path means ``--verify=hash``, not a level named like a path.
+
+    argparse gives an optional value the next word whatever it is, so
+    ``get --verify host:f local`` would be refused as "invalid choice".
+    """
+    words = list(sys.argv[1:] if argv is None else argv)
+    for index, word in enumerate(words):
+        if word == "--":
+            break
+        following = words[index + 1] if index + 1 < len(words) else None
+        if word == "--verify" and following not in VERIFY_LEVELS:
+            words[index] = "--verify=hash"
+    return words
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m sshpipe``; returns the exit code."""
     # SSHPIPE_DEBUG=1: sshpipe's own debug log (the flow controller's rounds
@@ -516,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.DEBUG if debug == "asyncssh" else logging.CRITICAL
     )
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(_verify_level_attached(argv))
         if args.command in ("get", "put"):
             return _run(_transfer(args))
         from . import _demo  # the embedded server is only imported when asked for

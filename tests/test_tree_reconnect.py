@@ -15,7 +15,6 @@ import dataclasses
 import os
 import random
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,20 +23,11 @@ import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
 from tests.support.trees import compare_trees, leftover_temps, make_tree
+from tests.test_reconnect import link  # noqa: F401 - a fixture: sshd behind a cuttable link
 
 MiB = 1024 * 1024
 CUTS = 6  # per direction
 SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))
-
-
-@pytest.fixture
-async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
-    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
-    async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
-        known = tmp_path / "known_hosts_link"
-        text = openssh_peer.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-        yield emu, dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
 
 
 def _tree_with_big_files(root: Path) -> int:
@@ -50,7 +40,10 @@ def _tree_with_big_files(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-async def test_tree_downloads_survive_cuts(link: tuple[LinkEmulator, Peer], tmp_path: Path) -> None:
+async def test_tree_downloads_survive_cuts(
+    link: tuple[LinkEmulator, Peer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
     emu, peer = link
     source = peer.root / "tree"
     total = _tree_with_big_files(source)
@@ -73,7 +66,10 @@ async def test_tree_downloads_survive_cuts(link: tuple[LinkEmulator, Peer], tmp_
     assert reconnected >= 1
 
 
-async def test_tree_uploads_survive_cuts(link: tuple[LinkEmulator, Peer], tmp_path: Path) -> None:
+async def test_tree_uploads_survive_cuts(
+    link: tuple[LinkEmulator, Peer],  # noqa: F811
+    tmp_path: Path,
+) -> None:
     emu, peer = link
     source = tmp_path / "tree"
     total = _tree_with_big_files(source)

@@ -288,3 +288,19 @@ async def test_without_commands_a_tree_falls_back_to_sizes(
         async with peer.client(HASHED) as sp:
             stats = await sp.get("/t", str(tmp_path / "t"), recursive=True)
     assert stats.verified == "size"
+
+
+def test_cli_verify_before_the_paths_takes_no_path_for_a_level(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """`--verify SRC DST` means --verify=hash; a level must be attached or one of the three."""
+    (openssh_peer.root / "a.bin").write_bytes(b"a" * 5000)
+    options = openssh_peer.cli_options()
+    ok = run_cli("get", *options, "--verify", openssh_peer.spec("a.bin"), str(tmp_path / "a"))
+    assert ok.returncode == 0, ok.stderr
+    assert "verified: hash-remote" in ok.stdout
+    sized = run_cli(
+        "get", *options, "--verify", "size", openssh_peer.spec("a.bin"), str(tmp_path / "b")
+    )
+    assert sized.returncode == 0, sized.stderr
+    assert "verified: size" in sized.stdout
