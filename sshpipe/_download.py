@@ -56,7 +56,7 @@ from ._reorder import ReorderBuffer
 from ._retry import RetryBudget
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
-from ._verify import OrderedHash, check, file_sha256
+from ._verify import OrderedHash, RemoteHash, check, file_sha256
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -284,6 +284,7 @@ async def download(
     on_tail: Callable[[], None] | None = None,
     known: codec.Attrs | None = None,
     on_progress: Callable[[int], None] | None = None,
+    remote_hash: RemoteHash | None = None,
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
 
@@ -298,6 +299,7 @@ async def download(
     its next big file while this one's last round trip and CLOSE go by).
     ``known``: the file's attributes from a listing, which saves the FSTAT.
     ``on_progress``: told each count of bytes written to the local file.
+    ``remote_hash``: how --verify gets the server's hash (default: an exec).
     """
     started = time.perf_counter()
     if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
@@ -362,6 +364,7 @@ async def download(
                 digest=digest,
                 read_back=partial(read_back, lanes, remote, config),
                 shown=remote,
+                remote_hash=remote_hash,
             )
         await target.commit(plan.final_size, in_thread=config.local_io_in_thread)
         committed = True

@@ -200,6 +200,7 @@ class TreeGet(TreeRun):
                     on_tail=end_turn,
                     known=item.attrs,
                     on_progress=moved,
+                    remote_hash=self.verifier.remote_sha256 if self.verifier else None,
                 )
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)

@@ -242,6 +242,7 @@ class TreePut(TreeRun):
                     shared=self.big_bytes,
                     on_tail=end_turn,
                     on_progress=moved,
+                    remote_hash=self.verifier.remote_sha256 if self.verifier else None,
                 )
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)

@@ -44,7 +44,7 @@ from ._readplan import Range
 from ._retry import RetryBudget
 from ._sftp import SFTPSession
 from ._stats import TransferStats
-from ._verify import OrderedHash, check, file_sha256
+from ._verify import OrderedHash, RemoteHash, check, file_sha256
 from ._writepump import WritePump
 
 
@@ -60,6 +60,7 @@ async def _upload(
     on_tail: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     resuming: UploadResume | None = None,
+    remote_hash: RemoteHash | None = None,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place.
 
@@ -140,6 +141,7 @@ async def _upload(
                         digest=digest,
                         read_back=partial(read_back, lanes, target, config),
                         shown=remote,
+                        remote_hash=remote_hash,
                     )
                     checked = True
                 # A rename cut off with its connection may have been done: the
@@ -377,6 +379,7 @@ async def upload(
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    remote_hash: RemoteHash | None = None,
 ) -> TransferStats:
     """Copy ``local`` to ``remote`` (a temp name renamed into place).
 
@@ -386,6 +389,7 @@ async def upload(
     ``on_tail``: called once every byte is sent (a tree then starts its next
     big file while this one's acknowledgements, CLOSE and rename go by).
     ``on_progress``: told each count of bytes the server acknowledged.
+    ``remote_hash``: how --verify gets the server's hash (default: an exec).
     """
     source = LocalSource(local)
     source.open()
@@ -402,6 +406,7 @@ async def upload(
             on_tail,
             on_progress,
             UploadResume(source) if config.resume else None,
+            remote_hash,
         )
     finally:
         source.close()

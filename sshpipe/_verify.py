@@ -15,12 +15,14 @@ import os
 import re
 import shlex
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from ._errors import IntegrityError
 from ._reorder import ReorderBuffer
 from ._sftp import SFTPSession
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+RemoteHash = Callable[[str], Awaitable[str | None]]  # path -> its SHA-256 on the server
 
 
 class OrderedHash:
@@ -88,6 +90,7 @@ async def check(
     digest: str,
     read_back: Callable[[], Awaitable[str]],
     shown: str,
+    remote_hash: RemoteHash | None = None,
 ) -> str:
     """Compare the copy with the server's file at ``path``; the level achieved.
 
@@ -96,12 +99,15 @@ async def check(
         size, digest: what was transferred.
         read_back: hashes the server's file over SFTP.
         shown: the path named in errors (the user's, not a temporary one).
+        remote_hash: the server's SHA-256 of a path by other means than an
+            exec of its own (a tree's shell, kept open: a connection full of
+            channels has no room for one more session).
 
     Raises:
         IntegrityError: they differ.
     """
     if level in ("hash", "read-back"):
-        theirs = await remote_sha256(sftp, path)
+        theirs = await (remote_hash or partial(remote_sha256, sftp))(path)
         if theirs is not None:
             same(shown, "sha256 (sha256sum on the server)", theirs, digest)
             return "hash-remote"
