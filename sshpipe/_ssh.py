@@ -301,12 +301,13 @@ class RemoteShell:
                     f"{{ {command}\n}} </dev/null; s=$?; echo; echo {_DONE} $s\n"
                 )
                 lines: list[str] = []
-                while line := await self._process.stdout.readline():
-                    if line.startswith(_DONE):
-                        status = int(line.split()[1])
-                        return status, "".join(lines)[:-1]  # less the echo's newline
-                    lines.append(line)
-            except (asyncssh.Error, OSError, ValueError, IndexError) as exc:
+                async with asyncio.timeout(COMMAND_TIMEOUT):  # as an exec's
+                    while line := await self._process.stdout.readline():
+                        if line.startswith(_DONE):
+                            status = int(line.split()[1])
+                            return status, "".join(lines)[:-1]  # less the echo's newline
+                        lines.append(line)
+            except (asyncssh.Error, OSError, ValueError, IndexError, TimeoutError) as exc:
                 logger.debug("shell failed: %s", type(exc).__name__)
             self._gone = True  # EOF or garbage: the shell is no use any more
             return None

@@ -289,6 +289,11 @@ class TreeRun:
         self.account = TreeAccount(started=time.perf_counter())
         cap = self.channels.slots[0].cap * wanted
         self.files_in_flight = max(1, min(FILES_IN_FLIGHT, cap))
+        # Files holding a remote handle (open, read or written, closed). Files
+        # past that, waiting for their check, sync or rename, hold none: as many
+        # again may wait there, so the slow steps do not starve the pipeline.
+        self.handles = asyncio.Semaphore(self.files_in_flight)
+        self.workers = 2 * self.files_in_flight
         # Bounded: a scan far ahead of the copies holds memory and learns nothing.
         self.small: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
         self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
@@ -366,7 +371,7 @@ class TreeRun:
                     *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
                     *(
                         self._worker(self.small, partial(self._copy, self.copy_small))
-                        for _ in range(self.files_in_flight)
+                        for _ in range(self.workers)
                     ),
                     *(
                         self._worker(self.big, partial(self._copy, self.copy_big))
@@ -525,7 +530,7 @@ class TreeRun:
         self.account.scan_done = True
         for _ in range(DIRS_IN_FLIGHT):
             self.dirs.put_nowait(None)
-        for _ in range(self.files_in_flight):
+        for _ in range(self.workers):
             await self.small.put(None)
         for _ in range(BIG_WORKERS):
             await self.big.put(None)

@@ -138,9 +138,10 @@ class TreeGet(TreeRun):
         try:
             # -R counts READs of data, as for one file: the 1-byte probe is not one.
             async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
-                fetched = await self.on_channel(
-                    lambda sftp: fetch_small(sftp, item.source, size, self.block)
-                )
+                async with self.handles:
+                    fetched = await self.on_channel(
+                        lambda sftp: fetch_small(sftp, item.source, size, self.block)
+                    )
                 if fetched is not None:
                     pieces, final_size = fetched
                     digest = sha256_of(pieces) if self.verifier is not None else ""

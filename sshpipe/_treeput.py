@@ -13,7 +13,7 @@ import hashlib
 import os
 import posixpath
 import stat
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -36,6 +36,7 @@ from ._tree import Item, TreeRun
 from ._treeget import read_back_small, size_of
 from ._treeplan import landing
 from ._upload import (
+    exists,
     remote_temp_name,
     remove_quietly,
     rename_into_place,
@@ -178,21 +179,26 @@ class TreePut(TreeRun):
         async with self.credits.hold(max(1, -(-size // self.block)), size):
             data = await self.local(read_whole_file, item.source, size)
             if data is not None:
-                await self.on_channel(partial(self._send_small, item, data))
-                self.account.file_done(len(data))
-                return
-        await self.copy_big(item)  # it grew since it was listed
+                async with self.handles:
+                    sent = await self.on_channel(partial(self._send_small, item, data))
+        if data is None:
+            await self.copy_big(item)  # it grew since it was listed
+            return
+        if sent is not None:  # outside the credits and handles: it holds neither now
+            await self.on_channel(partial(self._commit_small, item, sent))
+        self.account.file_done(len(data))
 
-    async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> None:
-        """One attempt, under a new temp name each time: a lost one is removed at the end.
+    async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> _Sent | None:
+        """Write the file under a new temp name (each attempt its own: a lost one is
+        removed at the end) and close it; rename it too, unless it must wait.
 
-        With --verify the temp file is checked before its rename. With fsync it
-        waits for the next batch's ``sync -f`` on the server (``RemoteSync``), or
-        is fsynced on its own where that cannot run.
+        It waits (returned, for ``_commit_small``) with --verify, and with fsync
+        where the server can ``sync -f`` a batch (``RemoteSync``); otherwise
+        fsync@openssh.com, if asked, went with its writes.
         """
         temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
-        renamed_here = temp != item.dest
-        batched = self.config.fsync and renamed_here and await self.remote_sync.usable()
+        batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
+        waits = batched or self.verifier is not None
         try:
             await put_small(
                 sftp,
@@ -203,31 +209,43 @@ class TreePut(TreeRun):
                 mode=self.mode_of(item),
                 times=item.times if self.options.preserve else None,
                 fsync=self.config.fsync and not batched,
-                rename=not (batched or self.verifier is not None),
+                rename=not waits,
             )
-            if not (batched or self.verifier is not None):
-                return
-            try:
-                if self.verifier is not None:
-                    await self.verifier.check(
-                        temp,
-                        digest=hashlib.sha256(data).hexdigest(),
-                        size=len(data),
-                        remote_size=partial(size_of, sftp, temp),
-                        read_back=partial(read_back_small, sftp, temp, len(data), self.block),
-                        shown=item.dest,
-                    )
-                if batched and not await self.remote_sync.sync(posixpath.dirname(temp) or "."):
-                    await fsync_remote_file(sftp, temp, item.dest)
-                if renamed_here:
-                    await rename_into_place(sftp, temp, item.dest)
-            except BaseException:
-                if renamed_here:
-                    await remove_quietly(sftp, temp)
-                raise
         except ConnectionBroken:
-            if renamed_here:
+            if temp != item.dest:
                 self.stale_temps.append(temp)
+            raise
+        if not waits:
+            return None
+        digest = hashlib.sha256(data).hexdigest() if self.verifier is not None else ""
+        return _Sent(temp, len(data), digest, batched)
+
+    async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
+        """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
+        renamed_here = sent.temp != item.dest
+        if sent.renaming and not await exists(sftp, sent.temp):
+            return  # the rename went through before the connection did
+        try:
+            if self.verifier is not None:
+                await self.verifier.check(
+                    sent.temp,
+                    digest=sent.digest,
+                    size=sent.size,
+                    remote_size=partial(size_of, sftp, sent.temp),
+                    read_back=partial(read_back_small, sftp, sent.temp, sent.size, self.block),
+                    shown=item.dest,
+                )
+            directory = posixpath.dirname(sent.temp) or "."
+            if sent.batched and not await self.remote_sync.sync(directory):
+                await fsync_remote_file(sftp, sent.temp, item.dest)
+            if renamed_here:
+                sent.renaming = True
+                await rename_into_place(sftp, sent.temp, item.dest)
+        except ConnectionBroken:
+            raise  # run again on the new connection: the temp file is still there
+        except BaseException:
+            if renamed_here:
+                await remove_quietly(sftp, sent.temp)
             raise
 
     async def copy_big(self, item: Item) -> None:
@@ -333,6 +351,17 @@ async def upload_preserving(
         target, codec.Attrs(permissions=mode, atime=item.attrs.atime, mtime=item.attrs.mtime)
     )
     return stats
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A small upload written and closed under ``temp``, waiting for its check, sync, rename."""
+
+    temp: str
+    size: int
+    digest: str  # its SHA-256, with --verify
+    batched: bool  # durable by the next sync -f (else fsynced with its writes, if asked)
+    renaming: bool = False  # the rename was sent: after a drop, a temp gone means it was done
 
 
 async def fsync_remote_file(sftp: SFTPSession, path: str, shown: str) -> None:

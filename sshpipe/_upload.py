@@ -146,7 +146,7 @@ async def _upload(
                     checked = True
                 # A rename cut off with its connection may have been done: the
                 # temp name is ours alone, so if it is gone, it was.
-                if temp is not None and (not renaming or await _exists(sftp, temp)):
+                if temp is not None and (not renaming or await exists(sftp, temp)):
                     renaming = True
                     await rename_into_place(sftp, temp, remote)
                 break
@@ -460,7 +460,8 @@ def named(exc: RemoteError, remote: str) -> RemoteError:
     return type(exc)(remote, exc.reason, offset=exc.offset, status=exc.status)
 
 
-async def _exists(sftp: SFTPSession, path: str) -> bool:
+async def exists(sftp: SFTPSession, path: str) -> bool:
+    """Whether anything is at ``path`` on the server (a symlink is not followed)."""
     try:
         await sftp.lstat(path)
     except RemoteNotFound:
