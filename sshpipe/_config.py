@@ -28,11 +28,13 @@ DEFAULT_MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 # product says little; 4, 8, 16 and 32 MiB ran within noise of each other
 # there (benchmarks/sweep_loopback.py: 670-690 MB/s get, 405-434 MB/s put).
 DEFAULT_MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# Channels one connection may carry: OpenSSH's MaxSessions default. A server
-# that refuses earlier is believed; one that allows more can be told so.
-DEFAULT_CHANNELS_PER_CONNECTION = 10
+# SFTP channels one connection may carry: OpenSSH's MaxSessions default (10)
+# less one, kept free for a command (--verify's sha256sum, a tree's shell):
+# with all ten taken by a striped file its check fell back to the size. A
+# server that refuses earlier is believed; one that allows more can be told so.
+DEFAULT_CHANNELS_PER_CONNECTION = 9
 # Connections one client may open for its transfers. Each costs a handshake
-# (~7 round trips); 4 x 10 channels x 2 MiB is 80 MiB of upload window.
+# (~7 round trips); 4 x 9 channels x 2 MiB is 72 MiB of upload window.
 DEFAULT_MAX_CONNECTIONS = 4
 # Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT),
 # which caps a channel at 2 MiB per round trip. OpenSSH buffers at most 16 MiB

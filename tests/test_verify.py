@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ import pytest
 import sshpipe
 import sshpipe._verify
 from sshpipe._remotecommands import RemoteCommands
-from tests.conftest import Peer
+from tests.conftest import Peer, _from_openssh
+from tests.support.openssh import SSHServerInfo, openssh_server
 from tests.support.trees import compare_trees, leftover_temps, make_tree
 from tests.test_cli import run_cli
 from tests.test_faults import StartServer, Tracker, TrackingServer, factory
@@ -307,3 +309,29 @@ def test_cli_verify_before_the_paths_takes_no_path_for_a_level(
     )
     assert sized.returncode == 0, sized.stderr
     assert "verified: size" in sized.stdout
+
+
+@pytest.fixture(scope="module")
+def stock_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServerInfo]:
+    """sshd with its stock MaxSessions 10 (the shared fixture allows 64)."""
+    with openssh_server(tmp_path_factory.mktemp("sshd10"), max_sessions=10) as info:
+        yield info
+
+
+async def test_a_file_striped_over_many_channels_is_still_hashed_on_the_server(
+    stock_sshd: SSHServerInfo, tmp_path: Path
+) -> None:
+    """Ten channels on a connection filled sshd's MaxSessions 10 and left no session for
+    the sha256sum exec (the check fell back to the size): one is kept free for it."""
+    root = stock_sshd.root / tmp_path.name
+    root.mkdir()
+    peer = _from_openssh(stock_sshd, root)
+    data = os.urandom(8 * 1024 * 1024)
+    (tmp_path / "a.bin").write_bytes(data)
+    config = sshpipe.TransferConfig(verify="hash", channels=10)
+    async with peer.client(config) as sp:
+        put = await sp.put(str(tmp_path / "a.bin"), peer.remote("a.bin"))
+        got = await sp.get(peer.remote("a.bin"), str(tmp_path / "b.bin"))
+    assert (put.channels, got.channels) == (10, 10)
+    assert (put.verified, got.verified) == ("hash-remote", "hash-remote")
+    assert (tmp_path / "b.bin").read_bytes() == data
