@@ -406,10 +406,14 @@ class Client:
     ) -> TransferStats | TreeStats:
         """Download a remote file, or with ``recursive`` (or several sources) a tree.
 
-        Files go to a temporary name beside their destination, renamed over it
-        only when complete, so a failure never leaves a truncated file. Where
-        things land follows scp: into ``local`` if it is a directory, else as
-        ``local``.
+        Files go to a temporary name beside their destination, made durable
+        and renamed over it only when complete (``config.fsync``, on by
+        default), so a failure never leaves a truncated file. Where things
+        land follows scp: into ``local`` if it is a directory, else as
+        ``local``. ``config.verify`` checks each file against the server's
+        before it takes its name; ``config.resume`` continues an interrupted
+        copy (a tree skips the files an earlier run finished); a dropped
+        connection is reopened and the copy goes on (``config.retries``).
 
         Args:
             remote: a remote path, or a list of them (see :meth:`glob`).
@@ -501,7 +505,8 @@ class Client:
         complete. Layout, arguments and errors mirror :meth:`get`. With
         ``config.resume`` (one file) the temporary name is fixed and kept on
         failure, with a journal in the user's state directory; the next
-        resume reads the journaled ranges back and sends only the rest.
+        resume reads the journaled ranges back and sends only the rest. A
+        tree with ``config.resume`` skips the files an earlier run finished.
 
         Returns:
             TransferStats for one file; TreeStats for a tree or several sources.
