@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sshpipe.linkemu import LinkSpec
@@ -227,6 +227,9 @@ def test_in_flight_cap_without_a_rate() -> None:
         max_size=50,
     ),
 )
+@example(
+    rate=1000.0, delay=0.0, arrivals=[(0.0, 524287), (0.040274045600420284, 0)]
+)  # 1e-12 s early
 def test_deliveries_keep_order_and_never_beat_the_link(
     rate: float | None, delay: float, arrivals: list[tuple[float, int]]
 ) -> None:
