@@ -2,7 +2,7 @@
 
 ``fsync@openssh.com`` makes sftp-server fsync each file: a journal commit per
 file, and the four pipeline channels' sftp-servers take turns (1,000 x 16 KiB
-at 20 ms: 0.3-1.1 s more for the tree). Where the server runs a shell and
+on loopback: 0.2-1.1 s more for the tree). Where the server runs a shell and
 has GNU coreutils' ``sync``, the files written meanwhile wait together
 instead: one ``sync -f DIR...`` (syncfs) makes them all durable, then each is
 renamed. While one batch syncs, the next one gathers (``Batcher``). The
