@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import errno
+import functools
 import os
 import queue
 import secrets
@@ -349,6 +351,8 @@ class LocalTarget:
     ) -> Writer | InlineWriter:
         """A writer for this file; ``on_written`` runs on the loop after writes."""
         assert self._fd is not None
+        if self.fsync:  # the fsync at the end then finds little left to write
+            after_write = EarlyWriteback(self._fd, after_write)
         if in_thread:
             return Writer(self._fd, self.path, on_written, after_write)
         return InlineWriter(self._fd, self.path, on_written, after_write)
@@ -388,6 +392,48 @@ class LocalTarget:
         if not self.inplace and self.resume_from is None:
             with contextlib.suppress(FileNotFoundError):
                 self.temp.unlink()
+
+
+# Bytes written between two kicks of the kernel's writeback (EarlyWriteback).
+WRITEBACK_EVERY = 32 * 1024 * 1024
+_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback, do not wait for it
+
+
+class EarlyWriteback:
+    """Starts the disk writing a download's bytes while the rest arrive.
+
+    Without it, the fsync before the rename found the whole file dirty in the
+    page cache and wrote it all then (1 GiB on loopback: 2.28 s against 1.93 s
+    without fsync). ``sync_file_range(WRITE)`` queues what is written so far and
+    returns; the final fsync then waits for little. Linux only; elsewhere a
+    no-op. ``then`` is the hook it wraps (the resume journal).
+    """
+
+    def __init__(self, fd: int, then: Callable[[Batch], None] | None = None) -> None:
+        self._fd = fd
+        self._then = then
+        self._since = 0
+
+    def __call__(self, batch: Batch) -> None:
+        if self._then is not None:
+            self._then(batch)
+        self._since += sum(len(chunk) for _, chunks in batch for chunk in chunks)
+        if self._since >= WRITEBACK_EVERY:
+            self._since = 0
+            start = _sync_file_range()
+            if start is not None:
+                start(self._fd, 0, 0, _SYNC_FILE_RANGE_WRITE)  # a hint: failure costs nothing
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    try:
+        func = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
 
 
 def fsync_directory(path: str | os.PathLike[str]) -> None:

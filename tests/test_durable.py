@@ -17,7 +17,7 @@ import asyncssh
 import pytest
 
 import sshpipe
-from sshpipe import _groupcommit, _treeput
+from sshpipe import _groupcommit, _localio, _treeput
 from sshpipe._remotecommands import RemoteCommands
 from tests.conftest import Peer
 from tests.support.trees import compare_trees, leftover_temps
@@ -309,3 +309,18 @@ async def test_when_sync_fails_on_the_server_each_upload_is_fsynced(
     for i in renames:
         temp = events[i][1].split(" -> ")[0]
         assert ("fsync", temp) in events[:i], (temp, events)
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+async def test_a_durable_download_starts_writeback_while_it_runs(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+) -> None:
+    """The fsync before the rename then finds little left to write (it used to find all)."""
+    kicks: list[int] = []
+    monkeypatch.setattr(_localio, "_sync_file_range", lambda: lambda *args: kicks.append(1) or 0)
+    data = os.urandom(80 * 1024 * 1024)
+    (openssh_peer.root / "big.bin").write_bytes(data)
+    async with openssh_peer.client(sshpipe.TransferConfig(fsync=fsync)) as sp:
+        await sp.get(openssh_peer.remote("big.bin"), str(tmp_path / "big.bin"))
+    assert (tmp_path / "big.bin").read_bytes() == data
+    assert len(kicks) == (80 // 32 if fsync else 0)
