@@ -50,13 +50,13 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import InlineWriter, LocalTarget, Writer, run_blocking
+from ._localio import InlineWriter, LocalTarget, Writer
 from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
 from ._retry import RetryBudget
 from ._sftp import SFTPSession, status_error
 from ._stats import TransferStats
-from ._verify import OrderedHash, RemoteHash, check, file_sha256
+from ._verify import OrderedHash, RemoteHash, check, digest_of
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -352,16 +352,12 @@ async def download(
         written = True
         verified = "none"
         if config.verify != "none":
-            if attempt.digest is not None:
-                digest = attempt.digest.hexdigest(plan.final_size)
-            else:
-                digest = await run_blocking(file_sha256, target.temp, plan.final_size)
             verified = await check(
                 lanes.channels[0],
                 remote,
                 level=config.verify,
                 size=plan.final_size,
-                digest=digest,
+                digest=await digest_of(attempt.digest, target.temp, plan.final_size),
                 read_back=partial(read_back, lanes, remote, config),
                 shown=remote,
                 remote_hash=remote_hash,

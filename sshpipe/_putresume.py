@@ -75,12 +75,16 @@ class UploadResume:
         self.partial = ""  # the remote partial's path, once the destination is known
         self.journal: Journal | None = None
         self.kept: list[Range] = []  # ranges of the partial found intact
-        self.continuing = False  # the partial holds kept ranges: open it without TRUNC
         self.prepared = False
         self._hashes: dict[int, str] = {}  # offset -> SHA-256 of the WRITE in flight there
 
     def __repr__(self) -> str:
         return f"<UploadResume {self.partial or '?'} kept={self.kept_bytes} {self.journal!r}>"
+
+    @property
+    def continuing(self) -> bool:
+        """The partial holds kept ranges: open it without TRUNC."""
+        return bool(self.kept)
 
     @property
     def kept_bytes(self) -> int:
@@ -124,7 +128,6 @@ class UploadResume:
                     sum(rng.length for rng in kept),
                 )
         self.kept = kept
-        self.continuing = bool(kept)
         journal.start(header, append=self.continuing)
         self.journal = journal
         self.prepared = True

@@ -38,8 +38,7 @@ class RemoteSync:
         self._commands = commands
         self._failed = False  # a batch's command failed: per-file fsync from now on
         self._batches: Batcher[str, bool] = Batcher(self._sync_batch, max_batch=MAX_BATCH)
-        self._synced: set[str] = set()  # every directory a batch named
-        self.used = False  # a batch succeeded: the renames want a last sync too
+        self._synced: set[str] = set()  # every directory a batch synced
 
     def __repr__(self) -> str:
         return f"<RemoteSync {self._batches!r} failed={self._failed}>"
@@ -60,6 +59,11 @@ class RemoteSync:
         """
         return await self._batches.submit(directory)
 
+    @property
+    def used(self) -> bool:
+        """A batch succeeded: the renames after it want a last sync too."""
+        return bool(self._synced)
+
     async def sync_all(self) -> None:
         """One last ``sync -f`` of every directory used: the renames are durable too."""
         directories = sorted(self._synced)
@@ -75,7 +79,6 @@ class RemoteSync:
         result = await self._commands.run(_command(directories))
         done = result is not None and result[0] == 0
         if done:
-            self.used = True
             self._synced.update(directories)
         else:
             logger.info("sync -f failed on the server (%s): fsync each file", result)

@@ -38,13 +38,13 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import LocalSource, run_blocking
+from ._localio import LocalSource
 from ._putresume import UploadResume, remote_resume_name
 from ._readplan import Range
 from ._retry import RetryBudget
 from ._sftp import SFTPSession
 from ._stats import TransferStats
-from ._verify import OrderedHash, RemoteHash, check, file_sha256
+from ._verify import OrderedHash, RemoteHash, check, digest_of
 from ._writepump import WritePump
 
 
@@ -126,19 +126,14 @@ async def _upload(
             sftp = lanes.channels[0]
             try:
                 if config.verify != "none" and not checked:
-                    if sending.digest is not None:
-                        digest = sending.digest.hexdigest(sending.offset)
-                    else:
-                        assert resuming is not None
-                        digest = await run_blocking(
-                            file_sha256, resuming.source.path, sending.offset
-                        )
+                    # Without a streamed hash it is a resume: its source is a file.
+                    source = resuming.source.path if resuming is not None else ""
                     verified = await check(
                         sftp,
                         target,
                         level=config.verify,
                         size=sending.offset,
-                        digest=digest,
+                        digest=await digest_of(sending.digest, source, sending.offset),
                         read_back=partial(read_back, lanes, target, config),
                         shown=remote,
                         remote_hash=remote_hash,

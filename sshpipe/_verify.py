@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ._errors import IntegrityError
+from ._localio import run_blocking
 from ._reorder import ReorderBuffer
 from ._sftp import SFTPSession
 
@@ -68,6 +69,16 @@ def file_sha256(path: str | os.PathLike[str], size: int) -> str:
             digest.update(chunk)
             left -= len(chunk)
     return digest.hexdigest()
+
+
+async def digest_of(streamed: OrderedHash | None, path: str | os.PathLike[str], size: int) -> str:
+    """The copy's SHA-256: the one taken as the bytes flowed, else read from ``path``.
+
+    A resumed copy's kept bytes never flowed through this run, so it has none.
+    """
+    if streamed is not None:
+        return streamed.hexdigest(size)
+    return await run_blocking(file_sha256, path, size)
 
 
 async def remote_sha256(sftp: SFTPSession, path: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,16 @@ class Peer:
 
     def spec(self, name: str) -> str:
         return f"{self.user}@{self.host}:{self.remote(name)}"
+
+    def behind(self, port: int, workdir: Path) -> Peer:
+        """This peer reached through a proxy (the link emulator) on ``port``.
+
+        The same host key, known under the proxy's port: checking stays on.
+        """
+        known = workdir / "known_hosts_link"
+        text = self.known_hosts.read_text()
+        known.write_text(text.replace(f"]:{self.port} ", f"]:{port} "))
+        return dataclasses.replace(self, port=port, known_hosts=known)
 
 
 def _from_openssh(info: SSHServerInfo, root: Path) -> Peer:

@@ -11,7 +11,6 @@ after its retry budget with a clear error.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import os
 import random
@@ -35,10 +34,7 @@ SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))
 async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
     """sshd seen through a 2 ms emulated link whose connections the test can cut."""
     async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
-        known = tmp_path / "known_hosts_link"
-        text = openssh_peer.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-        yield emu, dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+        yield emu, openssh_peer.behind(emu.port, tmp_path)
 
 
 def _digest(path: Path) -> str:
@@ -79,10 +75,7 @@ async def test_a_silent_link_counts_as_dropped_and_the_download_goes_on(
     (openssh_peer.root / "f.bin").write_bytes(data)
     spec = LinkSpec(rtt=0.002, rate=100e6)  # 16 MiB take ~1.3 s: time to go silent mid-way
     async with LinkEmulator(openssh_peer.host, openssh_peer.port, spec) as emu:
-        known = tmp_path / "known_hosts_link"
-        text = openssh_peer.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-        far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+        far = openssh_peer.behind(emu.port, tmp_path)
         config = sshpipe.TransferConfig(stall_timeout=0.5)
         async with far.client(config) as sp:
             task = asyncio.create_task(sp.get(far.remote("f.bin"), str(tmp_path / "f.bin")))
@@ -102,10 +95,7 @@ async def test_it_gives_up_when_the_server_cannot_be_reached_again(
     spec = LinkSpec(rtt=0.002, rate=100e6)
     emu = LinkEmulator(openssh_peer.host, openssh_peer.port, spec)
     await emu.start()
-    known = tmp_path / "known_hosts_link"
-    text = openssh_peer.known_hosts.read_text()
-    known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-    far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+    far = openssh_peer.behind(emu.port, tmp_path)
     async with far.client(sshpipe.TransferConfig(retries=2)) as sp:
         task = asyncio.create_task(sp.get(far.remote("f.bin"), str(tmp_path / "f.bin")))
         await asyncio.sleep(0.4)

@@ -10,7 +10,6 @@ still count, the read-back check) are checked as tables.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import os
@@ -119,10 +118,7 @@ async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[P
     async with LinkEmulator(
         openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.004, rate=40e6)
     ) as emu:
-        known = tmp_path / "known_hosts_link"
-        text = openssh_peer.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-        yield dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known), emu
+        yield openssh_peer.behind(emu.port, tmp_path), emu
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:

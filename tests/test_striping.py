@@ -11,7 +11,6 @@ speed is measured by benchmarks/bench_wan.py.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -43,10 +42,7 @@ def small_sshd_peer(sshd_two_sessions: SSHServerInfo, tmp_path: Path) -> Peer:
 
 async def _behind_link(peer: Peer, tmp_path: Path, spec: LinkSpec) -> AsyncIterator[Peer]:
     async with LinkEmulator(peer.host, peer.port, spec) as link:
-        # The same host key, known under the emulator's port: checking stays on.
-        known = tmp_path / "known_hosts_link"
-        known.write_text(peer.known_hosts.read_text().replace(f"]:{peer.port} ", f"]:{link.port} "))
-        yield dataclasses.replace(peer, port=link.port, known_hosts=known)
+        yield peer.behind(link.port, tmp_path)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ side.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import random
 import shutil
@@ -98,10 +97,7 @@ async def test_a_silent_link_under_a_tree_is_dropped_and_the_tree_goes_on(
     make_tree(source, files=400, depth=4, seed=9)
     spec = LinkSpec(rtt=0.002, rate=20e6)  # slow enough to go silent mid-way
     async with LinkEmulator(openssh_peer.host, openssh_peer.port, spec) as emu:
-        known = tmp_path / "known_hosts_link"
-        text = openssh_peer.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-        far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+        far = openssh_peer.behind(emu.port, tmp_path)
         async with far.client(sshpipe.TransferConfig(stall_timeout=0.5)) as sp:
             out = tmp_path / "out"
             task = asyncio.create_task(sp.get(far.remote("tree"), str(out), recursive=True))
@@ -120,10 +116,7 @@ async def test_a_tree_gives_up_when_the_server_is_gone(openssh_peer: Peer, tmp_p
     spec = LinkSpec(rtt=0.002, rate=20e6)
     emu = LinkEmulator(openssh_peer.host, openssh_peer.port, spec)
     await emu.start()
-    known = tmp_path / "known_hosts_link"
-    text = openssh_peer.known_hosts.read_text()
-    known.write_text(text.replace(f"]:{openssh_peer.port} ", f"]:{emu.port} "))
-    far = dataclasses.replace(openssh_peer, port=emu.port, known_hosts=known)
+    far = openssh_peer.behind(emu.port, tmp_path)
     out = tmp_path / "out"
     async with far.client(sshpipe.TransferConfig(retries=2)) as sp:
         task = asyncio.create_task(sp.get(far.remote("tree"), str(out), recursive=True))
