@@ -20,13 +20,20 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
     │   ├── Stalled                no reply for stall_timeout seconds
     │   └── ChannelRefused         no more channels on this connection (MaxSessions)
-    ├── ProtocolError              the server broke the SFTP protocol (exit 8)
-    │   └── UnsafePath             a listing named something outside the destination
+    ├── ProtocolError              the server broke the SFTP protocol (exit 8), or sent
+    │   │                          more than sshpipe holds (an endless output, a huge handle)
+    │   └── UnsafePath             a listing named something outside the destination (or
+    │                              a repeated name, a bad link target, a listing without end)
     ├── ClosedError                you closed the session and then used it (exit 9)
     ├── IntegrityError             what arrived is not what the source holds (exit 10)
     └── IncompleteTransfer         some files of a tree failed (their common exit code, else 1)
 
 *Closed* is what you did; *broken* is what the world did (trio's split).
+
+Messages quote what servers send (names, status text, disconnect reasons), so
+``str()`` of every error escapes control characters (``_untrusted.printable``):
+a message is safe to print to a terminal or write to a log as it is. The
+attributes (``path``, ``reason``) keep the text exactly as it came.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ class SSHPipeError(Exception):
 
     exit_code = 1
     retryable = False
+
+    def __str__(self) -> str:
+        from ._untrusted import printable  # _untrusted raises UnsafePath: imported late
+
+        return printable(super().__str__())
 
 
 class UsageError(SSHPipeError, ValueError):
@@ -181,17 +193,27 @@ class IntegrityError(TransferError):
 
 
 class UnsafePath(ProtocolError):
-    """A remote listing held a name that is not one plain path component.
+    """A remote listing held what cannot be copied safely; nothing is written for it.
 
-    ``..``, ``.``, a ``/`` or a NUL inside a name, or the same name twice: a
-    server that sends one is broken or hostile (the scp CVE-2019-6111 class),
-    and nothing is ever written for it.
+    A name that is not one plain path component (``..``, ``.``, a ``/`` or a
+    NUL inside it, too long), the same name twice, link text no symlink can
+    hold: a server that sends one is broken or hostile (the scp CVE-2019-6111
+    class). The other entries are still copied. ``listing_refused`` marks a
+    listing given up on as a whole (endless, or made of unsafe names).
     """
 
-    def __init__(self, where: str, name: str) -> None:
+    def __init__(
+        self, where: str, name: str, *, what: str = "name", listing_refused: str | None = None
+    ) -> None:
         self.path = where
         self.name = name
-        super().__init__(f"remote: {where}: unsafe name {name!r} in the listing, refused")
+        # Why the whole listing of ``where`` was given up on, if it was.
+        self.listing_refused = listing_refused
+        if listing_refused is not None:
+            message = f"remote: {where}: listing refused: {listing_refused}"
+        else:
+            message = f"remote: {where}: unsafe {what} {name!r} in the listing, refused"
+        super().__init__(message)
 
 
 class IncompleteTransfer(SSHPipeError):
@@ -208,7 +230,8 @@ class IncompleteTransfer(SSHPipeError):
         codes = {failure.exit_code for failure in self.failures}
         self.exit_code = codes.pop() if len(codes) == 1 else 1
         first = self.failures[0].error if self.failures else "no detail"
+        failed = len(self.failures) + stats.failures_unlisted
         super().__init__(
-            f"{len(self.failures)} of {stats.files + stats.directories + stats.symlinks} "
+            f"{failed} of {stats.files + stats.directories + stats.symlinks} "
             f"entries failed (first: {first})"
         )

@@ -103,10 +103,13 @@ class TreeStats:
         files_failed: files that failed (each is in ``failures``).
         directories: directories created or reused at the destination.
         symlinks: symbolic links recreated.
-        skipped: special files (fifo, socket, device) left out, in ``skipped_paths``.
+        skipped: special files (fifo, socket, device) and sshpipe's own
+            temporary files left out; the first 1,000 in ``skipped_paths``.
         bytes: payload bytes of the files copied.
         seconds: wall time of the whole transfer.
-        failures: every path that failed (files, directories, links, refused names).
+        failures: the paths that failed (files, directories, links, refused
+            names), the first 1,000 of them.
+        failures_unlisted: failures past those, counted but not listed.
         reconnects: times the pipeline's connection dropped (or went silent)
             and was opened again; a big file's own reconnects are not counted.
         verified: with ``verify``, the weakest check any file passed ("size",
@@ -124,6 +127,7 @@ class TreeStats:
     bytes: int
     seconds: float
     failures: tuple[TreeFailure, ...] = ()
+    failures_unlisted: int = 0
     skipped_paths: tuple[str, ...] = ()
     reconnects: int = 0
     verified: str = "none"

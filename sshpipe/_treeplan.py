@@ -1,8 +1,9 @@
-"""The pure parts of tree transfers: safe names, where sources land, globs, accounting.
+"""The pure parts of tree transfers: where sources land, globs, accounting.
 
 No I/O here (``_tree.py`` drives it). A remote listing is untrusted input: every
-name must be one plain path component before it is joined to a local path
-(scp's CVE-2019-6111 let a server write outside the destination).
+name passes ``_untrusted.ListingCheck`` before it is joined to a local path
+(scp's CVE-2019-6111 let a server write outside the destination), and a glob's
+results are matched again here against the user's pattern.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ._errors import SSHPipeError, UnsafePath
+from ._errors import SSHPipeError, UsageError
 from ._stats import TreeFailure, TreeProgress, TreeStats
+from ._untrusted import MAX_LISTED_FAILURES
 
 DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
 
@@ -22,32 +24,6 @@ DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
 # the pipeline's byte budget (so several always fit at once); bigger ones get
 # the striped single-file engine with its flow controller.
 SMALL_FILE_SHARE = 2
-
-
-def check_name(name: str, where: str) -> str:
-    """``name`` itself if it is a single, plain path component; else UnsafePath."""
-    if name in ("", ".", "..") or "/" in name or "\x00" in name:
-        raise UnsafePath(where, name)
-    return name
-
-
-class ListingCheck:
-    """Refuses unsafe and repeated names in one directory's listing."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self._seen: set[str] = set()
-
-    def accept(self, name: str) -> bool:
-        """True for a name to copy; False for ``.``/``..``; UnsafePath for the rest."""
-        if name in DOT_ENTRIES and name not in self._seen:
-            self._seen.add(name)
-            return False
-        check_name(name, self.where)
-        if name in self._seen:
-            raise UnsafePath(self.where, name)  # one name, two entries: which to trust?
-        self._seen.add(name)
-        return True
 
 
 def source_name(path: str) -> str:
@@ -65,6 +41,29 @@ def landing(
     if name in ("", ".", ".."):
         return dest  # "host:." or "/": the contents go into dest itself
     return join(dest, name)
+
+
+def landings(
+    sources: list[str],
+    dest: str,
+    *,
+    dest_is_dir: bool,
+    join: Callable[[str, str], str] = posixpath.join,
+) -> list[tuple[str, str]]:
+    """(source, where it lands) for each source; two sources never land in one place.
+
+    Raises:
+        UsageError: two sources would be copied to the same path (``a/x b/x``
+            into one directory, or a glob matching ``*/x``): one would
+            overwrite the other, or both race.
+    """
+    placed: dict[str, str] = {}
+    for source in sources:
+        target = landing(source, dest, dest_is_dir=dest_is_dir, join=join)
+        other = placed.setdefault(target, source)
+        if other != source:
+            raise UsageError(f"{other} and {source} would both be copied to {target}")
+    return list(zip(placed.values(), placed.keys(), strict=True))
 
 
 # -- globs ---------------------------------------------------------------------
@@ -100,6 +99,28 @@ def glob_match(pattern: str, name: str) -> bool:
 
 def glob_join(head: str, name: str) -> str:
     return name if head == "." else posixpath.join(head, name)
+
+
+def glob_result_matches(pattern: str, path: str) -> bool:
+    """Whether ``path`` is one the user's ``pattern`` can name, component for component.
+
+    The last check on a glob's results: each component the pattern left to a
+    listing must be one plain name that its own part of the pattern matches,
+    so a server cannot add a path the user did not ask for.
+    """
+    head, parts = glob_parts(pattern)
+    if not parts:
+        return path == pattern
+    prefix = "" if head == "." else head.rstrip("/") + "/"
+    if head == "/":
+        prefix = "/"
+    if not path.startswith(prefix):
+        return False
+    names = path[len(prefix) :].split("/")
+    return len(names) == len(parts) and all(
+        name not in ("", *DOT_ENTRIES) and glob_match(part, name)
+        for part, name in zip(parts, names, strict=True)
+    )
 
 
 # -- sizing ----------------------------------------------------------------
@@ -141,8 +162,12 @@ class TreeAccount:
     bytes_copied: int = 0  # whole files copied
     scan_done: bool = False
     resumed_files: int = 0
+    # The first MAX_LISTED_FAILURES of each, one by one; the rest are counted
+    # (a hostile listing can make a million of them).
     failures: list[TreeFailure] = field(default_factory=list)
+    failures_unlisted: int = 0
     skipped_paths: list[str] = field(default_factory=list)
+    skipped_count: int = 0
     _samples: deque[tuple[float, int]] = field(default_factory=deque)
 
     def found_file(self, size: int) -> None:
@@ -171,10 +196,15 @@ class TreeAccount:
         if is_file:
             self.files_failed += 1
         self.bytes_done -= reported
-        self.failures.append(TreeFailure(path, str(error), error.exit_code))
+        if len(self.failures) < MAX_LISTED_FAILURES:
+            self.failures.append(TreeFailure(path, str(error), error.exit_code))
+        else:
+            self.failures_unlisted += 1
 
     def skipped(self, path: str) -> None:
-        self.skipped_paths.append(path)
+        self.skipped_count += 1
+        if len(self.skipped_paths) < MAX_LISTED_FAILURES:
+            self.skipped_paths.append(path)
 
     RATE_WINDOW = 3.0  # seconds the progress rate is averaged over
 
@@ -201,10 +231,11 @@ class TreeAccount:
             files_failed=self.files_failed,
             directories=self.directories,
             symlinks=self.symlinks,
-            skipped=len(self.skipped_paths),
+            skipped=self.skipped_count,
             bytes=self.bytes_copied,
             seconds=now - self.started,
             failures=tuple(self.failures),
+            failures_unlisted=self.failures_unlisted,
             skipped_paths=tuple(self.skipped_paths),
             resumed_files=self.resumed_files,
         )

@@ -24,6 +24,7 @@ CORE = [
     "sshpipe._flowcontrol",
     "sshpipe._treeplan",
     "sshpipe._retry",
+    "sshpipe._untrusted",
     "sshpipe._errors",  # _treeplan raises and counts with these two: pure as well
     "sshpipe._stats",
 ]

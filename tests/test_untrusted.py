@@ -1,0 +1,243 @@
+"""What a server says, as tables: the name gate, link text, modes, escaping, bounds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sshpipe
+from sshpipe import _untrusted as untrusted
+from sshpipe._errors import UnsafePath, UsageError
+from sshpipe._treeplan import TreeAccount, glob_result_matches, landings
+from sshpipe._untrusted import (
+    ListingCheck,
+    check_link_target,
+    check_name,
+    command_output_cap,
+    command_timeout,
+    is_temporary_name,
+    printable,
+    safe_mode,
+)
+
+LATIN1 = b"caf\xe9.txt".decode("utf-8", "surrogateescape")  # a name that is not UTF-8
+
+
+@pytest.mark.parametrize(
+    "name", ["a", "résumé.txt", "with space", ".hidden", "...", "a\\b", "-x", LATIN1, "x" * 4096]
+)
+def test_plain_names_pass(name: str) -> None:
+    assert check_name(name, "/dir") == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", ".", "..", "a/b", "../escape", "/tmp/x", "bad\x00name", "x/", "z/../../e", "x" * 4097],
+)
+def test_unsafe_names_are_refused_naming_the_directory(name: str) -> None:
+    with pytest.raises(UnsafePath) as caught:
+        check_name(name, "/srv/dir")
+    assert caught.value.path == "/srv/dir"
+    assert "unsafe name" in str(caught.value) and caught.value.exit_code == 8
+
+
+def test_a_name_of_4096_bytes_is_the_longest_counted_in_bytes_not_characters() -> None:
+    check_name("é" * 2048, "/d")  # 4,096 bytes
+    with pytest.raises(UnsafePath):
+        check_name("é" * 2049, "/d")
+
+
+def test_a_listing_skips_dot_entries_once_and_refuses_them_as_files_or_twice() -> None:
+    check = ListingCheck("/d")
+    assert (check.accept("."), check.accept(".."), check.accept("a")) == (False, False, True)
+    for again in (".", "..", "a"):  # a second "." or a repeated name: which entry to trust?
+        with pytest.raises(UnsafePath):
+            check.accept(again)
+    with pytest.raises(UnsafePath):
+        check.accept("a/b")
+
+
+def test_a_listing_started_again_skips_what_it_gave_before_and_still_refuses_repeats() -> None:
+    check = ListingCheck("/d")
+    assert [check.accept(n) for n in (".", "..", "a", "b")] == [False, False, True, True]
+    check.again()  # the connection dropped: the listing is read from the start
+    assert [check.accept(n) for n in (".", "..", "a", "b", "c")] == [
+        False,
+        False,
+        False,  # given before: not queued twice
+        False,
+        True,
+    ]
+    with pytest.raises(UnsafePath):
+        check.accept("c")  # twice in this attempt
+
+
+def test_an_endless_listing_is_refused_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(untrusted, "MAX_LISTING_ENTRIES", 5)
+    check = ListingCheck("/d")
+    assert [check.accept(f"f{i}") for i in range(5)] == [True] * 5
+    with pytest.raises(UnsafePath) as caught:
+        check.accept("f5")
+    assert caught.value.listing_refused == "more than 5 entries"
+    assert str(caught.value) == "remote: /d: listing refused: more than 5 entries"
+
+
+def test_a_listing_of_only_unsafe_names_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(untrusted, "MAX_REFUSED_PER_LISTING", 3)
+    check = ListingCheck("/d")
+    for index in range(3):
+        with pytest.raises(UnsafePath) as caught:
+            check.accept(f"x/{index}")
+        assert caught.value.listing_refused is None  # refused alone: the listing goes on
+    with pytest.raises(UnsafePath) as caught:
+        check.accept("x/3")
+    assert caught.value.listing_refused == "more than 3 unsafe names"
+
+
+@pytest.mark.parametrize(
+    ("name", "ours"),
+    [
+        (".big.sshpipe.partial", True),
+        (".big.sshpipe.journal", True),
+        (".big.sshpipe-0a1b2c.partial", True),
+        (".a b.c.sshpipe.partial", True),
+        ("big.sshpipe.partial", False),  # not hidden: a user's file
+        (".big.sshpipe-0a1b2.partial", False),
+        (".big.sshpipe.partial.old", False),
+        (".sshpipe.partial", False),
+        ("big", False),
+    ],
+)
+def test_sshpipe_temporary_names(name: str, ours: bool) -> None:
+    assert is_temporary_name(name) is ours
+
+
+@pytest.mark.parametrize("target", ["../x", "/etc/passwd", "a b", "x" * 4096, LATIN1])
+def test_link_text_is_copied_as_it_is(target: str) -> None:
+    assert check_link_target(target, "/d/l") == target
+
+
+@pytest.mark.parametrize("target", ["", "a\x00b", "x" * 4097])
+def test_link_text_no_symlink_can_hold_is_refused(target: str) -> None:
+    with pytest.raises(UnsafePath) as caught:
+        check_link_target(target, "/d/l")
+    assert "unsafe link target" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("mode", "directory", "expected"),
+    [
+        (0o7777, False, 0o777),  # no setuid, setgid or sticky on a file
+        (0o4755, False, 0o755),
+        (0o2755, False, 0o755),
+        (0o7777, True, 0o1777),  # a directory keeps its sticky bit (/tmp)
+        (0o1777, True, 0o1777),
+        (0o2775, True, 0o775),
+        (0o100644, False, 0o644),  # type bits go too
+        (0o040755, True, 0o755),
+    ],
+)
+def test_safe_mode_drops_setuid_and_setgid(mode: int, directory: bool, expected: int) -> None:
+    assert safe_mode(mode, directory=directory) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain.txt", "plain.txt"),
+        ("résumé 日本", "résumé 日本"),
+        ("\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"),  # OSC: the window title
+        ("\x1b[2J", "\\x1b[2J"),
+        ("a\x9b31mb", "a\\x9b31mb"),  # C1 CSI: one character, no ESC
+        ("line\r\nnext", "line\\x0d\\x0anext"),
+        ("tab\there", "tab\\x09here"),
+        ("del\x7f", "del\\x7f"),
+        ("nul\x00", "nul\\x00"),
+        ("bidi\u202egnp.exe", "bidi\\u202egnp.exe"),
+        ("sep\u2028x", "sep\\u2028x"),
+        (LATIN1, "caf\\xe9.txt"),  # the byte that was not UTF-8
+        ("back\\slash", "back\\slash"),
+    ],
+)
+def test_printable_escapes_what_would_drive_a_terminal(text: str, shown: str) -> None:
+    assert printable(text) == shown
+
+
+@given(st.text())
+def test_printable_output_is_printable_and_escaping_twice_changes_nothing(text: str) -> None:
+    once = printable(text)
+    assert once.isprintable()
+    assert printable(once) == once
+
+
+def test_every_error_message_is_escaped_but_keeps_what_the_server_said() -> None:
+    error = sshpipe.RemoteError("/d/\x1b[31mred", "no\r\nway")
+    assert str(error) == "remote: /d/\\x1b[31mred: no\\x0d\\x0away"
+    assert error.path == "/d/\x1b[31mred" and error.reason == "no\r\nway"
+    assert "\x1b" not in str(UnsafePath("/d", "\x1b[2J"))
+
+
+def test_command_bounds() -> None:
+    assert command_timeout(60.0) == 60.0
+    assert command_timeout(60.0, 10_000_000_000) == 60.0 + 1000.0  # 10 GB at 10 MB/s
+    assert command_output_cap(0, 0) == untrusted.COMMAND_OUTPUT_SLACK
+    # sha256sum of 256 files: a hash, two spaces and a name each, names escaped or not.
+    names = [f"/srv/dir/file-{i}.bin" for i in range(256)]
+    honest = sum(64 + 2 + 2 * len(n) + 1 for n in names)
+    assert command_output_cap(256, sum(len(n) for n in names)) >= honest
+
+
+# -- the tree's own rules on what a server names -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("logs/*.gz", "logs/a.gz", True),
+        ("logs/*.gz", "logs/x/a.gz", False),  # '*' never spans a '/'
+        ("logs/*.gz", "logs/../a.gz", False),
+        ("logs/*.gz", "other/a.gz", False),
+        ("logs/*.gz", "logs/.hidden.gz", False),
+        ("glob/*", "glob/x/.bashrc", False),
+        ("glob/*", "glob/z/../../escape.txt", False),
+        ("*.txt", "a.txt", True),
+        ("*.txt", "./a.txt", False),
+        ("/srv/*/x", "/srv/a/x", True),
+        ("/srv/*/x", "/srv/a/b/x", False),
+        ("/*", "/etc", True),
+        ("plain/path", "plain/path", True),
+        ("plain/path", "plain/other", False),
+    ],
+)
+def test_glob_results_are_matched_again_against_the_users_pattern(
+    pattern: str, path: str, matches: bool
+) -> None:
+    assert glob_result_matches(pattern, path) is matches
+
+
+def test_two_sources_never_land_in_one_place() -> None:
+    assert landings(["a/x", "b/y"], "out", dest_is_dir=True) == [
+        ("a/x", "out/x"),
+        ("b/y", "out/y"),
+    ]
+    with pytest.raises(UsageError) as caught:
+        landings(["a/x", "b/x"], "out", dest_is_dir=True)
+    assert str(caught.value) == "a/x and b/x would both be copied to out/x"
+
+
+def test_a_tree_lists_its_first_failures_and_counts_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sshpipe._treeplan as treeplan
+
+    monkeypatch.setattr(treeplan, "MAX_LISTED_FAILURES", 3)
+    account = TreeAccount(started=0.0)
+    for index in range(5):
+        account.failed(f"/d/{index}", UnsafePath("/d", f"x/{index}"))
+        account.skipped(f"/d/fifo{index}")
+    stats = account.stats(1.0)
+    assert [failure.path for failure in stats.failures] == ["/d/0", "/d/1", "/d/2"]
+    assert stats.failures_unlisted == 2
+    assert stats.skipped == 5 and len(stats.skipped_paths) == 3
+    assert str(sshpipe.IncompleteTransfer(stats)).startswith("5 of 0 entries failed")
