@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Literal, overload
 
 from . import _engine as engine
-from ._codec import Limits
+from ._codec import Limits, reply_cap
 from ._config import (
     DEFAULT_CIPHERS,
     ConnectConfig,
@@ -28,7 +28,13 @@ from ._tree import TreeOptions
 from ._treeget import TreeGet, download_preserving
 from ._treeput import TreePut, upload_preserving
 
-_ChannelKey = tuple[int, int]  # (window, max_packet_size) a channel was opened with
+# (window, max_packet_size, longest reply) a channel was opened with
+_ChannelKey = tuple[int, int, int]
+
+
+def _key(config: TransferConfig) -> _ChannelKey:
+    return (config.window, config.max_packet_size, reply_cap(config.block_size))
+
 
 logger = logging.getLogger("sshpipe.client")
 
@@ -118,6 +124,17 @@ class Client:
         for slot in slots:
             await slot.link.close()
 
+    def abort(self) -> None:
+        """Drop every connection at once, without waiting for the server.
+
+        Everything in flight fails at once with ConnectionBroken; what the
+        transfers clean up locally (temporary files) they still do, but
+        nothing more is asked of the server. For a server that stopped
+        answering, or a user's second Ctrl-C. ``aclose()`` is still the way out.
+        """
+        for slot in self._slots:
+            slot.link.abort()
+
     @property
     def connections(self) -> int:
         """SSH connections open now."""
@@ -142,7 +159,7 @@ class Client:
             taken = await self._try_take_channels(config, count, required=required, ready=ready)
             if taken is not None:
                 return taken
-            if self._evict_idle(keep=(config.window, config.max_packet_size)):
+            if self._evict_idle(keep=_key(config)):
                 continue  # idle channels of other settings made room
             # Every connection we may open is full of busy channels: wait for a
             # transfer to give one back rather than fail (many transfers at once).
@@ -174,12 +191,12 @@ class Client:
             raise ClosedError("this client was closed")
         if not self._slots:
             await self.open()
-        key = (config.window, config.max_packet_size)
-        idle = self._idle.setdefault(key, [])
+        idle = self._idle.setdefault(_key(config), [])
         taken: list[SFTPSession] = []
         while idle and len(taken) < count:
             sftp = idle.pop()
             if sftp.broken is None:
+                sftp.stall_timeout = config.stall_timeout  # this transfer's
                 taken.append(sftp)
             else:
                 self._forget(sftp)
@@ -237,6 +254,8 @@ class Client:
                 sftp = await slot.link.open_sftp(
                     window=config.window,
                     max_packet_size=config.max_packet_size,
+                    max_reply=reply_cap(config.block_size),
+                    stall_timeout=config.stall_timeout,
                     known_limits=self._server_limits,
                 )
             except ChannelRefused as exc:
@@ -324,7 +343,7 @@ class Client:
             slot.open -= 1
 
     def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
-        key = (config.window, config.max_packet_size)
+        key = _key(config)
         if channels:
             self._freed.set()
         for sftp in channels:

@@ -73,10 +73,31 @@ ATTR_EXTENDED: Final = 0x80000000
 
 SFTP_VERSION: Final = 3
 
-# Largest reply we accept: OpenSSH's sftp-server caps packets at 256 KiB
-# (SFTP_MAX_MSG_LENGTH) and asyncssh at 4 MiB + 1 KiB; anything bigger is a
-# broken or hostile server, and buffering it would let it balloon our memory.
+# Largest reply we accept by default: OpenSSH's sftp-server caps packets at
+# 256 KiB (SFTP_MAX_MSG_LENGTH) and our READs ask at most that much, so a DATA
+# reply and its header fit. Anything bigger is a broken or hostile server, and
+# buffering it would let it balloon our memory. A transfer that asks for larger
+# blocks (``-B``) raises its session's cap to its block (``reply_cap``).
+DEFAULT_MAX_REPLY_LEN: Final = 256 * 1024 + 1024
+# The cap whatever the block: asyncssh's own packet limit (4 MiB + 1 KiB).
 MAX_REPLY_LEN: Final = 4 * 1024 * 1024 + 1024
+# filexfer-02 §3: "The handle strings MUST NOT be longer than 256 bytes."
+MAX_HANDLE_LEN: Final = 256
+
+
+def reply_cap(block_size: int | None) -> int:
+    """The reply length a session accepts when its READs ask for ``block_size`` bytes."""
+    wanted = (block_size or 0) + 1024
+    return min(MAX_REPLY_LEN, max(DEFAULT_MAX_REPLY_LEN, wanted))
+
+
+def wire(path: str) -> bytes:
+    """A path as bytes on the wire: names from the server came in with surrogateescape.
+
+    A name that is not UTF-8 (Latin-1, say) thus goes back byte for byte.
+    """
+    return path.encode("utf-8", "surrogateescape")
+
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -285,7 +306,7 @@ def encode_fsync(request_id: int, handle: bytes) -> bytes:
 
 
 def encode_extended(request_id: int, name: str, payload: bytes = b"") -> bytes:
-    return _packet(FXP_EXTENDED, _U32.pack(request_id) + _string(name.encode()) + payload)
+    return _packet(FXP_EXTENDED, _U32.pack(request_id) + _string(name.encode("ascii")) + payload)
 
 
 # -- decoding replies ------------------------------------------------------
@@ -320,7 +341,12 @@ class _Reader:
         return self._take(self.u32())
 
     def text(self) -> str:
+        """A message for people: undecodable bytes become U+FFFD."""
         return self.string().decode("utf-8", "replace")
+
+    def name(self) -> str:
+        """A path: every byte kept (undecodable ones as surrogates, see ``wire``)."""
+        return self.string().decode("utf-8", "surrogateescape")
 
     def attrs(self) -> Attrs:
         flags = self.u32()
@@ -369,14 +395,17 @@ def _decode_body(ptype: int, body: bytes) -> ServerMessage:
             reader.string()  # language tag
         reply = Status(request_id, code, message)
     elif ptype == FXP_HANDLE:
-        reply = Handle(request_id, reader.string())
+        handle = reader.string()
+        if len(handle) > MAX_HANDLE_LEN:
+            raise CodecError(f"handle of {len(handle)} bytes (at most {MAX_HANDLE_LEN} allowed)")
+        reply = Handle(request_id, handle)
     elif ptype == FXP_DATA:
         data = reader.string()
         reply = Data(request_id, [data], len(data))
     elif ptype == FXP_NAME:
         names = []
         for _ in range(reader.u32()):
-            filename = reader.text()
+            filename = reader.name()
             longname = reader.text()
             names.append((filename, longname, reader.attrs()))
         reply = Name(request_id, names)
@@ -398,8 +427,8 @@ class ReplyParser:
     seen, the following slices of the incoming chunks are kept by reference.
     """
 
-    def __init__(self, max_len: int = MAX_REPLY_LEN) -> None:
-        self._max_len = max_len
+    def __init__(self, max_len: int = DEFAULT_MAX_REPLY_LEN) -> None:
+        self.max_len = max_len
         self._buf = bytearray()  # header or a whole non-DATA packet being collected
         self._chunks: list[bytes | memoryview] = []  # DATA payload collected so far
         self._want = 0  # DATA payload bytes still missing
@@ -429,7 +458,7 @@ class ReplyParser:
                 return view
         length = _U32.unpack_from(buf)[0]
         ptype = buf[4]
-        if length < 5 or length > self._max_len:
+        if length < 5 or length > self.max_len:
             raise CodecError(f"SFTP message length {length} out of bounds")
         is_data = ptype == FXP_DATA
         if is_data and length < _DATA_HEAD_LEN - 4:

@@ -29,6 +29,7 @@ from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController, FlowLimits
 from ._retry import RetryBudget, failures_after
 from ._sftp import SFTPSession
+from ._untrusted import MIN_BLOCK_SIZE, printable
 
 logger = logging.getLogger("sshpipe.flow")
 
@@ -47,7 +48,9 @@ def block_size_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) ->
     size = (limits.max_write_len if write else limits.max_read_len) or MAX_AUTO_BLOCK_SIZE
     if limits.max_packet_len:
         size = min(size, limits.max_packet_len - _PACKET_OVERHEAD)
-    return max(1, min(size, MAX_AUTO_BLOCK_SIZE))
+    # A server stating less than every server must take (filexfer-02 §3) is
+    # not believed: short reads and writes are re-asked anyway.
+    return max(MIN_BLOCK_SIZE, min(size, MAX_AUTO_BLOCK_SIZE))
 
 
 class LanePool(Protocol):
@@ -366,7 +369,7 @@ class Grower:
         try:
             lane = await pump.handles.add(sftp)
         except SSHPipeError as exc:
-            logger.debug("%s: no handle on a new channel: %s", pump.handles.path, exc)
+            logger.debug("%s: no handle on a new channel: %s", printable(pump.handles.path), exc)
             return
         finally:
             self._opening -= 1
@@ -457,7 +460,7 @@ async def after_break(
     failures = failures_after(failures, progressed=progressed)
     if budget.exhausted(failures):
         raise broken
-    logger.info("%s: %s; reconnecting (%d in a row)", path, broken, failures)
+    logger.info("%s: %s; reconnecting (%d in a row)", printable(path), broken, failures)
     return await reconnect(lanes, budget, failures, stalled=isinstance(broken, Stalled))
 
 

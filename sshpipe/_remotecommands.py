@@ -13,8 +13,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from ._config import DEFAULT_STALL_TIMEOUT
 from ._errors import ConnectionBroken
 from ._sftp import SFTPSession, Shell
+from ._untrusted import COMMAND_OUTPUT_SLACK, command_timeout
 
 logger = logging.getLogger("sshpipe.remote")
 
@@ -54,17 +56,23 @@ class RemoteCommands:
             raise
 
     async def _probe(self, tool: str, marker: str) -> bool:
-        result = await self.run(f"{tool} --version")
+        result = await self.run(f"{tool} --version", max_output=COMMAND_OUTPUT_SLACK)
         found = result is not None and result[0] == 0 and marker in result[1]
         logger.debug("%s on the server: %s", tool, "usable" if found else "not usable")
         return found
 
-    async def run(self, command: str) -> tuple[int, str] | None:
+    async def run(self, command: str, *, max_output: int, reads: int = 0) -> tuple[int, str] | None:
         """(exit status, stdout) from the shell kept open; None where no shell runs.
+
+        Args:
+            max_output: the most the command can print (``command_output_cap``).
+            reads: bytes it reads on the server: time it may take on top of the
+                stall timeout before it counts as hung.
 
         Raises:
             ConnectionBroken: the shell's connection is gone (not the command's
                 fault; the next command opens a shell on the new connection).
+            ProtocolError: it printed more than ``max_output``.
         """
         if self._shell is None or self._shell_on.broken is not None:
             if self._shell is not None:
@@ -75,7 +83,10 @@ class RemoteCommands:
             self._shell = await self._shell_on.open_shell()
             if self._shell is None:
                 return None
-        result = await self._shell.run(command)
+        stall = self._shell_on.stall_timeout or DEFAULT_STALL_TIMEOUT
+        result = await self._shell.run(
+            command, within=command_timeout(stall, reads), max_output=max_output
+        )
         if result is None:
             self._shell.close()
             self._shell = None

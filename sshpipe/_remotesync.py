@@ -21,6 +21,7 @@ import shlex
 
 from ._batch import Batcher
 from ._remotecommands import RemoteCommands
+from ._untrusted import COMMAND_OUTPUT_SLACK
 
 logger = logging.getLogger("sshpipe.upload")
 
@@ -68,7 +69,9 @@ class RemoteSync:
         """One last ``sync -f`` of every directory used: the renames are durable too."""
         directories = sorted(self._synced)
         for start in range(0, len(directories), MAX_BATCH):
-            await self._commands.run(_command(directories[start : start + MAX_BATCH]))
+            await self._commands.run(
+                _command(directories[start : start + MAX_BATCH]), max_output=COMMAND_OUTPUT_SLACK
+            )
 
     async def close(self) -> None:
         """Wait for the command under way (a cancelled tree's files are removed by their owners)."""
@@ -76,7 +79,7 @@ class RemoteSync:
 
     async def _sync_batch(self, queued: list[str]) -> list[bool]:
         directories = sorted(set(queued))
-        result = await self._commands.run(_command(directories))
+        result = await self._commands.run(_command(directories), max_output=COMMAND_OUTPUT_SLACK)
         done = result is not None and result[0] == 0
         if done:
             self._synced.update(directories)

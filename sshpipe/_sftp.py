@@ -25,6 +25,7 @@ from ._errors import (
     RemoteError,
     RemoteNotFound,
     RemotePermissionDenied,
+    Stalled,
 )
 
 logger = logging.getLogger("sshpipe.sftp")
@@ -36,11 +37,23 @@ ReplyCallback = Callable[["codec.Reply | BaseException"], None]
 class Shell(Protocol):
     """A shell kept open on the server: commands one after another, each one round trip."""
 
-    async def run(self, command: str) -> tuple[int, str] | None:
-        """(exit status, stdout) of ``command``, or None once the shell is gone."""
+    async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
+        """(exit status, stdout) of ``command``, or None once the shell is gone.
+
+        Raises:
+            ProtocolError: it printed more than ``max_output`` characters.
+        """
         ...
 
     def close(self) -> None: ...
+
+
+class RunCommand(Protocol):
+    """Runs one command on the server (an exec of its own): see ``Shell.run``."""
+
+    async def __call__(
+        self, command: str, *, within: float, max_output: int
+    ) -> tuple[int, str] | None: ...
 
 
 class Pipe(Protocol):
@@ -115,12 +128,27 @@ class SFTPSession:
     Args:
         pipe: where request bytes go; replies come back through ``data_received``.
         name: used in log lines and ``repr``.
+        max_reply: the longest reply accepted (``codec.reply_cap``).
+        stall_timeout: seconds the server may owe a reply without sending a
+            byte before the session counts as dropped (``Stalled``); None never.
     """
 
-    def __init__(self, pipe: Pipe, *, name: str = "sftp") -> None:
+    def __init__(
+        self,
+        pipe: Pipe,
+        *,
+        name: str = "sftp",
+        max_reply: int = codec.DEFAULT_MAX_REPLY_LEN,
+        stall_timeout: float | None = None,
+    ) -> None:
         self._pipe = pipe
         self.name = name
-        self._parser = codec.ReplyParser()
+        self._parser = codec.ReplyParser(max_reply)
+        # Every request, control ones too (OPEN, STAT, limits, CLOSE), is
+        # covered: a server that never answers one fails the session instead
+        # of hanging the transfer. Transfers set their own (``stall_timeout``).
+        self.stall_timeout = stall_timeout
+        self._watchdog: asyncio.TimerHandle | None = None
         self._pending: dict[int, ReplyCallback] = {}
         self._next_id = 0
         self._version: asyncio.Future[codec.Version] | None = None
@@ -142,7 +170,7 @@ class SFTPSession:
         self.peer = ""
         # Runs a command on the same server: (exit status, stdout), or None
         # when it runs none. The SSH edge fills it in (used to verify hashes).
-        self.run_command: Callable[[str], Awaitable[tuple[int, str] | None]] | None = None
+        self.run_command: RunCommand | None = None
         # Opens a Shell on the same connection (None when the server runs none).
         self.open_shell: Callable[[], Awaitable[Shell | None]] | None = None
         # When the server last spoke while it owed us a reply (or since it
@@ -203,12 +231,31 @@ class SFTPSession:
         if self._broken is not None:
             return
         self._broken = exc
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         pending, self._pending = self._pending, {}
         if self._version is not None and not self._version.done():
             self._version.set_exception(exc)
         for callback in pending.values():
             callback(exc)
         self._pipe.close()
+
+    def _watch(self, delay: float) -> None:
+        self._watchdog = asyncio.get_running_loop().call_later(delay, self._check_silence)
+
+    def _check_silence(self) -> None:
+        """The watchdog's look: fail the session once the server owed a reply too long."""
+        self._watchdog = None
+        timeout = self.stall_timeout
+        if self._broken is not None or not self._pending or timeout is None:
+            return  # re-armed by the next request owed
+        silent = time.monotonic() - self._last_heard
+        if silent < timeout:
+            self._watch(timeout - silent)
+            return
+        logger.debug("%s: no reply for %.1f s: stalled", self.name, silent)
+        self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
 
     # -- sending -------------------------------------------------------------
 
@@ -217,6 +264,8 @@ class SFTPSession:
             raise self._broken
         if not self._pending:  # silence counts from the first request owed
             self._last_heard = time.monotonic()
+            if self._watchdog is None and self.stall_timeout is not None:
+                self._watch(self.stall_timeout)
         request_id = self._next_id
         self._next_id = (request_id + 1) & 0xFFFFFFFF
         self._pending[request_id] = callback
@@ -286,12 +335,12 @@ class SFTPSession:
 
     async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
         return await self._open_handle(
-            lambda rid: codec.encode_open(rid, path.encode(), pflags, attrs), path
+            lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs), path
         )
 
     async def opendir(self, path: str) -> bytes:
         return await self._open_handle(
-            lambda rid: codec.encode_path_request(codec.FXP_OPENDIR, rid, path.encode()), path
+            lambda rid: codec.encode_path_request(codec.FXP_OPENDIR, rid, codec.wire(path)), path
         )
 
     async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
@@ -322,25 +371,25 @@ class SFTPSession:
 
     async def stat(self, path: str) -> codec.Attrs:
         reply = await self.call(
-            lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, path.encode())
+            lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
         )
         return self._expect(reply, codec.AttrsReply, path).attrs
 
     async def lstat(self, path: str) -> codec.Attrs:
         reply = await self.call(
-            lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, path.encode())
+            lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, codec.wire(path))
         )
         return self._expect(reply, codec.AttrsReply, path).attrs
 
     async def realpath(self, path: str) -> str:
         reply = await self.call(
-            lambda rid: codec.encode_path_request(codec.FXP_REALPATH, rid, path.encode())
+            lambda rid: codec.encode_path_request(codec.FXP_REALPATH, rid, codec.wire(path))
         )
         return self._single_name(reply, path)
 
     async def readlink(self, path: str) -> str:
         reply = await self.call(
-            lambda rid: codec.encode_path_request(codec.FXP_READLINK, rid, path.encode())
+            lambda rid: codec.encode_path_request(codec.FXP_READLINK, rid, codec.wire(path))
         )
         return self._single_name(reply, path)
 
@@ -352,20 +401,22 @@ class SFTPSession:
         """
         first, second = (target, link) if "OpenSSH" in self.server_version else (link, target)
         reply = await self.call(
-            lambda rid: codec.encode_symlink(rid, first.encode(), second.encode())
+            lambda rid: codec.encode_symlink(rid, codec.wire(first), codec.wire(second))
         )
         self.check_status(reply, link)
 
     async def mkdir(self, path: str, attrs: codec.Attrs = _NO_ATTRS) -> None:
         reply = await self.call(
-            lambda rid: codec.encode_path_attrs_request(codec.FXP_MKDIR, rid, path.encode(), attrs)
+            lambda rid: codec.encode_path_attrs_request(
+                codec.FXP_MKDIR, rid, codec.wire(path), attrs
+            )
         )
         self.check_status(reply, path)
 
     async def setstat(self, path: str, attrs: codec.Attrs) -> None:
         reply = await self.call(
             lambda rid: codec.encode_path_attrs_request(
-                codec.FXP_SETSTAT, rid, path.encode(), attrs
+                codec.FXP_SETSTAT, rid, codec.wire(path), attrs
             )
         )
         self.check_status(reply, path)
@@ -385,7 +436,7 @@ class SFTPSession:
 
     async def remove(self, path: str) -> None:
         reply = await self.call(
-            lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, path.encode())
+            lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
         )
         self.check_status(reply, path)
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import socket
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ from ._errors import (
     ConnectError,
     ConnectionBroken,
     HostKeyMismatch,
+    ProtocolError,
     SSHPipeError,
+    Stalled,
     UnknownHostKey,
 )
 from ._sftp import SFTPSession
@@ -266,12 +269,26 @@ def _tune_connection(conn: asyncssh.SSHClientConnection) -> None:
         _coalesce_sends(conn)
 
 
-# A server-side hash reads the whole file: at 100 MB/s a 60 GiB file takes 10 min.
-COMMAND_TIMEOUT = 1800.0
-
-
 SHELL_OPEN_TIMEOUT = 30.0
 _DONE = "__sshpipe_done__"
+_READ_CHUNK = 64 * 1024
+
+
+async def _read_bounded(stream: asyncssh.SSHReader[str], max_output: int, what: str) -> str:
+    """All of ``stream`` up to its end, refusing past ``max_output`` characters.
+
+    Raises:
+        ProtocolError: the server printed more than the command can (an
+            endless or hostile output), instead of our memory growing with it.
+    """
+    parts: list[str] = []
+    held = 0
+    while chunk := await stream.read(_READ_CHUNK):
+        held += len(chunk)
+        if held > max_output:
+            raise ProtocolError(f"server: {what} printed more than {max_output} bytes, refused")
+        parts.append(chunk)
+    return "".join(parts)
 
 
 class RemoteShell:
@@ -280,41 +297,68 @@ class RemoteShell:
     ``conn.run`` opens a channel, execs, and waits for the exit status and the
     close: about six round trips (130 ms at 20 ms). A command written to a
     shell that is already there answers in one. Commands run one at a time;
-    each is followed by a marker line carrying its exit status.
+    each is followed by a marker line carrying its exit status (its token is
+    this shell's own, so no output can pass for it by accident).
     """
 
     def __init__(self, process: asyncssh.SSHClientProcess[str]) -> None:
         self._process = process
         self._lock = asyncio.Lock()
         self._gone = False
+        self._marker = f"{_DONE}{secrets.token_hex(8)}"
 
     def __repr__(self) -> str:
         return f"<RemoteShell gone={self._gone}>"
 
-    async def run(self, command: str) -> tuple[int, str] | None:
+    async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
+        """(exit status, stdout) of ``command``, or None once the shell is gone.
+
+        Raises:
+            ProtocolError: the output passed ``max_output`` (the shell is closed).
+        """
         async with self._lock:
             if self._gone:
                 return None
             try:
                 # stdin is ours (the next commands): the command gets /dev/null.
                 self._process.stdin.write(
-                    f"{{ {command}\n}} </dev/null; s=$?; echo; echo {_DONE} $s\n"
+                    f"{{ {command}\n}} </dev/null; s=$?; echo; echo {self._marker} $s\n"
                 )
-                lines: list[str] = []
-                async with asyncio.timeout(COMMAND_TIMEOUT):  # as an exec's
-                    while line := await self._process.stdout.readline():
-                        if line.startswith(_DONE):
-                            status = int(line.split()[1])
-                            return status, "".join(lines)[:-1]  # less the echo's newline
-                        lines.append(line)
+                async with asyncio.timeout(within):  # not wait_for: it can eat a cancel
+                    return await self._result(max_output + len(self._marker) + 16)
+            except ProtocolError:
+                self.close()
+                raise
             except (asyncssh.Error, OSError, ValueError, IndexError, TimeoutError) as exc:
                 logger.debug("shell failed: %s", type(exc).__name__)
-            self._gone = True  # EOF or garbage: the shell is no use any more
+            self.close()  # EOF, garbage or silence: the shell is no use any more
             return None
+
+    async def _result(self, max_output: int) -> tuple[int, str] | None:
+        """Read up to this command's marker line; None if the shell ends first."""
+        stdout = self._process.stdout
+        end = "\n" + self._marker + " "
+        text = ""
+        while (found := text.find(end)) < 0 or "\n" not in text[found + len(end) :]:
+            chunk = await stdout.read(_READ_CHUNK)
+            if not chunk:
+                return None
+            text += chunk
+            if len(text) > max_output:
+                raise ProtocolError(
+                    f"server: a command in the shell printed more than {max_output} bytes, refused"
+                )
+        status = int(text[found + len(end) :].split("\n", 1)[0])
+        return status, text[:found]  # less the echo's newline
 
     def close(self) -> None:
         self._gone = True
         self._process.close()
+
+
+# Commands and their output as text whose undecodable bytes stay themselves
+# (surrogates), as remote paths do (``_codec.wire``).
+_TEXT: dict[str, Any] = {"encoding": "utf-8", "errors": "surrogateescape"}
 
 
 class SSHLink:
@@ -329,31 +373,54 @@ class SSHLink:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
 
     async def open_sftp(
-        self, *, window: int, max_packet_size: int, known_limits: Limits | None = None
+        self,
+        *,
+        window: int,
+        max_packet_size: int,
+        max_reply: int,
+        stall_timeout: float,
+        known_limits: Limits | None = None,
     ) -> SFTPSession:
         """Start the sftp subsystem on a new channel with our window and packet size.
 
+        Args:
+            max_reply: the longest SFTP reply the session accepts.
+            stall_timeout: how long the server may leave the channel open
+                request, or any SFTP request, unanswered.
+
         Raises:
             ChannelRefused: the server will not open more channels here.
-            ConnectionBroken: the connection went away.
+            ConnectionBroken: the connection went away; Stalled: the server
+                did not answer.
         """
         pipe = _ChannelPipe(window)
         try:
-            await self._conn.create_session(
-                lambda: pipe,
-                subsystem="sftp",
-                encoding=None,
-                window=window,
-                max_pktsize=max_packet_size,
-            )
+            async with asyncio.timeout(stall_timeout):
+                await self._conn.create_session(
+                    lambda: pipe,
+                    subsystem="sftp",
+                    encoding=None,
+                    window=window,
+                    max_pktsize=max_packet_size,
+                )
         except asyncssh.ChannelOpenError as exc:
             raise ChannelRefused(
                 f"{self.label}: server refused an SFTP channel: {exc.reason}"
             ) from exc
+        except TimeoutError as exc:
+            pipe.close()
+            raise Stalled(
+                f"{self.label}: no answer to an SFTP channel request in {stall_timeout:g} s"
+            ) from exc
         except (asyncssh.Error, OSError) as exc:
             raise _broken(exc, "connection lost") from exc
         self.channels_opened += 1
-        sftp = SFTPSession(pipe, name=f"{self.label}#{self.channels_opened}")
+        sftp = SFTPSession(
+            pipe,
+            name=f"{self.label}#{self.channels_opened}",
+            max_reply=max_reply,
+            stall_timeout=stall_timeout,
+        )
         sftp.recv_window = window
         sftp.server_version = str(self._conn.get_extra_info("server_version", ""))
         sftp.peer = self.label
@@ -378,31 +445,37 @@ class SSHLink:
         """Drop the connection now (it stalled): every channel on it fails at once."""
         self._conn.abort()
 
-    async def run(self, command: str) -> tuple[int, str] | None:
+    async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
         """Run ``command`` on the server: (exit status, stdout), or None if it runs none.
 
         A server that only offers SFTP (ForceCommand internal-sftp, a chrooted
-        account, an SFTP-only appliance) refuses the session or the exec.
+        account, an SFTP-only appliance) refuses the session or the exec; one
+        that stays silent for ``timeout`` seconds counts as running none.
+
+        Raises:
+            ProtocolError: the command printed more than ``max_output``.
         """
+        process: asyncssh.SSHClientProcess[str] | None = None
         try:
-            async with asyncio.timeout(COMMAND_TIMEOUT):  # not wait_for: it can eat a cancel
-                result = await self._conn.run(
-                    command, check=False, encoding="utf-8", errors="replace"
+            async with asyncio.timeout(within):  # not wait_for: it can eat a cancel
+                process = await self._conn.create_process(
+                    command, stdin=asyncssh.DEVNULL, stderr=asyncssh.DEVNULL, **_TEXT
                 )
+                stdout = await _read_bounded(process.stdout, max_output, command.split()[0])
+                status = (await process.wait(check=False)).exit_status
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.debug("%s: no command run (%s)", self.label, type(exc).__name__)
             return None
-        status = result.exit_status
-        stdout = result.stdout if isinstance(result.stdout, str) else ""
+        finally:
+            if process is not None:
+                process.close()
         return (status if status is not None else -1), stdout
 
     async def open_shell(self) -> RemoteShell | None:
         """A ``sh`` kept open for many commands, or None if the server runs none."""
         try:
             async with asyncio.timeout(SHELL_OPEN_TIMEOUT):
-                process = await self._conn.create_process(
-                    "sh", encoding="utf-8", errors="replace", stderr=asyncssh.DEVNULL
-                )
+                process = await self._conn.create_process("sh", stderr=asyncssh.DEVNULL, **_TEXT)
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.debug("%s: no shell (%s)", self.label, type(exc).__name__)
             return None

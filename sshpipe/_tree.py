@@ -43,6 +43,7 @@ from ._errors import (
 )
 from ._flight import SharedBytes
 from ._lanes import LanePool, block_size_for
+from ._localdir import LocalFile
 from ._localio import run_blocking
 from ._remotecommands import RemoteCommands
 from ._sftp import SFTPSession
@@ -51,6 +52,7 @@ from ._treejournal import TreeJournal
 from ._treeplan import TreeAccount, is_small, split_budget
 from ._treerecovery import Recovery
 from ._treeverify import TreeVerifier
+from ._untrusted import MAX_LISTED_FAILURES, printable, safe_mode
 
 logger = logging.getLogger("sshpipe.tree")
 
@@ -136,7 +138,8 @@ class Credits:
                 if future.done() and not future.cancelled():
                     self._release(requests, count)  # granted as we were cancelled
                 else:
-                    self._waiters.remove(waiter)
+                    with contextlib.suppress(ValueError):  # _grant may have dropped it
+                        self._waiters.remove(waiter)
                     self._grant()
                 raise
         else:
@@ -156,8 +159,15 @@ class Credits:
         self._grant()
 
     def _grant(self) -> None:
-        while self._waiters and self._fits(*self._waiters[0][:2]):
-            requests, count, future = self._waiters.popleft()
+        waiters = self._waiters
+        while waiters:
+            requests, count, future = waiters[0]
+            if future.done():  # cancelled, its task not yet resumed to take itself out
+                waiters.popleft()
+                continue
+            if not self._fits(requests, count):
+                break
+            waiters.popleft()
             self._take(requests, count)
             future.set_result(None)
 
@@ -222,9 +232,15 @@ class Item:
     # (real path or device/inode), so a link back to one of them is a loop. A
     # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
     ancestors: tuple[object, ...] = ()
+    # A download's destination, reached by directory descriptors (``dest`` is
+    # its path for messages and journals). None: the entry is the download's
+    # root directory itself.
+    local: LocalFile | None = None
 
-    def child(self, source: str, dest: str, attrs: codec.Attrs, kind: str) -> Item:
-        return Item(source, dest, attrs, kind, self.ancestors)
+    def child(
+        self, source: str, dest: str, attrs: codec.Attrs, kind: str, local: LocalFile | None = None
+    ) -> Item:
+        return Item(source, dest, attrs, kind, self.ancestors, local)
 
     @property
     def size(self) -> int:
@@ -552,16 +568,18 @@ class TreeRun:
         except SSHPipeError as exc:
             if self.options.fail_fast or aborts_tree(exc):
                 raise
-            logger.debug("%s failed: %s", item.source, exc)
+            logger.debug("%s failed: %s", printable(item.source), exc)
             self.failed(item, exc)
 
     def failed(self, item: Item, exc: SSHPipeError) -> None:
         self.account.failed(item.source, exc, is_file=item.kind == "file")
 
     def mode_of(self, item: Item) -> int:
-        """The permissions ``item`` gets: all its bits with -p, else the rwx ones."""
+        """The permissions ``item`` gets: with -p all but setuid/setgid, else the rwx ones."""
         mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
-        return mode & (0o7777 if self.options.preserve else 0o777)
+        if self.options.preserve:
+            return safe_mode(mode, directory=item.kind == "dir")
+        return mode & 0o777
 
     async def local(
         self, func: Callable[..., _T], *args: object, syncs: bool = False, **kwargs: object
@@ -585,10 +603,10 @@ class TreeRun:
         logger.warning("%s", exc)
         self.account.failed(where, exc)
 
-    def skip(self, path: str, kind: str) -> None:
-        logger.warning(
-            "skipping %s: %s (only files, directories and symlinks are copied)", path, kind
-        )
+    def skip(self, path: str, why: str) -> None:
+        """Leave ``path`` out, saying why (the first MAX_LISTED_FAILURES are logged)."""
+        if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
+            logger.warning("skipping %s: %s", printable(path), printable(why))
         self.account.skipped(path)
 
     async def _tick(self) -> None:

@@ -17,7 +17,9 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ._batch import Batcher
+from ._codec import wire
 from ._remotecommands import RemoteCommands
+from ._untrusted import command_output_cap
 from ._verify import same
 
 MAX_BATCH = 256  # files per sha256sum: its command line stays well under ARG_MAX
@@ -50,7 +52,9 @@ class TreeVerifier:
     def __init__(self, level: str, commands: RemoteCommands) -> None:
         self.level = level
         self._commands = commands
-        self._batches: Batcher[str, str | None] = Batcher(self._hash_batch, max_batch=MAX_BATCH)
+        self._batches: Batcher[tuple[str, int], str | None] = Batcher(
+            self._hash_batch, max_batch=MAX_BATCH
+        )
         self.weakest: str | None = None  # None until a file is checked
 
     def __repr__(self) -> str:
@@ -73,7 +77,7 @@ class TreeVerifier:
             ConnectionBroken: the connection went (the file is tried again).
         """
         if self.level in ("hash", "read-back"):
-            theirs = await self.remote_sha256(path)
+            theirs = await self.remote_sha256(path, size)
             if theirs is not None:
                 same(shown, "sha256 (sha256sum on the server)", theirs, digest)
                 self.passed("hash-remote")
@@ -85,7 +89,7 @@ class TreeVerifier:
         same(shown, "size", str(await remote_size()), str(size))
         self.passed("size")
 
-    async def remote_sha256(self, path: str) -> str | None:
+    async def remote_sha256(self, path: str, size: int) -> str | None:
         """The server's SHA-256 of ``path`` in the next batch, or None if it has no sha256sum.
 
         Big files use it too: their own exec would need one more session on a
@@ -93,7 +97,7 @@ class TreeVerifier:
         """
         if not await self._commands.has("sha256sum"):
             return None
-        return await self._batches.submit(path)
+        return await self._batches.submit((path, size))
 
     def passed(self, level: str) -> None:
         """A file passed ``level`` (a big file's own check is counted here too)."""
@@ -103,9 +107,14 @@ class TreeVerifier:
     async def close(self) -> None:
         await self._batches.close()
 
-    async def _hash_batch(self, paths: list[str]) -> list[str | None]:
+    async def _hash_batch(self, files: list[tuple[str, int]]) -> list[str | None]:
+        paths = [path for path, _ in files]
         command = "sha256sum -z -- " + " ".join(shlex.quote(p) for p in paths)
-        result = await self._commands.run(command)
+        result = await self._commands.run(
+            command,
+            reads=sum(size for _, size in files),
+            max_output=command_output_cap(len(paths), sum(len(wire(p)) for p in paths)),
+        )
         # A file it could not read makes the status 1; the others are still listed.
         found = parse_sha256sum_z(result[1]) if result is not None else {}
         return [found.get(path) for path in paths]

@@ -17,13 +17,17 @@ import shlex
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+from ._codec import wire
+from ._config import DEFAULT_STALL_TIMEOUT
 from ._errors import IntegrityError
 from ._localio import run_blocking
 from ._reorder import ReorderBuffer
 from ._sftp import SFTPSession
+from ._untrusted import command_output_cap, command_timeout
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-RemoteHash = Callable[[str], Awaitable[str | None]]  # path -> its SHA-256 on the server
+# (path, size) -> its SHA-256 on the server, or None where it cannot say
+RemoteHash = Callable[[str, int], Awaitable[str | None]]
 
 
 class OrderedHash:
@@ -81,11 +85,21 @@ async def digest_of(streamed: OrderedHash | None, path: str | os.PathLike[str], 
     return await run_blocking(file_sha256, path, size)
 
 
-async def remote_sha256(sftp: SFTPSession, path: str) -> str | None:
-    """The server's ``sha256sum`` of ``path``, or None if it runs no commands (or lacks it)."""
+async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> str | None:
+    """The server's ``sha256sum`` of ``path``, or None if it runs no commands (or lacks it).
+
+    ``size``: the file's, so the command may take as long as reading it does.
+
+    Raises:
+        ProtocolError: it printed more than one line of hash and name can be.
+    """
     if sftp.run_command is None:
         return None
-    result = await sftp.run_command(f"sha256sum -- {shlex.quote(path)}")
+    result = await sftp.run_command(
+        f"sha256sum -- {shlex.quote(path)}",
+        within=command_timeout(sftp.stall_timeout or DEFAULT_STALL_TIMEOUT, size),
+        max_output=command_output_cap(1, len(wire(path))),
+    )
     if result is None or result[0] != 0:
         return None
     words = result[1].split()
@@ -118,7 +132,7 @@ async def check(
         IntegrityError: they differ.
     """
     if level in ("hash", "read-back"):
-        theirs = await (remote_hash or partial(remote_sha256, sftp))(path)
+        theirs = await (remote_hash or partial(remote_sha256, sftp))(path, size)
         if theirs is not None:
             same(shown, "sha256 (sha256sum on the server)", theirs, digest)
             return "hash-remote"

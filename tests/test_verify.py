@@ -65,10 +65,10 @@ async def test_a_source_that_changed_fails_the_check_and_leaves_nothing(
     remote.write_bytes(os.urandom(SIZE))
     real = sshpipe._verify.remote_sha256
 
-    async def changed_then_hashed(sftp: Any, path: str) -> str | None:
+    async def changed_then_hashed(sftp: Any, path: str, size: int) -> str | None:
         with remote.open("ab") as grown:  # someone appends while we finish
             grown.write(b"late")
-        return await real(sftp, path)
+        return await real(sftp, path, size)
 
     monkeypatch.setattr(sshpipe._verify, "remote_sha256", changed_then_hashed)
     async with openssh_peer.client(HASHED) as sp:
@@ -175,9 +175,9 @@ async def test_a_tree_is_checked_with_one_sha256sum_per_batch_both_ways(
     commands: list[str] = []
     real_run = RemoteCommands.run
 
-    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
+    async def run(self: RemoteCommands, command: str, **bounds: Any) -> tuple[int, str] | None:
         commands.append(command)
-        return await real_run(self, command)
+        return await real_run(self, command, **bounds)
 
     monkeypatch.setattr(RemoteCommands, "run", run)
     _tree(openssh_peer.root / "src")
@@ -205,11 +205,11 @@ async def test_a_file_changed_on_the_server_fails_alone_and_is_not_written(
     victim = src / "d1" / "f4.bin"
     real_run = RemoteCommands.run
 
-    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
+    async def run(self: RemoteCommands, command: str, **bounds: Any) -> tuple[int, str] | None:
         if command.startswith("sha256sum -z") and str(victim) in command:
             with victim.open("ab") as grown:  # someone appends after we read it
                 grown.write(b"late")
-        return await real_run(self, command)
+        return await real_run(self, command, **bounds)
 
     monkeypatch.setattr(RemoteCommands, "run", run)
     async with openssh_peer.client(HASHED) as sp:
