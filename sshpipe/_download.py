@@ -13,8 +13,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import os
-import posixpath
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import replace
@@ -24,7 +22,6 @@ from . import _codec as codec
 from ._config import TransferConfig
 from ._errors import (
     ConnectionBroken,
-    IntegrityError,
     ProtocolError,
     RemoteError,
     RemoteIsADirectory,
@@ -32,9 +29,7 @@ from ._errors import (
 )
 from ._flight import FlightBudget, SharedBytes
 from ._flowcontrol import FlowController
-from ._journal import Journal, journal_name, resume_name, verified_ranges
-from ._journal import load as load_journal
-from ._kept import latest_disjoint
+from ._journal import DownloadResume
 from ._lanes import (
     Grower,
     Handles,
@@ -50,7 +45,8 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import InlineWriter, LocalTarget, Writer
+from ._localdir import LocalFile
+from ._localio import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ._readplan import Range, ReadPlan
 from ._reorder import ReorderBuffer
 from ._retry import RetryBudget
@@ -275,7 +271,7 @@ async def _reading(
 async def download(
     lanes: LanePool,
     remote: str,
-    local: str,
+    local: str | LocalFile,
     config: TransferConfig,
     *,
     into_directory: bool = True,
@@ -285,6 +281,7 @@ async def download(
     known: codec.Attrs | None = None,
     on_progress: Callable[[int], None] | None = None,
     remote_hash: RemoteHash | None = None,
+    attrs: FileAttrs | None = None,
 ) -> TransferStats:
     """Copy ``remote`` to ``local`` through a temp file renamed into place at the end.
 
@@ -292,6 +289,8 @@ async def download(
     backoff) and only the ranges still missing are asked for again; the bytes
     already written stay where they are.
 
+    ``local``: a path of the user's, or a file a tree placed (reached by
+    directory descriptors: see ``_localdir``).
     ``into_directory``: a directory at ``local`` receives the file under its
     remote name (scp); False (a tree already chose the name) makes it an error.
     ``shared``: a byte cap shared with other transfers (a tree's big files).
@@ -300,123 +299,81 @@ async def download(
     ``known``: the file's attributes from a listing, which saves the FSTAT.
     ``on_progress``: told each count of bytes written to the local file.
     ``remote_hash``: how --verify gets the server's hash (default: an exec).
+    ``attrs``: the mode and times the file takes before its rename (``-p``).
     """
-    started = time.perf_counter()
-    if into_directory and os.path.isdir(local):  # scp: into a directory keeps the name
-        local = os.path.join(local, posixpath.basename(remote.rstrip("/")) or "download")
-    resuming = _Resume(remote, local) if config.resume else None
-    target = LocalTarget(
-        local,
-        new_file_mode=new_file_mode,
-        fsync=config.fsync,
-        inplace=config.inplace,
-        resume_from=resuming.partial if resuming is not None else None,
-    )
-    target.open()
-    committed = False
-    sink = _Sink()
-    writer = target.start_writer(
-        sink.on_written,
-        in_thread=config.local_io_in_thread,
-        after_write=resuming.journal.record if resuming is not None else None,
-    )
-    written = False
-    # A resumed copy's kept bytes do not flow through this run: it is hashed from disk.
-    hashing = config.verify != "none" and resuming is None
-    attempt = _Attempt(config, digest=OrderedHash() if hashing else None)
-    attempt.on_tail = on_tail
-    try:
-        budget = RetryBudget(attempts=config.retries)
-        failures = reconnects = 0
-        plan: ReadPlan | None = None
-        while True:
-            had = plan.received if plan is not None else 0
-            try:
-                plan_for = resuming.plan_for if resuming is not None else None
-                async with _reading(lanes, remote, config, shared, known, plan, plan_for) as (
-                    pump,
-                    grower,
-                ):
-                    sink.pump = pump
-                    pump.on_moved = on_progress
-                    plan = pump.plan
-                    await attempt.run(pump, grower, writer)
-                break
-            except ConnectionBroken as exc:
-                progressed = plan is not None and plan.received > had
-                failures = await after_break(
-                    lanes, budget, failures, exc, progressed=progressed, path=remote
+    into = remote if into_directory else None
+    with destination_of(local, into) as file:  # a path: its directory is opened here
+        started = time.perf_counter()
+        resuming = DownloadResume(remote, file) if config.resume else None
+        target = LocalTarget(
+            file,
+            new_file_mode=new_file_mode,
+            fsync=config.fsync,
+            inplace=config.inplace,
+            resume_from=resuming.partial if resuming is not None else None,
+        )
+        target.open()
+        committed = False
+        sink = _Sink()
+        writer = target.start_writer(
+            sink.on_written,
+            in_thread=config.local_io_in_thread,
+            after_write=resuming.journal.record if resuming is not None else None,
+        )
+        written = False
+        # A resumed copy's kept bytes do not flow through this run: it is hashed from disk.
+        hashing = config.verify != "none" and resuming is None
+        attempt = _Attempt(config, digest=OrderedHash() if hashing else None)
+        attempt.on_tail = on_tail
+        try:
+            budget = RetryBudget(attempts=config.retries)
+            failures = reconnects = 0
+            plan: ReadPlan | None = None
+            while True:
+                had = plan.received if plan is not None else 0
+                try:
+                    plan_for = resuming.plan_for if resuming is not None else None
+                    async with _reading(lanes, remote, config, shared, known, plan, plan_for) as (
+                        pump,
+                        grower,
+                    ):
+                        sink.pump = pump
+                        pump.on_moved = on_progress
+                        plan = pump.plan
+                        await attempt.run(pump, grower, writer)
+                    break
+                except ConnectionBroken as exc:
+                    progressed = plan is not None and plan.received > had
+                    failures = await after_break(
+                        lanes, budget, failures, exc, progressed=progressed, path=remote
+                    )
+                    reconnects += 1
+            await writer.close()
+            written = True
+            verified = "none"
+            if config.verify != "none":
+                verified = await check(
+                    lanes.channels[0],
+                    remote,
+                    level=config.verify,
+                    size=plan.final_size,
+                    digest=await digest_of(attempt.digest, str(target.temp), plan.final_size),
+                    read_back=partial(read_back, lanes, remote, config),
+                    shown=remote,
+                    remote_hash=remote_hash,
                 )
-                reconnects += 1
-        await writer.close()
-        written = True
-        verified = "none"
-        if config.verify != "none":
-            verified = await check(
-                lanes.channels[0],
-                remote,
-                level=config.verify,
-                size=plan.final_size,
-                digest=await digest_of(attempt.digest, target.temp, plan.final_size),
-                read_back=partial(read_back, lanes, remote, config),
-                shown=remote,
-                remote_hash=remote_hash,
-            )
-        await target.commit(plan.final_size, in_thread=config.local_io_in_thread)
-        committed = True
-        stats = pump.stats(started, plan.final_size, lanes)
-        resumed = resuming.kept if resuming is not None else 0
-        return replace(stats, verified=verified, reconnects=reconnects, resumed_bytes=resumed)
-    finally:
-        if not written:
-            await writer.close(abandon=True)
-        if resuming is not None:
-            resuming.finish(committed)
-        if not committed:
-            target.discard()
-
-
-class _Resume:
-    """A download that may continue an earlier one: its partial file and journal."""
-
-    def __init__(self, remote: str, local: str) -> None:
-        self.remote = remote
-        self.partial = resume_name(local)
-        self.journal = Journal(journal_name(local))
-        self.kept = 0  # bytes found intact in the partial file
-        # Looked at now, before the target opens (and creates) it: without its
-        # partial, a journal is stale (removing the partial is how a refused
-        # resume is started afresh).
-        self.had_partial = self.partial.exists()
-
-    def plan_for(self, attrs: codec.Attrs, block: int) -> ReadPlan:
-        """The plan once the remote file's attributes are known; refuses a changed source."""
-        header = {"remote": self.remote, "size": attrs.size, "mtime": attrs.mtime}
-        earlier = load_journal(self.journal.path)
-        if earlier is None or attrs.size is None or not self.had_partial:
-            self.journal.start(header, append=False)
-            return ReadPlan(block_size=block, size_hint=attrs.size)
-        was, entries = earlier
-        if any(was.get(key) != value for key, value in header.items()):
-            raise IntegrityError(
-                self.remote,
-                f"changed since the partial copy {self.partial} was made (it was "
-                f"{was.get('size')} bytes, mtime {was.get('mtime')}; now {attrs.size}, "
-                f"{attrs.mtime}): remove it, or copy without --resume",
-            )
-        # A range written twice (a reconnect, another block size) counts once.
-        have = verified_ranges(self.partial, latest_disjoint(entries, attrs.size))
-        self.kept = sum(rng.length for rng in have)
-        logger.info("%s: resuming, %d bytes of %s kept", self.remote, self.kept, attrs.size)
-        self.journal.start(header, append=True)
-        return ReadPlan.resuming(block_size=block, size=attrs.size, have=have)
-
-    def finish(self, committed: bool) -> None:
-        """After success the journal goes; after a failure it stays, for next time."""
-        if committed:
-            self.journal.remove()
-        else:
-            self.journal.close()
+            await target.commit(plan.final_size, in_thread=config.local_io_in_thread, attrs=attrs)
+            committed = True
+            stats = pump.stats(started, plan.final_size, lanes)
+            resumed = resuming.kept if resuming is not None else 0
+            return replace(stats, verified=verified, reconnects=reconnects, resumed_bytes=resumed)
+        finally:
+            if not written:
+                await writer.close(abandon=True)
+            if resuming is not None:
+                resuming.finish(committed)
+            if not committed:
+                target.discard()
 
 
 class _Sink:

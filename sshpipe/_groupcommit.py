@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 
 from ._batch import Batcher
 from ._errors import LocalError
-from ._localio import local_error, run_blocking
+from ._localdir import LocalFile, local_error, open_regular, remove, replace
+from ._localio import run_blocking
 
 logger = logging.getLogger("sshpipe.local")
 
@@ -29,12 +30,14 @@ class GroupCommit:
     """Renames finished temp files into place once a shared sync has made them durable."""
 
     def __init__(self) -> None:
-        self._batches: Batcher[tuple[Path, str], LocalError | None] = Batcher(self._flush)
+        self._batches: Batcher[tuple[LocalFile, LocalFile], LocalError | None] = Batcher(
+            self._flush
+        )
 
     def __repr__(self) -> str:
         return f"<GroupCommit {self._batches!r}>"
 
-    async def commit(self, temp: Path, final: str) -> None:
+    async def commit(self, temp: LocalFile, final: LocalFile) -> None:
         """Return once ``temp`` is durable and renamed to ``final``.
 
         Cancelled, the file is the committer's still: it is renamed all the same.
@@ -55,59 +58,52 @@ class GroupCommit:
         await self._batches.close()
 
     @staticmethod
-    async def _flush(pairs: list[tuple[Path, str]]) -> list[LocalError | None]:
+    async def _flush(pairs: list[tuple[LocalFile, LocalFile]]) -> list[LocalError | None]:
         # run_blocking waits for the thread even if cancelled: no rename runs after close.
         return await run_blocking(sync_then_rename, pairs)
 
 
-def sync_then_rename(pairs: list[tuple[Path, str]]) -> list[LocalError | None]:
+def sync_then_rename(pairs: list[tuple[LocalFile, LocalFile]]) -> list[LocalError | None]:
     """Make every temp file durable, then rename each; one error (or None) per pair."""
     try:
         sync_files([temp for temp, _ in pairs])
     except OSError as exc:
         for temp, _ in pairs:
             with contextlib.suppress(OSError):
-                temp.unlink()
+                remove(temp)
         return [local_error(final, exc) for _, final in pairs]
     errors: list[LocalError | None] = []
     for temp, final in pairs:
         try:
-            os.replace(temp, final)
+            replace(temp, final)
             errors.append(None)
         except OSError as exc:
             with contextlib.suppress(OSError):
-                temp.unlink()
+                remove(temp)
             errors.append(local_error(final, exc))
     return errors
 
 
-def sync_files(paths: list[Path]) -> None:
+def sync_files(files: list[LocalFile]) -> None:
     """Make these files' data durable: one syncfs per file system, else fsync each."""
     syncfs = _syncfs()
-    if syncfs is None:
-        for path in paths:
-            _fsync_path(path)
-        return
     synced: set[int] = set()
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    for file in files:
+        fd = open_regular(file, write=False)
+        if fd is None:
+            raise FileNotFoundError(errno.ENOENT, "temporary file gone", str(file))
         try:
+            if syncfs is None:
+                os.fsync(fd)
+                continue
             device = os.fstat(fd).st_dev
             if device not in synced:
                 if syncfs(fd) != 0:
                     code = ctypes.get_errno()
-                    raise OSError(code, os.strerror(code), str(path))
+                    raise OSError(code, os.strerror(code), str(file))
                 synced.add(device)
         finally:
             os.close(fd)
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @cache

@@ -15,45 +15,53 @@ changed since is refused.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
+import logging
 import os
-from pathlib import Path
+import stat
 from typing import Any
 
-from ._localio import Batch, local_error
-from ._readplan import Range
+from . import _codec as codec
+from ._errors import IntegrityError
+from ._kept import latest_disjoint
+from ._localdir import LocalFile, local_error, lstat, open_regular, remove
+from ._localio import Batch
+from ._readplan import Range, ReadPlan
+from ._untrusted import printable
+
+logger = logging.getLogger("sshpipe.download")
 
 VERSION = 1
 
 
-def journal_name(local: str | os.PathLike[str]) -> Path:
-    target = Path(local)
-    return target.with_name(f".{target.name}.sshpipe.journal")
+def journal_name(local: LocalFile) -> LocalFile:
+    return local.sibling(f".{local.name}.sshpipe.journal")
 
 
-def resume_name(local: str | os.PathLike[str]) -> Path:
+def resume_name(local: LocalFile) -> LocalFile:
     """The partial file's name when resuming: fixed, so the next run finds it."""
-    target = Path(local)
-    return target.with_name(f".{target.name}.sshpipe.partial")
+    return local.sibling(f".{local.name}.sshpipe.partial")
 
 
 class Journal:
-    """Appends the ranges a transfer completed; ``load`` reads them back for ``--resume``."""
+    """Appends the ranges a transfer completed; ``load`` reads them back for ``--resume``.
 
-    def __init__(self, path: Path) -> None:
+    It sits beside the destination, so it is opened as the partial file is:
+    never through a link planted at its name (``open_regular``).
+    """
+
+    def __init__(self, path: LocalFile) -> None:
         self.path = path
         self._fd: int | None = None
 
     def start(self, header: dict[str, Any], *, append: bool) -> None:
         """Open for appending; a new journal (not ``append``) starts with ``header``."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         try:
+            self._fd = open_regular(self.path, write=True, append=True)
+            assert self._fd is not None
             if not append:
-                flags |= os.O_TRUNC
-            self._fd = os.open(self.path, flags, 0o600)
-            if not append:
+                os.ftruncate(self._fd, 0)
                 os.write(self._fd, (json.dumps({"v": VERSION, **header}) + "\n").encode())
         except OSError as exc:
             raise local_error(self.path, exc) from exc
@@ -91,18 +99,33 @@ class Journal:
 
     def remove(self) -> None:
         self.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        try:
+            remove(self.path)
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
 
 
-def load(path: Path) -> tuple[dict[str, Any], list[tuple[int, int, str]]] | None:
+# A journal longer than this is not one of ours: a range per request of a
+# 4 GiB file of 32 KiB blocks is ~11 MiB of lines.
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+
+
+def load(path: LocalFile) -> tuple[dict[str, Any], list[tuple[int, int, str]]] | None:
     """(header, ranges) of a journal, or None if there is none or it is not ours."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return None
+        fd = open_regular(path, write=False)
+        if fd is None:
+            return None
+        try:
+            if os.fstat(fd).st_size > MAX_JOURNAL_BYTES:
+                return None
+            with os.fdopen(os.dup(fd), "rb") as file:
+                text = file.read().decode("utf-8", "replace")
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise local_error(path, exc) from exc
+    lines = text.splitlines()
     try:
         header = json.loads(lines[0])
     except (IndexError, ValueError):
@@ -119,15 +142,15 @@ def load(path: Path) -> tuple[dict[str, Any], list[tuple[int, int, str]]] | None
     return header, ranges
 
 
-def verified_ranges(partial: Path, ranges: list[tuple[int, int, str]]) -> list[Range]:
+def verified_ranges(partial: LocalFile, ranges: list[tuple[int, int, str]]) -> list[Range]:
     """The journal's ranges whose bytes in ``partial`` still have the recorded hash."""
     good: list[Range] = []
     try:
-        fd = os.open(partial, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return good
+        fd = open_regular(partial, write=False)
     except OSError as exc:
         raise local_error(partial, exc) from exc
+    if fd is None:
+        return good
     try:
         for offset, length, digest in ranges:
             data = os.pread(fd, length, offset)
@@ -136,3 +159,50 @@ def verified_ranges(partial: Path, ranges: list[tuple[int, int, str]]) -> list[R
     finally:
         os.close(fd)
     return good
+
+
+class DownloadResume:
+    """A download that may continue an earlier one: its partial file and journal."""
+
+    def __init__(self, remote: str, local: LocalFile) -> None:
+        self.remote = remote
+        self.partial = resume_name(local)
+        self.journal = Journal(journal_name(local))
+        self.kept = 0  # bytes found intact in the partial file
+        # Looked at now, before the target opens (and creates) it: without its
+        # partial, a journal is stale (removing the partial is how a refused
+        # resume is started afresh). Only a regular file counts: a link or fifo
+        # at the partial's name is not ours, and is replaced.
+        info = lstat(self.partial)
+        self.had_partial = info is not None and stat.S_ISREG(info.st_mode)
+
+    def plan_for(self, attrs: codec.Attrs, block: int) -> ReadPlan:
+        """The plan once the remote file's attributes are known; refuses a changed source."""
+        header = {"remote": self.remote, "size": attrs.size, "mtime": attrs.mtime}
+        earlier = load(self.journal.path)
+        if earlier is None or attrs.size is None or not self.had_partial:
+            self.journal.start(header, append=False)
+            return ReadPlan(block_size=block, size_hint=attrs.size)
+        was, entries = earlier
+        if any(was.get(key) != value for key, value in header.items()):
+            raise IntegrityError(
+                self.remote,
+                f"changed since the partial copy {self.partial} was made (it was "
+                f"{was.get('size')} bytes, mtime {was.get('mtime')}; now {attrs.size}, "
+                f"{attrs.mtime}): remove it, or copy without --resume",
+            )
+        # A range written twice (a reconnect, another block size) counts once.
+        have = verified_ranges(self.partial, latest_disjoint(entries, attrs.size))
+        self.kept = sum(rng.length for rng in have)
+        logger.info(
+            "%s: resuming, %d bytes of %s kept", printable(self.remote), self.kept, attrs.size
+        )
+        self.journal.start(header, append=True)
+        return ReadPlan.resuming(block_size=block, size=attrs.size, have=have)
+
+    def finish(self, committed: bool) -> None:
+        """After success the journal goes; after a failure it stays, for next time."""
+        if committed:
+            self.journal.remove()
+        else:
+            self.journal.close()

@@ -3,7 +3,9 @@
 A download is written to ``.NAME.sshpipe-XXXXXX.partial`` beside the target
 and renamed over it only once every byte has arrived, so a failed transfer
 never leaves a truncated file under the final name (rclone's ``.partial``).
-OS errors become :class:`LocalError` naming the path and the cause.
+Every name is reached through a directory descriptor (``_localdir``), so no
+symlink under the destination is ever written through. OS errors become
+:class:`LocalError` naming the path and the cause.
 """
 
 from __future__ import annotations
@@ -11,28 +13,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import errno
 import functools
 import os
+import posixpath
 import queue
-import secrets
 import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ._errors import LocalError, LocalNoSpace
+from ._errors import LocalError, UsageError
+from ._localdir import (
+    DirRoot,
+    LocalFile,
+    create,
+    local_error,
+    lstat,
+    open_regular,
+    remove,
+    replace,
+    set_fd_attrs,
+    sync_dir,
+    temp_name,
+)
 
 _T = TypeVar("_T")
 
-
-def local_error(
-    path: str | os.PathLike[str], exc: OSError, offset: int | None = None
-) -> LocalError:
-    reason = exc.strerror or str(exc)
-    cls = LocalNoSpace if exc.errno in (errno.ENOSPC, errno.EDQUOT) else LocalError
-    return cls(os.fspath(path), reason, offset=offset)
+FileAttrs = tuple[int | None, tuple[int, int] | None]  # (mode, (atime, mtime)) to set, or None
 
 
 async def run_blocking(func: Callable[..., _T], *args: object) -> _T:
@@ -69,20 +77,6 @@ def _drop_prefix(chunks: list[bytes | memoryview], count: int) -> list[bytes | m
         else:
             rest.append(chunk)
     return rest
-
-
-def _read_batch(fd: int, offset: int, length: int, count: int) -> list[bytes]:
-    """Up to ``count`` blocks of ``length`` bytes from ``offset`` on; stops at EOF."""
-    blocks = []
-    for _ in range(count):
-        data = os.pread(fd, length, offset)
-        if not data:
-            break
-        blocks.append(data)
-        offset += len(data)
-        if len(data) < length:
-            break  # short read of a regular file: at EOF now (it may grow later)
-    return blocks
 
 
 Batch = list[tuple[int, list[bytes | memoryview]]]
@@ -202,14 +196,50 @@ class InlineWriter:
         """Nothing runs in the background: nothing to wait for."""
 
 
-def temp_name(path: str | os.PathLike[str]) -> Path:
-    """``.NAME.sshpipe-XXXXXX.partial`` beside ``path``: hidden, ours, never a final name."""
-    target = Path(path)
-    return target.with_name(f".{target.name}.sshpipe-{secrets.token_hex(3)}.partial")
+def destination(local: str, remote: str | None) -> tuple[LocalFile, DirRoot]:
+    """The file a single download writes, and the root holding its directory open.
+
+    ``remote``: into an existing directory at ``local`` the file keeps this
+    remote name (scp); None makes a directory there an error (at open).
+
+    Raises:
+        LocalError: the directory of ``local`` is missing or not a directory.
+        UsageError: the remote path ends in ``.`` or ``..``: no file name to keep.
+    """
+    if remote is not None and os.path.isdir(local):
+        name = posixpath.basename(remote.rstrip("/")) or "download"
+        if name in (".", ".."):
+            raise UsageError(f"{remote}: no file name to copy it to in {local}; name the file")
+        directory, name = local, name
+    else:
+        directory, name = os.path.split(local)
+    root = DirRoot(directory or ".")
+    return root.top.file(name), root
+
+
+@contextlib.contextmanager
+def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[LocalFile]:
+    """``local`` as a LocalFile: a path of the user's is opened as ``destination`` does."""
+    if isinstance(local, LocalFile):
+        yield local
+        return
+    file, root = destination(local, remote)
+    try:
+        yield file
+    finally:
+        root.close()
+
+
+def _mode_kept(file: LocalFile, mode: int) -> int:
+    """An overwritten regular file keeps its mode (as cp); anything else takes ``mode``."""
+    existing = lstat(file)
+    if existing is not None and stat.S_ISREG(existing.st_mode):
+        return existing.st_mode & 0o7777
+    return mode
 
 
 def write_whole_file(
-    path: str,
+    file: LocalFile,
     pieces: Batch,
     *,
     mode: int,
@@ -217,7 +247,7 @@ def write_whole_file(
     times: tuple[int, int] | None,
     fsync: bool = True,
     inplace: bool = False,
-    leave_as: Path | None = None,
+    leave_as: LocalFile | None = None,
 ) -> None:
     """Write a file that is all in memory, through a temp file renamed into place.
 
@@ -228,119 +258,89 @@ def write_whole_file(
         times: (atime, mtime) to set, or None for now.
         fsync: make the bytes durable before the rename (the directory is the
             caller's: a tree fsyncs each directory once, at the end).
-        inplace: write ``path`` itself, no temporary name (``rsync --inplace``).
+        inplace: write ``file`` itself, no temporary name (``rsync --inplace``);
+            a link there is replaced, never written through.
         leave_as: write this temp name and leave it for the caller to make
             durable and rename (a tree's ``GroupCommit``); it is removed on error.
 
     Raises:
-        LocalError: naming ``path`` (a directory there, permission, disk full...).
+        LocalError: naming ``file`` (a directory there, permission, disk full...).
     """
-    temp = Path(path) if inplace else (leave_as or temp_name(path))
+    temp = file if inplace else (leave_as or file.sibling(temp_name(file.name)))
     try:
         if not exact_mode:
-            with contextlib.suppress(OSError):
-                mode = os.stat(path).st_mode & 0o7777  # overwriting keeps the mode, as cp
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        flags |= os.O_TRUNC if inplace else os.O_EXCL
-        fd = os.open(temp, flags, mode & 0o7777)
+            mode = _mode_kept(file, mode)
+        if inplace:
+            fd = open_regular(temp, write=True, mode=mode & 0o7777)
+            assert fd is not None
+        else:
+            fd = create(temp, mode)
         try:
             _write_batch(fd, pieces)
-            if exact_mode:
-                os.fchmod(fd, mode & 0o7777)
-            if times is not None:
-                os.utime(fd, times)
+            if inplace:
+                os.ftruncate(fd, sum(len(c) for _, chunks in pieces for c in chunks))
+            set_fd_attrs(fd, mode & 0o7777 if exact_mode else None, times)
             if fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
         if not inplace and leave_as is None:
-            os.replace(temp, path)
+            replace(temp, file)
     except OSError as exc:
         if not inplace:
             with contextlib.suppress(OSError):
-                os.unlink(temp)
-        raise local_error(path, exc) from exc
-
-
-def read_whole_file(path: str, size: int) -> bytes | None:
-    """A small regular file's bytes, or None if it holds more than ``size`` now.
-
-    Reading stops one byte past ``size``: a file that grew since it was
-    listed is never pulled into memory whole.
-
-    Raises:
-        LocalError: missing, unreadable, or not a regular file (any more).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise LocalError(path, "is not a regular file")
-            parts = []
-            left = size + 1
-            while left > 0 and (data := os.read(fd, left)):
-                parts.append(data)
-                left -= len(data)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise local_error(path, exc) from exc
-    if left <= 0:
-        return None
-    return b"".join(parts)
+                remove(temp)
+        raise local_error(file, exc) from exc
 
 
 class LocalTarget:
-    """A download destination: a temporary file that becomes ``path`` on commit.
+    """A download destination: a temporary file that becomes ``file`` on commit.
 
     Args:
-        path: the final name.
+        file: the final name, in a directory held by descriptor.
         new_file_mode: permissions of a file that does not exist yet (masked
-            by the umask); an existing file keeps its own.
+            by the umask); an existing regular file keeps its own.
         fsync: make the bytes, then the rename, durable before ``commit`` returns.
-        inplace: write ``path`` itself (``rsync --inplace``): no temporary name,
-            and a failure leaves what was written so far.
+        inplace: write ``file`` itself (``rsync --inplace``): no temporary name,
+            and a failure leaves what was written so far. A symlink there is
+            replaced by the file, never written through.
+        resume_from: a fixed partial name, kept on failure and continued later
+            (anything but a regular file there is replaced, as with ``inplace``).
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        file: LocalFile,
         *,
         new_file_mode: int = 0o644,
         fsync: bool = True,
         inplace: bool = False,
-        resume_from: Path | None = None,
+        resume_from: LocalFile | None = None,
     ) -> None:
-        self.path = Path(path)
-        # Resuming: a fixed partial name, kept on failure and continued later.
+        self.file = file
         self.resume_from = resume_from
-        self.temp = resume_from or (self.path if inplace else temp_name(self.path))
+        self.temp = resume_from or (file if inplace else file.sibling(temp_name(file.name)))
         self.new_file_mode = new_file_mode
         self.fsync = fsync
         self.inplace = inplace
         self._fd: int | None = None
 
     def __repr__(self) -> str:
-        return f"<LocalTarget {self.path} open={self._fd is not None}>"
+        return f"<LocalTarget {self.file} open={self._fd is not None}>"
 
     def open(self) -> None:
-        if self.path.is_dir():
-            raise LocalError(str(self.path), "is a directory")
         try:
-            mode = self.path.stat().st_mode & 0o7777  # keep an overwritten file's mode
-        except FileNotFoundError:
-            mode = self.new_file_mode
+            existing = lstat(self.file)
+            if existing is not None and stat.S_ISDIR(existing.st_mode):
+                raise LocalError(str(self.file), "is a directory")
+            mode = _mode_kept(self.file, self.new_file_mode)
+            # In place (or resuming): written over, and cut to size at commit.
+            if self.inplace or self.resume_from is not None:
+                self._fd = open_regular(self.temp, write=True, mode=mode)
+            else:
+                self._fd = create(self.temp, mode)
         except OSError as exc:
-            raise local_error(self.path, exc) from exc
-        # In place: the existing file is written over and cut to size at commit.
-        keep = self.inplace or self.resume_from is not None
-        flags = os.O_WRONLY | os.O_CREAT | (0 if keep else os.O_EXCL)
-        try:
-            self._fd = os.open(self.temp, flags | os.O_CLOEXEC, mode)
-        except FileNotFoundError as exc:
-            raise LocalError(str(self.path.parent), "no such directory") from exc
-        except OSError as exc:
-            raise local_error(self.path, exc) from exc
+            raise local_error(self.file, exc) from exc
 
     def start_writer(
         self,
@@ -351,35 +351,44 @@ class LocalTarget:
     ) -> Writer | InlineWriter:
         """A writer for this file; ``on_written`` runs on the loop after writes."""
         assert self._fd is not None
+        path = Path(str(self.file))
         if self.fsync:  # the fsync at the end then finds little left to write
             after_write = EarlyWriteback(self._fd, after_write)
         if in_thread:
-            return Writer(self._fd, self.path, on_written, after_write)
-        return InlineWriter(self._fd, self.path, on_written, after_write)
+            return Writer(self._fd, path, on_written, after_write)
+        return InlineWriter(self._fd, path, on_written, after_write)
 
-    async def commit(self, size: int, *, in_thread: bool = True) -> None:
-        """Cut the file to ``size``, make it durable, and rename it over the destination."""
+    async def commit(
+        self, size: int, *, in_thread: bool = True, attrs: FileAttrs | None = None
+    ) -> None:
+        """Cut the file to ``size``, make it durable, and rename it over the destination.
+
+        ``attrs``: the mode and times it takes (``-p``), set on the file itself
+        before the rename.
+        """
         assert self._fd is not None
         fd, self._fd = self._fd, None
         if in_thread and self.fsync:  # an fsync of a big file takes a while
-            await run_blocking(self._finish, fd, size)
+            await run_blocking(self._finish, fd, size, attrs)
         else:
-            self._finish(fd, size)
+            self._finish(fd, size, attrs)
 
-    def _finish(self, fd: int, size: int) -> None:
+    def _finish(self, fd: int, size: int, attrs: FileAttrs | None) -> None:
         try:
             try:
                 os.ftruncate(fd, size)  # a remote file that shrank mid-read leaves bytes past EOF
+                if attrs is not None:
+                    set_fd_attrs(fd, *attrs)
                 if self.fsync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
             if not self.inplace:
-                os.replace(self.temp, self.path)
+                replace(self.temp, self.file)
             if self.fsync:
-                fsync_directory(self.path.parent)
+                sync_dir(self.file.dir)
         except OSError as exc:
-            raise local_error(self.path, exc) from exc
+            raise local_error(self.file, exc) from exc
 
     def discard(self) -> None:
         """Remove the temporary file; safe to call twice and after commit.
@@ -390,8 +399,8 @@ class LocalTarget:
             os.close(self._fd)
             self._fd = None
         if not self.inplace and self.resume_from is None:
-            with contextlib.suppress(FileNotFoundError):
-                self.temp.unlink()
+            with contextlib.suppress(OSError):
+                remove(self.temp)
 
 
 # Bytes written between two kicks of the kernel's writeback (EarlyWriteback).
@@ -434,56 +443,3 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     func.restype = ctypes.c_int
     return func
-
-
-def fsync_directory(path: str | os.PathLike[str]) -> None:
-    """Make the names in a directory durable (a rename is only there once it is)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class LocalSource:
-    """An upload source: a regular local file read by offset."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._fd: int | None = None
-        self.size = 0
-        self.mode = 0o644
-        self.mtime_ns = 0
-
-    def __repr__(self) -> str:
-        return f"<LocalSource {self.path} open={self._fd is not None}>"
-
-    def open(self) -> None:
-        try:
-            self._fd = os.open(self.path, os.O_RDONLY)
-            info = os.fstat(self._fd)
-        except OSError as exc:
-            raise local_error(self.path, exc) from exc
-        if not stat.S_ISREG(info.st_mode):
-            self.close()
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise LocalError(str(self.path), f"is {kind}")
-        self.size = info.st_size
-        self.mode = info.st_mode & 0o7777
-        self.mtime_ns = info.st_mtime_ns
-
-    async def read_blocks(
-        self, offset: int, length: int, count: int, *, in_thread: bool = True
-    ) -> list[bytes]:
-        assert self._fd is not None
-        try:
-            if not in_thread:
-                return _read_batch(self._fd, offset, length, count)
-            return await run_blocking(_read_batch, self._fd, offset, length, count)
-        except OSError as exc:
-            raise local_error(self.path, exc, offset) from exc
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

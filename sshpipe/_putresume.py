@@ -26,9 +26,11 @@ from ._journal import Journal
 from ._journal import load as load_journal
 from ._kept import Entry, ReadBackCheck, latest_disjoint
 from ._lanes import LanePool
-from ._localio import LocalSource, local_error
+from ._localdir import DirRoot, local_error
+from ._localsource import LocalSource
 from ._readplan import Range, ReadPlan, missing
 from ._sftp import SFTPSession
+from ._untrusted import printable
 
 logger = logging.getLogger("sshpipe.upload")
 
@@ -48,10 +50,10 @@ def state_dir() -> Path:
     return path
 
 
-def journal_path(peer: str, remote: str) -> Path:
-    """The journal of an upload to ``remote`` (absolute) on ``peer`` ("user@host:port")."""
-    key = hashlib.sha256(f"{peer}\n{remote}".encode()).hexdigest()
-    return state_dir() / f"{key}.journal"
+def journal_name(peer: str, remote: str) -> str:
+    """The journal's name for an upload to ``remote`` (absolute) on ``peer`` ("user@host:port")."""
+    key = hashlib.sha256(codec.wire(f"{peer}\n{remote}")).hexdigest()
+    return f"{key}.journal"
 
 
 def remote_resume_name(remote: str) -> str:
@@ -77,6 +79,7 @@ class UploadResume:
         self.kept: list[Range] = []  # ranges of the partial found intact
         self.prepared = False
         self._hashes: dict[int, str] = {}  # offset -> SHA-256 of the WRITE in flight there
+        self._state: DirRoot | None = None  # the state directory, held while journaling
 
     def __repr__(self) -> str:
         return f"<UploadResume {self.partial or '?'} kept={self.kept_bytes} {self.journal!r}>"
@@ -100,7 +103,9 @@ class UploadResume:
         sftp = lanes.channels[0]
         self.partial = remote_resume_name(remote)
         where = await absolute(sftp, remote)
-        journal = Journal(journal_path(sftp.peer, where))
+        if self._state is None:
+            self._state = DirRoot(str(state_dir()))
+        journal = Journal(self._state.top.file(journal_name(sftp.peer, where)))
         header = {
             "peer": sftp.peer,
             "remote": where,
@@ -122,7 +127,7 @@ class UploadResume:
                     kept = await read_back_kept(lanes, self.partial, config, attrs, candidates)
                 logger.info(
                     "%s: resuming, %d of %d journaled ranges intact (%d bytes)",
-                    remote,
+                    printable(remote),
                     len(kept),
                     len(candidates),
                     sum(rng.length for rng in kept),
@@ -176,12 +181,15 @@ class UploadResume:
 
     def finish(self, committed: bool) -> None:
         """After success the journal goes; after a failure it stays, for next time."""
-        if self.journal is None:
-            return
-        if committed:
-            self.journal.remove()
-        else:
-            self.journal.close()
+        try:
+            if self.journal is not None and committed:
+                self.journal.remove()
+            elif self.journal is not None:
+                self.journal.close()
+        finally:
+            if self._state is not None:
+                self._state.close()
+                self._state = None
 
 
 def _seconds(mtime_ns: object) -> str:

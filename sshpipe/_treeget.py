@@ -3,20 +3,22 @@
 A small file costs two round trips: OPEN, then every READ (and a 1-byte
 probe past the listed size, to see EOF) together with the CLOSE, which
 filexfer-02 §6.1 has the server process after the reads on that handle.
-Every local name is checked (``_treeplan.ListingCheck``) before it is joined
-to the destination, and a directory is never entered through a symlink.
+Listings stream into the pipeline as they arrive (a directory of a million
+entries is never held whole). Every name passes ``_untrusted.ListingCheck``
+before it names anything local, and everything local is reached through
+directory descriptors (``_localdir``): no symlink under the destination is
+ever followed, whoever made it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import posixpath
 import stat
-from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from . import _codec as codec
@@ -25,14 +27,33 @@ from ._download import download
 from ._errors import LocalError, RemoteError, RemoteIsADirectory, SSHPipeError, UnsafePath
 from ._groupcommit import GroupCommit
 from ._lanes import LanePool
-from ._localio import Batch, fsync_directory, local_error, temp_name, write_whole_file
+from ._localdir import (
+    DirRoot,
+    LocalDir,
+    LocalFile,
+    local_error,
+    lstat,
+    make_dir,
+    make_link,
+    remove,
+    replace,
+    set_dir_attrs,
+    sync_dir,
+    temp_name,
+)
+from ._localio import Batch, run_blocking, write_whole_file
 from ._readplan import Range, ReadPlan
-from ._remotefs import list_dir
+from ._remotefs import read_dir
 from ._sftp import SFTPSession, quiet, settle, status_error
 from ._stats import TransferStats
 from ._tree import Item, TreeRun
-from ._treeplan import ListingCheck, landing
+from ._treeplan import landings
 from ._treeverify import sha256_of
+from ._untrusted import ListingCheck, check_link_target, is_temporary_name, safe_mode
+
+logger = logging.getLogger("sshpipe.tree")
+
+SPECIAL = "a special file (only files, directories and symlinks are copied)"
 
 
 class TreeGet(TreeRun):
@@ -40,41 +61,58 @@ class TreeGet(TreeRun):
 
     # -- finding the work --------------------------------------------------------
 
-    # Destinations the user named: a symlink to a directory is fine there, it is theirs.
-    _roots: set[str]
+    # The directory everything lands under, held open: the destination the user
+    # named when it is a directory, else the directory it is to be made in.
+    root: DirRoot | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.committer = GroupCommit()  # with fsync: small files made durable by the batch
 
     async def close(self) -> None:
-        await self.committer.close()
-        await super().close()
+        try:
+            await self.committer.close()
+            await super().close()
+        finally:
+            if self.root is not None:
+                self.root.close()
 
     async def dest_size(self, item: Item) -> int | None:
-        try:
-            info = os.lstat(item.dest)
-        except OSError:
-            return None
-        return info.st_size if stat.S_ISREG(info.st_mode) else None
+        info = lstat(item.local) if item.local is not None else None
+        return info.st_size if info is not None and stat.S_ISREG(info.st_mode) else None
+
+    def directory(self, item: Item) -> LocalDir:
+        """The local directory a directory entry is copied into."""
+        assert self.root is not None
+        if item.local is None:
+            return self.root.top
+        return item.local.dir.child(item.local.name)
 
     async def scan_roots(self) -> None:
-        self._roots = set()
         dest_is_dir = os.path.isdir(self.dest)
         if self.journal is not None:  # resuming: where the first run put it
             dest_is_dir = self.journal.landing(dest_is_dir)
         if len(self.sources) > 1 and not dest_is_dir:
             raise LocalError(self.dest, "is not a directory (several sources need one)")
-        for source in self.sources:
-            dest = landing(source, self.dest, dest_is_dir=dest_is_dir, join=os.path.join)
-            self._roots.add(dest)
+        placed = landings(self.sources, self.dest, dest_is_dir=dest_is_dir, join=os.path.join)
+        # The user's own path: a symlink to a directory is followed there, and
+        # nowhere below it.
+        parent, name = os.path.split(self.dest.rstrip(os.sep) or os.sep)
+        self.root = DirRoot(self.dest if dest_is_dir else parent or os.curdir)
+        for source, dest in placed:
+            if not dest_is_dir:
+                local: LocalFile | None = self.root.top.file(name)
+            elif dest == self.dest:
+                local = None  # "host:." or "/": the contents go into dest itself
+            else:
+                local = self.root.top.file(os.path.basename(dest))
             try:
                 # A named source is followed, as scp does.
                 attrs = await self.on_channel(partial(SFTPSession.stat, path=source))
             except SSHPipeError as exc:
                 self.refuse(exc, source)
                 continue
-            await self.found(Item(source, dest, attrs, attrs.kind))
+            await self.found(Item(source, dest, attrs, attrs.kind, local=local))
 
     async def found(self, item: Item) -> None:
         if item.kind == "file":
@@ -89,13 +127,13 @@ class TreeGet(TreeRun):
         elif item.kind == "symlink":
             await self.small.put(item)
         else:
-            self.skip(item.source, "special file")
+            self.skip(item.source, SPECIAL)
 
     async def _follow(self, item: Item) -> None:
         attrs = await self.on_channel(lambda sftp: sftp.stat(item.source))
         if attrs.kind == "symlink":  # a server that does not follow links
             raise RemoteError(item.source, "symlink could not be followed")
-        await self.found(item.child(item.source, item.dest, attrs, attrs.kind))
+        await self.found(replace_attrs(item, attrs))
 
     async def scan_dir(self, item: Item) -> None:
         if self.options.follow_symlinks:
@@ -103,24 +141,44 @@ class TreeGet(TreeRun):
             if real in item.ancestors:
                 self.skip(item.source, f"symlink loop: {real} is a directory above it")
                 return
-            item = replace(item, ancestors=(*item.ancestors, real))
-        existed = make_local_dir(item.dest, follow=item.dest in self._roots)
+            item = Item(
+                item.source, item.dest, item.attrs, item.kind, (*item.ancestors, real), item.local
+            )
+        existed = True if item.local is None else make_dir(item.local.dir, item.local.name)
         self.made_dirs.append((item, existed))
         self.account.directories += 1
-        source = item.source
-        entries = await self.on_channel(lambda sftp: list_dir(sftp, source))
+        here = self.directory(item)
         check = ListingCheck(item.source)
-        for name, attrs in entries:
-            try:
-                if not check.accept(name):
-                    continue
-            except UnsafePath as exc:
-                self.refuse(exc, f"{item.source}/{name!r}")
-                continue
-            child = item.child(
-                posixpath.join(item.source, name), os.path.join(item.dest, name), attrs, attrs.kind
-            )
-            await self.found(child)
+
+        async def listing(sftp: SFTPSession) -> None:
+            check.again()  # a reconnect lists it from the start: what was seen is skipped
+            async with contextlib.aclosing(read_dir(sftp, item.source)) as batches:
+                async for batch in batches:
+                    for name, attrs in batch:
+                        await self._entry(item, here, check, name, attrs)
+
+        await self.on_channel(listing)
+
+    async def _entry(
+        self, item: Item, here: LocalDir, check: ListingCheck, name: str, attrs: codec.Attrs
+    ) -> None:
+        """One name of a listing: refused, left out, or found (queued to be copied)."""
+        try:
+            if not check.accept(name):
+                return
+        except UnsafePath as exc:
+            if exc.listing_refused is not None:
+                raise  # the rest of this listing is not read
+            self.refuse(exc, f"{item.source}/{name!r}")
+            return
+        source = posixpath.join(item.source, name)
+        if is_temporary_name(name):  # a name sshpipe writes itself beside the files it copies
+            self.skip(source, "an sshpipe temporary or resume file")
+            return
+        child = item.child(
+            source, os.path.join(item.dest, name), attrs, attrs.kind, here.file(name)
+        )
+        await self.found(child)
 
     # -- copying ---------------------------------------------------------------
 
@@ -128,13 +186,15 @@ class TreeGet(TreeRun):
         if item.kind == "symlink":
             await self._copy_link(item)
             return
+        local = item.local
+        assert local is not None  # only a directory can be the root itself
         size = item.size
         # With fsync a file is made durable with the others written meanwhile
         # (GroupCommit), then renamed; with --verify it is renamed once checked.
         # In place there is no later rename to wait for.
         grouped = self.config.fsync and not self.config.inplace
         deferred = (grouped or self.verifier is not None) and not self.config.inplace
-        temp = temp_name(item.dest) if deferred else None
+        temp = local.sibling(temp_name(local.name)) if deferred else None
         try:
             # -R counts READs of data, as for one file: the 1-byte probe is not one.
             async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
@@ -147,7 +207,7 @@ class TreeGet(TreeRun):
                     digest = sha256_of(pieces) if self.verifier is not None else ""
                     await self.local(
                         write_whole_file,
-                        item.dest,
+                        local,
                         pieces,
                         mode=self.mode_of(item),
                         exact_mode=self.options.preserve,
@@ -162,7 +222,7 @@ class TreeGet(TreeRun):
         except BaseException:
             if temp is not None:  # written, maybe, but never handed to the committer
                 with contextlib.suppress(OSError):
-                    temp.unlink()
+                    remove(temp)
             raise
         if fetched is None:
             await self.copy_big(item)  # it grew since it was listed (or read short)
@@ -170,9 +230,9 @@ class TreeGet(TreeRun):
         if grouped and temp is not None:
             # Outside the credits: a file waiting for the disk holds no memory. From
             # here the committer owns the temp file (it syncs and renames, or removes it).
-            await self.committer.commit(temp, item.dest)
+            await self.committer.commit(temp, local)
         elif temp is not None:
-            await self.local(rename_local, temp, item.dest)
+            await self.local(rename_into_place, temp, local)
         self.account.file_done(final_size)
 
     async def _check(self, item: Item, digest: str, size: int, sftp: SFTPSession) -> None:
@@ -188,71 +248,85 @@ class TreeGet(TreeRun):
         )
 
     async def copy_big(self, item: Item) -> None:
+        assert item.local is not None
+        mode = self.mode_of(item)
         with self.tracking() as moved:
             async with self.big_turn() as end_turn, self.big_lease() as lease:
                 stats = await download(
                     lease,
                     item.source,
-                    item.dest,
+                    item.local,
                     self.big_config,
                     into_directory=False,
-                    new_file_mode=self.mode_of(item) & 0o777,
+                    new_file_mode=mode & 0o777,
                     shared=self.big_bytes,
                     on_tail=end_turn,
                     known=item.attrs,
                     on_progress=moved,
                     remote_hash=self.verifier.remote_sha256 if self.verifier else None,
+                    attrs=(mode, item.times) if self.options.preserve else None,
                 )
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)
-            if self.options.preserve:
-                await self.local(set_local_attrs, item.dest, self.mode_of(item), item.times)
             self.account.file_done(stats.bytes, reported=moved.total)
 
     async def _copy_link(self, item: Item) -> None:
+        assert item.local is not None
         target = await self.on_channel(lambda sftp: sftp.readlink(item.source))
-        await self.local(make_local_link, item.dest, target)
+        check_link_target(target, item.source)  # copied verbatim, but a symlink must hold it
+        await self.local(make_link, item.local, target)
         self.account.symlinks += 1
 
     async def finish(self) -> None:
         """Directory modes and times, deepest first: after everything inside them.
 
         With fsync, each directory is synced once here: the renames of every
-        file in it become durable together (one fsync per directory, not per file).
+        file in it become durable together (one fsync per directory, not per
+        file). In a worker thread: a thousand fsyncs would stall the loop.
         """
+        for item, error in await run_blocking(self._finish_dirs):
+            self.failed(item, error)
+
+    def _finish_dirs(self) -> list[tuple[Item, LocalError]]:
+        assert self.root is not None
         umask = current_umask()
+        failures: list[tuple[Item, LocalError]] = []
         if self.config.fsync:  # where the top-level files and directories were renamed or made
-            for parent in {os.path.dirname(os.path.abspath(root)) for root in self._roots}:
-                with contextlib.suppress(OSError):
-                    fsync_directory(parent)
+            with contextlib.suppress(OSError):
+                sync_dir(self.root.top)
         for item, existed in reversed(self.made_dirs):
+            directory = self.directory(item)
             mode = self.mode_of(item)
             try:
                 if self.options.preserve:
-                    set_local_attrs(item.dest, mode, item.times)
+                    set_dir_attrs(directory, mode, item.times)
                 elif not existed:
-                    os.chmod(item.dest, mode & ~umask)
+                    set_dir_attrs(directory, mode & ~umask, None)
                 if self.config.fsync:
-                    fsync_directory(item.dest)
+                    sync_dir(directory)
             except LocalError as exc:
-                self.failed(item, exc)
+                failures.append((item, exc))
             except OSError as exc:
-                self.failed(item, local_error(item.dest, exc))
+                failures.append((item, local_error(item.dest, exc)))
+        return failures
+
+
+def replace_attrs(item: Item, attrs: codec.Attrs) -> Item:
+    """``item`` as what its link points to (``-L``): the target's attributes and kind."""
+    return Item(item.source, item.dest, attrs, attrs.kind, item.ancestors, item.local)
 
 
 async def download_preserving(
     lanes: LanePool, remote: str, local: str, config: TransferConfig
 ) -> TransferStats:
-    """One file with ``-p``: the single-file engine, then the remote mode and times."""
+    """One file with ``-p``: the single-file engine, the remote mode and times set before
+    the rename (no setuid or setgid bit: ``safe_mode``)."""
     attrs = await lanes.channels[0].stat(remote)
     if attrs.is_dir():
         raise RemoteIsADirectory(remote, "is a directory (use -r)")
-    if os.path.isdir(local):  # scp: into a directory keeps the remote name
-        local = os.path.join(local, posixpath.basename(remote.rstrip("/")))
-    stats = await download(lanes, remote, local, config, into_directory=False, known=attrs)
-    mode = attrs.permissions if attrs.permissions is not None else 0o644
-    set_local_attrs(local, mode & 0o7777, Item(remote, local, attrs, "file").times)
-    return stats
+    mode = safe_mode(attrs.permissions if attrs.permissions is not None else 0o644, directory=False)
+    times = Item(remote, local, attrs, "file").times
+    return await download(lanes, remote, local, config, known=attrs, attrs=(mode, times))
 
 
 async def fetch_small(
@@ -320,58 +394,17 @@ async def read_back_small(sftp: SFTPSession, path: str, size: int, block: int) -
     return sha256_of(fetched[0]) if fetched is not None else "(a file larger than copied)"
 
 
-def rename_local(temp: Path, path: str) -> None:
+def rename_into_place(temp: LocalFile, final: LocalFile) -> None:
     try:
-        os.replace(temp, path)
+        replace(temp, final)
     except OSError as exc:
         with contextlib.suppress(OSError):
-            temp.unlink()
-        raise local_error(path, exc) from exc
+            remove(temp)
+        raise local_error(final, exc) from exc
 
 
 def sftp_future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
-
-
-def make_local_dir(path: str, *, follow: bool = False) -> bool:
-    """Create ``path`` (private until its mode is set at the end); True if it existed.
-
-    An existing symlink is refused (entering it could write outside the
-    destination) unless ``follow``: the destination the user named.
-    """
-    try:
-        os.mkdir(path, 0o700)
-        return False
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise local_error(path, exc) from exc
-    info = os.stat(path) if follow else os.lstat(path)
-    if stat.S_ISDIR(info.st_mode):
-        return True
-    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
-    raise LocalError(path, f"exists and is {kind}; a directory was expected")
-
-
-def make_local_link(path: str, target: str) -> None:
-    """Make ``path`` a symlink to ``target``, replacing a file or link there atomically."""
-    temp = str(temp_name(path))
-    try:
-        os.symlink(target, temp)
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise local_error(path, exc) from exc
-
-
-def set_local_attrs(path: str, mode: int, times: tuple[int, int] | None) -> None:
-    try:
-        os.chmod(path, mode)
-        if times is not None:
-            os.utime(path, times)
-    except OSError as exc:
-        raise local_error(path, exc) from exc
 
 
 def current_umask() -> int:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._localio import local_error
+from ._localdir import local_error
 from ._putresume import state_dir
 
 logger = logging.getLogger("sshpipe.tree")

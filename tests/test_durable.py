@@ -33,6 +33,10 @@ def _fd_path(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
 
+def _full(path: Any, dir_fd: int | None) -> str:
+    return os.path.join(_fd_path(dir_fd), path) if dir_fd is not None else os.fspath(path)
+
+
 @pytest.fixture
 def local_events(monkeypatch: pytest.MonkeyPatch) -> Events:
     """Every os.fsync (by path) and os.replace (by target), in order."""
@@ -43,13 +47,17 @@ def local_events(monkeypatch: pytest.MonkeyPatch) -> Events:
         events.append(("fsync", _fd_path(fd)))
         real_fsync(fd)
 
-    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
-        events.append(("replace", f"{os.fspath(src)} -> {os.fspath(dst)}"))
-        real_replace(src, dst, **kwargs)
+    def replace(
+        src: Any, dst: Any, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        # Names relative to directory descriptors (_localdir), recorded as paths.
+        source, target = _full(src, src_dir_fd), _full(dst, dst_dir_fd)
+        events.append(("replace", f"{source} -> {target}"))
+        real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
-    def sync_files(paths: list[Path]) -> None:  # a tree's small files, synced by the batch
-        events.extend(("fsync", str(path)) for path in paths)
-        real_sync_files(paths)
+    def sync_files(files: list[Any]) -> None:  # a tree's small files, synced by the batch
+        events.extend(("fsync", str(file)) for file in files)
+        real_sync_files(files)
 
     real_sync_files = _groupcommit.sync_files
     monkeypatch.setattr(os, "fsync", fsync)
@@ -242,13 +250,13 @@ def remote_sync_events(monkeypatch: pytest.MonkeyPatch) -> Events:
     events: Events = []
     real_run, real_rename = RemoteCommands.run, _treeput.rename_into_place
 
-    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
-        result = await real_run(self, command)
+    async def run(self: RemoteCommands, command: str, **bounds: Any) -> tuple[int, str] | None:
+        result = await real_run(self, command, **bounds)
         events.append(("command", f"{command} -> {result[0] if result else None}"))
         return result
 
-    async def rename(sftp: Any, temp: str, remote: str) -> None:
-        await real_rename(sftp, temp, remote)
+    async def rename(sftp: Any, temp: str, remote: str, size: int) -> None:
+        await real_rename(sftp, temp, remote, size)
         events.append(("rename", temp))
 
     monkeypatch.setattr(RemoteCommands, "run", run)
@@ -296,7 +304,7 @@ async def test_when_sync_fails_on_the_server_each_upload_is_fsynced(
     events: Events = []
     answers = {"sync --version": (0, "sync (GNU coreutils) 9.1\n")}
 
-    async def run(self: RemoteCommands, command: str) -> tuple[int, str] | None:
+    async def run(self: RemoteCommands, command: str, **bounds: Any) -> tuple[int, str] | None:
         return answers.get(command, (1, ""))
 
     monkeypatch.setattr(RemoteCommands, "run", run)

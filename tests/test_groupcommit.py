@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ import pytest
 from sshpipe import _groupcommit
 from sshpipe._errors import LocalError
 from sshpipe._groupcommit import GroupCommit, sync_files
+from sshpipe._localdir import DirRoot, LocalFile
 
 Log = list[tuple[str, object]]
 
@@ -22,33 +23,43 @@ def log(monkeypatch: pytest.MonkeyPatch) -> Log:
     events: Log = []
     real_sync, real_replace = _groupcommit.sync_files, os.replace
 
-    def sync(paths: list[Path]) -> None:
-        events.append(("sync", [p.name for p in paths]))
-        real_sync(paths)
+    def sync(files: list[LocalFile]) -> None:
+        events.append(("sync", [f.name for f in files]))
+        real_sync(files)
 
-    def replace(src: object, dst: object) -> None:
-        events.append(("rename", Path(str(src)).name))
-        real_replace(src, dst)  # type: ignore[arg-type]
+    def replace(src: str, dst: str, **dir_fds: int) -> None:
+        events.append(("rename", src))
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(_groupcommit, "sync_files", sync)
     monkeypatch.setattr(os, "replace", replace)
     return events
 
 
-def _temp(tmp_path: Path, name: str, data: bytes = b"data") -> Path:
-    temp = tmp_path / f".{name}.tmp"
-    temp.write_bytes(data)
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[DirRoot]:
+    """``tmp_path`` held by descriptor, as a download's destination is (``_localdir``)."""
+    held = DirRoot(str(tmp_path))
+    yield held
+    held.close()
+
+
+def _temp(root: DirRoot, name: str, data: bytes = b"data") -> LocalFile:
+    temp = root.top.file(f".{name}.tmp")
+    Path(str(temp)).write_bytes(data)
     return temp
 
 
+def _at(root: DirRoot, name: str) -> LocalFile:
+    return root.top.file(name)
+
+
 async def test_many_files_share_few_syncs_and_each_is_synced_before_its_rename(
-    tmp_path: Path, log: Log
+    tmp_path: Path, root: DirRoot, log: Log
 ) -> None:
     committer = GroupCommit()
-    temps = [_temp(tmp_path, f"f{i}", bytes([i])) for i in range(50)]
-    await asyncio.gather(
-        *(committer.commit(t, str(tmp_path / f"f{i}")) for i, t in enumerate(temps))
-    )
+    temps = [_temp(root, f"f{i}", bytes([i])) for i in range(50)]
+    await asyncio.gather(*(committer.commit(t, _at(root, f"f{i}")) for i, t in enumerate(temps)))
     await committer.close()
     for i in range(50):
         assert (tmp_path / f"f{i}").read_bytes() == bytes([i])
@@ -61,40 +72,40 @@ async def test_many_files_share_few_syncs_and_each_is_synced_before_its_rename(
         assert synced < renamed
 
 
-async def test_a_failed_rename_fails_that_file_only(tmp_path: Path) -> None:
+async def test_a_failed_rename_fails_that_file_only(tmp_path: Path, root: DirRoot) -> None:
     committer = GroupCommit()
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "inside").write_bytes(b"keeps the directory non-empty")
-    good, bad = _temp(tmp_path, "good"), _temp(tmp_path, "bad")
+    good, bad = _temp(root, "good"), _temp(root, "bad")
     results = await asyncio.gather(
-        committer.commit(good, str(tmp_path / "good")),
-        committer.commit(bad, str(tmp_path / "dir")),
+        committer.commit(good, _at(root, "good")),
+        committer.commit(bad, _at(root, "dir")),
         return_exceptions=True,
     )
     await committer.close()
     assert results[0] is None
     assert isinstance(results[1], LocalError) and str(tmp_path / "dir") in str(results[1])
     assert (tmp_path / "good").read_bytes() == b"data"
-    assert not bad.exists()
+    assert not (tmp_path / bad.name).exists()
 
 
 async def test_a_failed_sync_fails_the_batch_and_removes_its_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, root: DirRoot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(paths: list[Path]) -> None:
+    def broken(files: list[LocalFile]) -> None:
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(_groupcommit, "sync_files", broken)
     committer = GroupCommit()
-    temp = _temp(tmp_path, "f")
+    temp = _temp(root, "f")
     with pytest.raises(LocalError, match="Input/output error"):
-        await committer.commit(temp, str(tmp_path / "f"))
+        await committer.commit(temp, _at(root, "f"))
     await committer.close()
-    assert not temp.exists() and not (tmp_path / "f").exists()
+    assert not (tmp_path / temp.name).exists() and not (tmp_path / "f").exists()
 
 
 async def test_files_handed_over_are_still_committed_when_their_waiters_are_cancelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, root: DirRoot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """They are whole: a cancelled tree keeps them, as it keeps files already renamed."""
     release = asyncio.Event()
@@ -102,17 +113,17 @@ async def test_files_handed_over_are_still_committed_when_their_waiters_are_canc
     started = asyncio.Event()
     real_sync = _groupcommit.sync_files
 
-    def slow(paths: list[Path]) -> None:  # runs in a worker thread
+    def slow(files: list[LocalFile]) -> None:  # runs in a worker thread
         loop.call_soon_threadsafe(started.set)
         asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=10)
-        real_sync(paths)
+        real_sync(files)
 
     monkeypatch.setattr(_groupcommit, "sync_files", slow)
     committer = GroupCommit()
-    first = asyncio.create_task(committer.commit(_temp(tmp_path, "a"), str(tmp_path / "a")))
+    first = asyncio.create_task(committer.commit(_temp(root, "a"), _at(root, "a")))
     await started.wait()  # "a" is being synced; "b" and "c" wait for the next batch
     later = [
-        asyncio.create_task(committer.commit(_temp(tmp_path, n), str(tmp_path / n)))
+        asyncio.create_task(committer.commit(_temp(root, n), _at(root, n)))
         for n in ("b", "c")
     ]
     await asyncio.sleep(0)
@@ -144,14 +155,14 @@ def _counting_syncfs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_one_syncfs_per_file_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_syncfs_per_file_system(root: DirRoot, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _counting_syncfs(monkeypatch)
-    sync_files([_temp(tmp_path, f"f{i}") for i in range(20)])
+    sync_files([_temp(root, f"f{i}") for i in range(20)])
     assert len(calls) == 1
 
 
 def test_without_syncfs_each_file_is_fsynced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    root: DirRoot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced: list[str] = []
     real_fsync: Callable[[int], None] = os.fsync
@@ -162,12 +173,12 @@ def test_without_syncfs_each_file_is_fsynced(
 
     monkeypatch.setattr(_groupcommit, "_syncfs", lambda: None)
     monkeypatch.setattr(os, "fsync", fsync)
-    temps = [_temp(tmp_path, f"f{i}") for i in range(3)]
+    temps = [_temp(root, f"f{i}") for i in range(3)]
     sync_files(temps)
     assert synced == [str(t) for t in temps]
 
 
-def test_a_failing_syncfs_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_syncfs_raises(root: DirRoot, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_groupcommit, "_syncfs", lambda: lambda fd: -1)
     with pytest.raises(OSError):
-        sync_files([_temp(tmp_path, "f")])
+        sync_files([_temp(root, "f")])
