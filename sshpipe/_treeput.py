@@ -28,21 +28,22 @@ from ._errors import (
     SSHPipeError,
 )
 from ._lanes import LanePool
-from ._localio import local_error, read_whole_file
-from ._remotesync import RemoteSync
-from ._sftp import SFTPSession, quiet, settle
-from ._stats import TransferStats
-from ._tree import Item, TreeRun
-from ._treeget import read_back_small, size_of
-from ._treeplan import landing
-from ._upload import (
-    exists,
+from ._localdir import local_error
+from ._localsource import read_whole_file
+from ._remoteplace import (
+    check_landed,
     remote_temp_name,
     remove_quietly,
     rename_into_place,
     resolve_remote_target,
-    upload,
 )
+from ._remotesync import RemoteSync
+from ._sftp import SFTPSession, quiet, settle
+from ._stats import TransferStats
+from ._tree import Item, TreeRun
+from ._treeget import SPECIAL, read_back_small, size_of
+from ._treeplan import landing
+from ._upload import upload
 
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
@@ -122,7 +123,7 @@ class TreePut(TreeRun):
         elif item.kind == "symlink":
             await self.small.put(item)
         else:
-            self.skip(item.source, "special file")
+            self.skip(item.source, SPECIAL)
 
     async def scan_dir(self, item: Item) -> None:
         if self.options.follow_symlinks:
@@ -223,7 +224,7 @@ class TreePut(TreeRun):
     async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
         """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
         renamed_here = sent.temp != item.dest
-        if sent.renaming and not await exists(sftp, sent.temp):
+        if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.size):
             return  # the rename went through before the connection did
         try:
             if self.verifier is not None:
@@ -240,7 +241,7 @@ class TreePut(TreeRun):
                 await fsync_remote_file(sftp, sent.temp, item.dest)
             if renamed_here:
                 sent.renaming = True
-                await rename_into_place(sftp, sent.temp, item.dest)
+                await rename_into_place(sftp, sent.temp, item.dest, sent.size)
         except ConnectionBroken:
             raise  # run again on the new connection: the temp file is still there
         except BaseException:
@@ -467,7 +468,7 @@ async def put_small(
         if failure is not None:
             raise failure
         if rename and not inplace:
-            await rename_into_place(sftp, temp, dest)
+            await rename_into_place(sftp, temp, dest, len(data))
         committed = True
     finally:
         if not committed and not inplace:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
@@ -22,9 +21,6 @@ from ._errors import (
     ConnectionBroken,
     LocalError,
     RemoteError,
-    RemoteIsADirectory,
-    RemoteNotFound,
-    SSHPipeError,
 )
 from ._flight import SharedBytes
 from ._lanes import (
@@ -38,11 +34,18 @@ from ._lanes import (
     make_controller,
     open_lanes,
 )
-from ._localio import LocalSource
+from ._localsource import LocalSource
 from ._putresume import UploadResume, remote_resume_name
 from ._readplan import Range
+from ._remoteplace import (
+    check_landed,
+    named,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
 from ._retry import RetryBudget
-from ._sftp import SFTPSession
 from ._stats import TransferStats
 from ._verify import OrderedHash, RemoteHash, check, digest_of
 from ._writepump import WritePump
@@ -140,10 +143,13 @@ async def _upload(
                     )
                     checked = True
                 # A rename cut off with its connection may have been done: the
-                # temp name is ours alone, so if it is gone, it was.
-                if temp is not None and (not renaming or await exists(sftp, temp)):
+                # temp name is ours alone, so if it is gone (and the file is
+                # there), it was.
+                if temp is not None and not (
+                    renaming and await check_landed(sftp, temp, remote, sending.offset)
+                ):
                     renaming = True
-                    await rename_into_place(sftp, temp, remote)
+                    await rename_into_place(sftp, temp, remote, sending.offset)
                 break
             except ConnectionBroken as exc:
                 failures = await after_break(
@@ -415,56 +421,3 @@ async def upload_stream(
     mode: int = 0o644,
 ) -> TransferStats:
     return await _upload(lanes, remote, config, mode, _StreamBlocks(chunks), None, None)
-
-
-def remote_temp_name(remote: str) -> str:
-    head, sep, name = remote.rpartition("/")
-    return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
-
-
-async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
-    """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
-    try:
-        attrs = await sftp.stat(remote)
-    except SSHPipeError:
-        return remote  # missing (the usual case) or unreadable: the open will say why
-    if not attrs.is_dir():
-        return remote
-    if name is None:
-        raise RemoteIsADirectory(remote, "is a directory")
-    return f"{remote.rstrip('/')}/{name}"
-
-
-async def rename_into_place(sftp: SFTPSession, temp: str, remote: str) -> None:
-    if "posix-rename@openssh.com" in sftp.extensions:
-        reply = await sftp.call(
-            lambda rid: codec.encode_posix_rename(rid, temp.encode(), remote.encode())
-        )
-        sftp.check_status(reply, remote)
-        return
-    # Plain SFTP v3 RENAME fails when the target exists (filexfer-02 §6.5), so
-    # the old file is removed first: a crash in between leaves only the temp.
-    with contextlib.suppress(SSHPipeError):
-        await sftp.remove(remote)
-    reply = await sftp.call(lambda rid: codec.encode_rename(rid, temp.encode(), remote.encode()))
-    sftp.check_status(reply, remote)
-
-
-def named(exc: RemoteError, remote: str) -> RemoteError:
-    """The same error naming the path the user asked for, not our temporary one."""
-    return type(exc)(remote, exc.reason, offset=exc.offset, status=exc.status)
-
-
-async def exists(sftp: SFTPSession, path: str) -> bool:
-    """Whether anything is at ``path`` on the server (a symlink is not followed)."""
-    try:
-        await sftp.lstat(path)
-    except RemoteNotFound:
-        return False
-    return True
-
-
-async def remove_quietly(sftp: SFTPSession, path: str) -> None:
-    if sftp.broken is None:
-        with contextlib.suppress(SSHPipeError):
-            await sftp.remove(path)
