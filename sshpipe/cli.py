@@ -2,20 +2,27 @@
 
 Every failure is one line on stderr and a non-zero exit code taken from the
 exception tree (see ``_errors.py``); set ``SSHPIPE_DEBUG=1`` for tracebacks.
-uvloop is loaded here, never by the library.
+Whatever reaches the terminal is escaped first (``_untrusted.printable``):
+names and messages come from the server. The first Ctrl-C cancels the
+transfer (temporary files are removed); if it has not ended a second later,
+or at a second Ctrl-C, every connection is dropped so nothing waits for a
+server that does not answer. uvloop is loaded here, never by the library.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import glob
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, NoReturn
 
 from ._argtypes import number_at_least, size_at_least
@@ -29,9 +36,16 @@ from ._config import (
 from ._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ._stats import TransferStats, TreeProgress, TreeStats
 from ._treeplan import has_magic
+from ._untrusted import printable
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
+# After the first Ctrl-C the transfer cleans up (temporary files, handles on
+# the server); past this many seconds it may be waiting for a server that
+# will never answer, and the connections are dropped.
+INTERRUPT_GRACE = 1.0
+# Failures of a tree printed one by one; the rest are counted.
+FAILURES_SHOWN = 100
 
 # -o options we understand, by OpenSSH's case-insensitive name.
 _SSH_OPTIONS = {
@@ -347,12 +361,18 @@ def _transfer_config(args: argparse.Namespace) -> TransferConfig:
     return config
 
 
+def say(message: str) -> None:
+    """One line on stderr, escaped: it may quote what a server sent."""
+    print(f"sshpipe: {printable(message)}", file=sys.stderr)
+
+
 def _report(args: argparse.Namespace, source: str, target: str, stats: TransferStats) -> None:
     if args.json:
         print(json.dumps({"source": source, "target": target, **stats.as_dict()}))
     elif not args.quiet:
         print(
-            f"{source} -> {target}: {_human(stats.bytes)} in {stats.seconds:.2f} s "
+            f"{printable(source)} -> {printable(target)}: {_human(stats.bytes)} "
+            f"in {stats.seconds:.2f} s "
             f"({stats.throughput / 1e6:.1f} MB/s), {stats.requests} requests, "
             f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
             f"{stats.connections} connection(s), RTT {stats.rtt_min * 1000:.1f} ms"
@@ -368,7 +388,7 @@ def _human(count: float) -> str:
     return f"{count:.1f} GiB"
 
 
-async def _transfer(args: argparse.Namespace) -> int:
+async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
     remote_side = args.sources if args.command == "get" else [args.target]
     local_side = [args.target] if args.command == "get" else args.sources
     specs = [parse_remote(text) for text in remote_side]
@@ -388,6 +408,7 @@ async def _transfer(args: argparse.Namespace) -> int:
     tree = args.recursive or len(remote_side) > 1 or len(local_side) > 1
     paths = [other.path for other in specs if other is not None]
     async with connect(spec.host, config=config, **_ssh_kwargs(args, spec)) as client:
+        interrupts.client = client  # dropped at a second Ctrl-C
         if args.command == "get" and any(has_magic(path) for path in paths):
             paths = [match for path in paths for match in await _expand_remote(client, path)]
             tree = True
@@ -412,8 +433,11 @@ async def _transfer(args: argparse.Namespace) -> int:
                 tree_stats = await client.put(local_side, paths[0], **options)
         except IncompleteTransfer as exc:
             _end_progress(args)
-            for failure in exc.failures:
-                print(f"sshpipe: failed: {failure.error}", file=sys.stderr)
+            for failure in exc.failures[:FAILURES_SHOWN]:
+                say(f"failed: {failure.error}")
+            unlisted = len(exc.failures) - FAILURES_SHOWN + exc.stats.failures_unlisted
+            if unlisted > 0:
+                say(f"failed: {unlisted} more (--json lists the first 1,000)")
             _report_tree(args, args.sources, args.target, exc.stats)
             raise
         _end_progress(args)
@@ -476,7 +500,7 @@ def _report_tree(
         if stats.verified != "none":
             skipped += f", verified: {stats.verified}"
         print(
-            f"{' '.join(sources)} -> {target}: {stats.files_done} files "
+            f"{printable(' '.join(sources))} -> {printable(target)}: {stats.files_done} files "
             f"({_human(stats.bytes)}), {stats.directories} directories, "
             f"{stats.symlinks} symlinks{skipped}{failed} in {stats.seconds:.2f} s "
             f"({stats.files_per_second:.0f} files/s, {stats.throughput / 1e6:.1f} MB/s)"
@@ -498,12 +522,57 @@ def _check_local(args: argparse.Namespace, local_side: list[str]) -> None:
             raise LocalError(parent, "no such directory")
 
 
-def _run(coro: Coroutine[Any, Any, int]) -> int:
+class _Interrupts:
+    """Ctrl-C as OpenSSH users expect it: one cancels, the second (or a second later) stops.
+
+    The first cancels the command: a download removes its temporary file, an
+    upload its remote one, and every handle is closed. A server that does not
+    answer would make that wait: a second after the first Ctrl-C, or at the
+    second, every connection is dropped (``Client.abort``), which ends every
+    wait at once; local clean-up still runs.
+    """
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.count = 0
+        self._task: asyncio.Task[int] | None = None
+
+    async def run(self, coro: Coroutine[Any, Any, int]) -> int:
+        loop = asyncio.get_running_loop()
+        self._task = task = loop.create_task(coro)
+        # Not in the main thread, or on Windows: Python's own KeyboardInterrupt.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, self._interrupted)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self.count:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _interrupted(self) -> None:
+        self.count += 1
+        if self.count == 1 and self._task is not None:
+            self._task.cancel()
+            asyncio.get_running_loop().call_later(INTERRUPT_GRACE, self._stop)
+        else:
+            self._stop()
+
+    def _stop(self) -> None:
+        if self.client is not None and self._task is not None and not self._task.done():
+            self.client.abort()
+
+
+def _run(command: Callable[[_Interrupts], Coroutine[Any, Any, int]]) -> int:
+    interrupts = _Interrupts()
     try:
         import uvloop
     except ImportError:  # uvloop is optional where it does not build (e.g. Windows)
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.run(interrupts.run(command(interrupts)))
+    return uvloop.run(interrupts.run(command(interrupts)))
 
 
 def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
@@ -527,36 +596,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SSHPIPE_DEBUG=1: sshpipe's own debug log (the flow controller's rounds
     # among it); =asyncssh adds asyncssh's. Neither logs secrets or payload.
     debug = os.environ.get("SSHPIPE_DEBUG", "")
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="sshpipe: %(relativeCreated)d ms: %(message)s" if debug else "sshpipe: %(message)s",
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        _Escaped(
+            "sshpipe: %(relativeCreated)d ms: %(message)s" if debug else "sshpipe: %(message)s"
+        )
     )
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
     logging.getLogger("asyncssh").setLevel(
         logging.DEBUG if debug == "asyncssh" else logging.CRITICAL
     )
     try:
         args = build_parser().parse_args(_verify_level_attached(argv))
         if args.command in ("get", "put"):
-            return _run(_transfer(args))
+            return _run(partial(_transfer, args))
         from . import _demo  # the embedded server is only imported when asked for
 
         if args.command == "demo":
-            return _run(_demo.demo(args.size, rtt_ms=args.rtt, rate_mbit=args.rate))
-        return _run(_demo.serve(args.root, args.port))
+            return _run(lambda _: _demo.demo(args.size, rtt_ms=args.rtt, rate_mbit=args.rate))
+        return _run(lambda _: _demo.serve(args.root, args.port))
     except SSHPipeError as exc:
         if debug:
             raise
-        print(f"sshpipe: {exc}", file=sys.stderr)
+        say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        print("sshpipe: interrupted", file=sys.stderr)
+        say("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # never a traceback for a user; say what broke
         if debug:
             raise
-        print(
-            f"sshpipe: internal error: {type(exc).__name__}: {exc} "
-            "(set SSHPIPE_DEBUG=1 for details)",
-            file=sys.stderr,
-        )
+        say(f"internal error: {type(exc).__name__}: {exc} (set SSHPIPE_DEBUG=1 for details)")
         return EXIT_INTERNAL
+
+
+class _Escaped(logging.Formatter):
+    """Log lines escaped as everything else on the terminal (a message may quote a server)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
