@@ -357,7 +357,7 @@ async def download(
                     remote,
                     level=config.verify,
                     size=plan.final_size,
-                    digest=await digest_of(attempt.digest, str(target.temp), plan.final_size),
+                    digest=await digest_of(attempt.digest, target.temp, plan.final_size),
                     read_back=partial(read_back, lanes, remote, config),
                     shown=remote,
                     remote_hash=remote_hash,

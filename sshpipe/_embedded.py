@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
 SFTPFactory = Callable[[asyncssh.SSHServerChannel[bytes], Path], asyncssh.SFTPServer]
+ProcessFactory = Callable[[asyncssh.SSHServerProcess[str]], Awaitable[None]]
 
 
 def chrooted_sftp(chan: asyncssh.SSHServerChannel[bytes], root: Path) -> asyncssh.SFTPServer:
@@ -77,6 +79,8 @@ async def embedded_server(
     *,
     root: Path | None = None,
     sftp_factory: SFTPFactory = chrooted_sftp,
+    process_factory: ProcessFactory | None = None,
+    server_factory: Callable[[], asyncssh.SSHServer] | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
 ) -> AsyncIterator[EmbeddedServer]:
@@ -86,6 +90,10 @@ async def embedded_server(
         workdir: where keys and known_hosts are written.
         root: directory to serve (default ``workdir/root``).
         sftp_factory: builds the SFTPServer for each session (fault injection).
+        process_factory: runs exec and shell requests (none by default).
+        server_factory: an ``asyncssh.SSHServer`` whose ``session_requested``
+            serves every session itself (``sftp_factory`` is then unused): a
+            server written from the wire up (``sshpipe.testing.rawsftp``).
         host, port: listen address; port 0 picks a free one.
     """
     workdir.mkdir(parents=True, exist_ok=True)
@@ -98,13 +106,20 @@ async def embedded_server(
     username = getpass.getuser()
     authorized = asyncssh.import_authorized_keys(client_key.export_public_key().decode())
 
+    sessions: dict[str, Any] = (
+        {"server_factory": server_factory, "encoding": None}
+        if server_factory is not None
+        else {"sftp_factory": lambda chan: sftp_factory(chan, root)}
+    )
+    if process_factory is not None:
+        sessions["process_factory"] = process_factory
     server = await asyncssh.listen(
         host,
         port,
         server_host_keys=[host_key],
         authorized_client_keys=authorized,
-        sftp_factory=lambda chan: sftp_factory(chan, root),
         allow_scp=False,
+        **sessions,
     )
     bound_port = server.sockets[0].getsockname()[1]
     known_hosts = workdir / "known_hosts"

@@ -21,7 +21,7 @@ from typing import Any
 from . import _codec as codec
 from ._config import TransferConfig
 from ._download import _finish_reads, _reading
-from ._errors import IntegrityError, RemoteNotFound
+from ._errors import IntegrityError, ProtocolError, RemoteNotFound
 from ._journal import Journal
 from ._journal import load as load_journal
 from ._kept import Entry, ReadBackCheck, latest_disjoint
@@ -66,6 +66,8 @@ async def absolute(sftp: SFTPSession, remote: str) -> str:
     """``remote`` as an absolute path (its directory resolved by the server)."""
     head, sep, name = remote.rpartition("/")
     directory = await sftp.realpath((head or "/") if sep else ".")
+    if not directory.startswith("/") or "\x00" in directory:  # it names the journal
+        raise ProtocolError(f"{remote}: the server resolved its directory to {directory!r}")
     return f"{directory.rstrip('/')}/{name}"
 
 

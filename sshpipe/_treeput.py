@@ -43,6 +43,7 @@ from ._stats import TransferStats
 from ._tree import Item, TreeRun
 from ._treeget import SPECIAL, read_back_small, size_of
 from ._treeplan import landing
+from ._untrusted import safe_mode
 from ._upload import upload
 
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
@@ -338,7 +339,8 @@ async def _set_dir_attrs(
 async def upload_preserving(
     lanes: LanePool, local: str, remote: str, config: TransferConfig
 ) -> TransferStats:
-    """One file with ``-p``: the single-file engine, then the local mode and times."""
+    """One file with ``-p``: the single-file engine, then the local mode (no setuid or
+    setgid bit: ``safe_mode``) and times."""
     try:
         info = os.stat(local)
     except OSError as exc:
@@ -347,7 +349,7 @@ async def upload_preserving(
     target = await resolve_remote_target(sftp, remote, os.path.basename(local))
     stats = await upload(lanes, local, target, config, into_directory=False)
     item = item_of(local, target, info)
-    mode = info.st_mode & 0o7777
+    mode = safe_mode(info.st_mode, directory=False)
     await sftp.setstat(
         target, codec.Attrs(permissions=mode, atime=item.attrs.atime, mtime=item.attrs.mtime)
     )

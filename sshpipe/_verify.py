@@ -10,6 +10,7 @@ runs none gets a read-back over SFTP if asked ("read-back"), else a size check.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -20,6 +21,7 @@ from functools import partial
 from ._codec import wire
 from ._config import DEFAULT_STALL_TIMEOUT
 from ._errors import IntegrityError
+from ._localdir import LocalFile, open_regular
 from ._localio import run_blocking
 from ._reorder import ReorderBuffer
 from ._sftp import SFTPSession
@@ -61,13 +63,22 @@ class OrderedHash:
         return self._hash.hexdigest()
 
 
-def file_sha256(path: str | os.PathLike[str], size: int) -> str:
+def file_sha256(path: str | os.PathLike[str] | LocalFile, size: int) -> str:
     """SHA-256 of a local file's first ``size`` bytes (blocking: run it in a thread).
 
-    For a resumed copy, whose bytes did not all flow through this run.
+    For a resumed copy, whose bytes did not all flow through this run. A
+    download's file is opened through its directory's descriptor, as every
+    file under a destination is (``_localdir``).
     """
     digest = hashlib.sha256()
-    with open(path, "rb") as file:
+    fd = (
+        open_regular(path, write=False)
+        if isinstance(path, LocalFile)
+        else os.open(path, os.O_RDONLY)
+    )
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "not a regular file", str(path))
+    with open(fd, "rb") as file:
         left = size
         while left > 0 and (chunk := file.read(min(left, 1 << 20))):
             digest.update(chunk)
@@ -75,7 +86,9 @@ def file_sha256(path: str | os.PathLike[str], size: int) -> str:
     return digest.hexdigest()
 
 
-async def digest_of(streamed: OrderedHash | None, path: str | os.PathLike[str], size: int) -> str:
+async def digest_of(
+    streamed: OrderedHash | None, path: str | os.PathLike[str] | LocalFile, size: int
+) -> str:
     """The copy's SHA-256: the one taken as the bytes flowed, else read from ``path``.
 
     A resumed copy's kept bytes never flowed through this run, so it has none.

@@ -123,8 +123,7 @@ async def test_files_handed_over_are_still_committed_when_their_waiters_are_canc
     first = asyncio.create_task(committer.commit(_temp(root, "a"), _at(root, "a")))
     await started.wait()  # "a" is being synced; "b" and "c" wait for the next batch
     later = [
-        asyncio.create_task(committer.commit(_temp(root, n), _at(root, n)))
-        for n in ("b", "c")
+        asyncio.create_task(committer.commit(_temp(root, n), _at(root, n))) for n in ("b", "c")
     ]
     await asyncio.sleep(0)
     for task in (first, *later):

@@ -22,9 +22,15 @@ async def test_commands_run_in_order_with_their_status_and_output(openssh_peer: 
         try:
             assert await shell.run("true", **BOUNDS) == (0, "")
             assert await shell.run("exit_with() { return $1; }; exit_with 3", **BOUNDS) == (3, "")
-            assert await shell.run("printf 'a\\nb'", **BOUNDS) == (0, "a\nb")  # no newline at the end
+            assert await shell.run("printf 'a\\nb'", **BOUNDS) == (
+                0,
+                "a\nb",
+            )  # no newline at the end
             assert await shell.run("echo one; echo two", **BOUNDS) == (0, "one\ntwo\n")
-            assert await shell.run("cat", **BOUNDS) == (0, "")  # stdin is /dev/null, not our commands
+            assert await shell.run("cat", **BOUNDS) == (
+                0,
+                "",
+            )  # stdin is /dev/null, not our commands
             status, out = await shell.run("sync --version", **BOUNDS)
             assert status == 0 and "GNU coreutils" in out
             assert (await shell.run(f"sync -f -- '{openssh_peer.root}'", **BOUNDS))[0] == 0

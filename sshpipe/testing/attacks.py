@@ -1,0 +1,310 @@
+"""A malicious SFTP server: every attack of sshpipe's threat model, each under its own directory.
+
+The server is asyncssh's ``SFTPServer``, chrooted at the served root like the
+embedded one. It serves the real files there, plus *planted* entries: names,
+links, modes and answers no honest server would give. A test points the
+client at one directory and checks what it must: nothing written outside the
+destination (the ``Scenario.victim`` directory stays as it was), nothing the
+user did not ask for, no control character on the terminal, bounded memory,
+the documented exit code.
+
+=================  ==================================================================
+directory          attack
+=================  ==================================================================
+``/gcol``          ``a``, a link to the victim directory, then ``x/a``, a directory
+                   (mode 07777) holding ``pwned.txt``: a glob or a tree that created
+                   the link and then wrote through it would land in the victim
+``/resume``        ``.big.sshpipe.partial`` and ``.big.sshpipe.journal`` listed as
+                   links into the victim, beside the real ``big``
+``/inplace``       ``big`` listed as a link into the victim; once ``Scenario.flipped``,
+                   as the real file (``--inplace`` run twice)
+``/glob``          besides real ``*.txt`` files: ``x/.bashrc``, ``z/../../escape.txt``,
+                   ``y/evil.txt``, ``s/.ssh``
+``/suid``          ``tool`` (mode 07777), ``dir`` (07777) holding ``inner`` (06755)
+``/esc``           names, a STATUS message (``denied``) and REALPATH text (``loop``)
+                   full of terminal escapes (``Disconnecting``: a DISCONNECT reason)
+``/endless``       a READDIR that never ends (entries of ``Scenario.endless_kind``)
+``/silent``        an OPEN never answered
+``/slow``          every request answered after ``Scenario.delay`` seconds
+``/nullink``       a link whose text holds a NUL, beside a real file
+``/lying``         a RENAME (and posix-rename) that answers OK and does nothing
+=================  ==================================================================
+
+``Disconnecting`` is an SSH server that says goodbye with escapes at once;
+``endless_output`` is a process factory whose exec and shell print without end
+(``--verify``'s ``sha256sum``, a tree's ``sync``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import posixpath
+import stat
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+MARKER = b"SSHPIPE-ATTACK-MARKER:"
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m\rsshpipe: fake line\n"  # OSC, CSI, C1 CSI, CR, LF
+ESCAPED_NAMES = (b"\x1b]0;title\x07.txt", b"c1\xc2\x9b31mred.txt", b"cr\rlf\n.txt")
+# The real files each attack directory holds beside what it plants.
+REAL_FILES: dict[str, bytes] = {
+    "resume/big": bytes(range(256)) * (12 * 1024),  # 3 MiB: the single-file engine
+    "inplace/big": b"the real big file\n" * 1000,
+    "glob/a.txt": b"a real file\n",
+    "glob/b.txt": b"another real file\n",
+    "suid/tool": b"#!/bin/sh\necho tool\n",
+    "suid/dir/inner": b"inner\n",
+    "esc/plain.txt": b"plain\n",
+    "nullink/ok.txt": b"an ordinary file\n",
+    "lying/.keep": b"",
+    "silent/f": b"never served\n",
+    "slow/f": b"served late\n",
+}
+
+
+@dataclass
+class Fake:
+    """A planted entry: its kind ("file", "dir", "link", "fifo"), mode, link text, bytes."""
+
+    kind: str
+    mode: int = 0o644
+    target: bytes = b""
+    data: bytes = MARKER
+
+    def attrs(self) -> asyncssh.SFTPAttrs:
+        kinds = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
+        size = len(self.data) if self.kind == "file" else len(self.target)
+        return asyncssh.SFTPAttrs(
+            permissions=kinds.get(self.kind, stat.S_IFIFO) | self.mode,
+            size=size,
+            uid=os.getuid(),
+            gid=os.getgid(),
+            atime=1_000_000_000,
+            mtime=1_000_000_000,
+        )
+
+
+@dataclass
+class Scenario:
+    """What the attacks aim at, and the switches a test turns between runs.
+
+    Attributes:
+        victim: a directory outside every destination: links point into it.
+        flipped: ``/inplace`` lists the real file instead of the link.
+        endless_kind: what ``/endless`` lists: "fifo" (skipped, so the listing
+            streams at full speed) or "file".
+        delay: seconds ``/slow`` waits before each answer.
+        requests: every path the client asked about, in order.
+    """
+
+    victim: Path
+    flipped: bool = False
+    endless_kind: str = "fifo"
+    delay: float = 30.0
+    requests: list[bytes] = field(default_factory=list)
+
+    def planted(self) -> dict[bytes, dict[bytes, Fake]]:
+        """Directory -> the entries planted in it (by name; a real file of that name is hidden)."""
+        victim = os.fsencode(self.victim)
+        return {
+            b"/gcol": {b"a": Fake("link", target=victim), b"x/a": Fake("dir", 0o7777)},
+            b"/gcol/x/a": {b"pwned.txt": Fake("file", 0o7777)},
+            b"/resume": {
+                b".big.sshpipe.partial": Fake("link", target=victim + b"/partial"),
+                b".big.sshpipe.journal": Fake("link", target=victim + b"/journal"),
+            },
+            b"/inplace": {} if self.flipped else {b"big": Fake("link", target=victim + b"/f")},
+            b"/glob": {
+                b"x/.bashrc": Fake("file"),
+                b"z/../../escape.txt": Fake("file"),
+                b"y/evil.txt": Fake("file"),
+                b"s/.ssh": Fake("dir"),
+            },
+            b"/suid": {
+                b"tool": Fake("file", 0o7777, data=REAL_FILES["suid/tool"]),
+                b"dir": Fake("dir", 0o7777),
+            },
+            b"/suid/dir": {b"inner": Fake("file", 0o6755, data=REAL_FILES["suid/dir/inner"])},
+            b"/esc": {name: Fake("file") for name in ESCAPED_NAMES} | {b"loop": Fake("dir")},
+            b"/nullink": {b"l": Fake("link", target=b"tar\x00get")},
+        }
+
+
+def populate(root: Path) -> None:
+    """Write the real files the attack directories serve beside what they plant."""
+    for rel, data in REAL_FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (root / "suid" / "dir").chmod(0o755)
+    for directory in ("gcol", "endless", "latin1", "esc/loop"):  # nothing real in them
+        (root / directory).mkdir(exist_ok=True)
+    (root / "latin1" / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name\n")
+
+
+class AttackServer(asyncssh.SFTPServer):
+    """Serves ``root`` as "/", with the planted entries of ``scenario`` on top."""
+
+    def __init__(self, chan: asyncssh.SSHServerChannel[bytes], root: Path, scenario: Scenario):
+        super().__init__(chan, chroot=os.fsencode(root))
+        self.scenario = scenario
+        self._planted = scenario.planted()
+
+    def _fake(self, path: bytes) -> Fake | None:
+        """The planted entry at ``path``, as a client that believed the listing would ask."""
+        path = b"/" + path.lstrip(b"/")
+        for directory, entries in self._planted.items():
+            for name, fake in entries.items():
+                if posixpath.join(directory, name) == path:
+                    return fake
+        return None
+
+    async def _answer(self, path: bytes) -> None:
+        """Every request: recorded; the silent and slow ones held."""
+        self.scenario.requests.append(path)
+        if path.startswith(b"/slow"):
+            await asyncio.sleep(self.scenario.delay)
+
+    # -- listings ---------------------------------------------------------------
+
+    async def scandir(self, path: bytes) -> AsyncIterator[asyncssh.SFTPName]:
+        await self._answer(path)
+        where = posixpath.normpath(b"/" + path.lstrip(b"/"))
+        if where == b"/endless":
+            async for endless in self._endless():
+                yield endless
+            return
+        planted = self._planted.get(where, {})
+        if where == b"/gcol/x/a":
+            for dot in (b".", b".."):
+                yield asyncssh.SFTPName(dot, attrs=Fake("dir", 0o755).attrs())
+        else:
+            async for entry in super().scandir(path):
+                if entry.filename not in planted:
+                    yield entry
+        for name, fake in planted.items():
+            yield asyncssh.SFTPName(name, attrs=fake.attrs())
+
+    async def _endless(self) -> AsyncIterator[asyncssh.SFTPName]:
+        for dot in (b".", b".."):
+            yield asyncssh.SFTPName(dot, attrs=Fake("dir", 0o755).attrs())
+        kind = self.scenario.endless_kind
+        count = 0
+        while True:
+            count += 1
+            yield asyncssh.SFTPName(f"{count:012d}.dat".encode(), attrs=Fake(kind).attrs())
+
+    # -- attributes and links -------------------------------------------------------
+
+    async def lstat(self, path: bytes) -> Any:
+        await self._answer(path)
+        fake = self._fake(path)
+        return fake.attrs() if fake is not None else super().lstat(path)
+
+    async def stat(self, path: bytes) -> Any:
+        await self._answer(path)
+        fake = self._fake(path)
+        if fake is not None and fake.kind == "link":
+            return Fake("dir", 0o755).attrs()  # "followed": the victim is a directory
+        return fake.attrs() if fake is not None else super().stat(path)
+
+    async def readlink(self, path: bytes) -> bytes:
+        await self._answer(path)
+        fake = self._fake(path)
+        if fake is not None and fake.kind == "link":
+            return fake.target
+        target: bytes = await _maybe(super().readlink(path))
+        return target
+
+    async def realpath(self, path: bytes) -> bytes:
+        await self._answer(path)
+        if posixpath.normpath(b"/" + path.lstrip(b"/")) in (b"/esc", b"/esc/loop"):
+            return b"/" + ESCAPES.encode()  # a "loop" whose name drives the terminal
+        real: bytes = await _maybe(super().realpath(path))
+        return real
+
+    # -- files --------------------------------------------------------------------------
+
+    async def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
+        await self._answer(path)
+        where = posixpath.normpath(b"/" + path.lstrip(b"/"))
+        if where.startswith(b"/silent"):
+            await asyncio.Event().wait()  # never answered
+        if where == b"/esc/denied":
+            raise asyncssh.SFTPPermissionDenied(ESCAPES)
+        fake = self._fake(path)
+        if fake is not None and fake.kind == "file":
+            return _Memory(fake.data)
+        return await _maybe(super().open(path, pflags, attrs))
+
+    def read(self, file_obj: object, offset: int, size: int) -> Any:
+        if isinstance(file_obj, _Memory):
+            return file_obj.data[offset : offset + size]
+        return super().read(file_obj, offset, size)
+
+    def fstat(self, file_obj: object) -> Any:
+        if isinstance(file_obj, _Memory):
+            return Fake("file", data=file_obj.data).attrs()
+        return super().fstat(file_obj)
+
+    def close(self, file_obj: object) -> Any:
+        if isinstance(file_obj, _Memory):
+            return None
+        return super().close(file_obj)
+
+    async def rename(self, oldpath: bytes, newpath: bytes) -> None:
+        await self._answer(newpath)
+        if not newpath.startswith(b"/lying"):
+            await _maybe(super().rename(oldpath, newpath))
+
+    async def posix_rename(self, oldpath: bytes, newpath: bytes) -> None:
+        await self._answer(newpath)
+        if not newpath.startswith(b"/lying"):
+            await _maybe(super().posix_rename(oldpath, newpath))
+
+
+@dataclass
+class _Memory:
+    data: bytes
+
+
+async def _maybe(result: Any) -> Any:
+    """asyncssh's SFTPServer methods may return a value or an awaitable."""
+    return await result if inspect.isawaitable(result) else result
+
+
+def attack_server(scenario: Scenario) -> Any:
+    """An ``sftp_factory`` for ``embedded_server``: the attacks of ``scenario``."""
+
+    def build(chan: asyncssh.SSHServerChannel[bytes], root: Path) -> asyncssh.SFTPServer:
+        return AttackServer(chan, root, scenario)
+
+    return build
+
+
+async def endless_output(process: asyncssh.SSHServerProcess[str]) -> None:
+    """Exec or shell: print without end (until the client goes)."""
+    chunk = "f" * 64 + "  /endless\n" * 1000
+    with contextlib.suppress(asyncssh.Error, OSError):
+        while not process.channel.is_closing():
+            process.stdout.write(chunk)
+            await process.stdout.drain()
+    process.exit(0)
+
+
+class Disconnecting(asyncssh.SSHServer):
+    """Says goodbye once keys are exchanged, with a reason full of terminal escapes."""
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+
+    def begin_auth(self, username: str) -> bool:
+        self._conn.disconnect(asyncssh.DISC_BY_APPLICATION, ESCAPES)
+        return True

@@ -1,0 +1,95 @@
+"""``python -m sshpipe`` as a user runs it, measured: exit code, output, peak memory, Ctrl-C.
+
+For in-process servers the event loop must keep serving while the command
+runs, so the command is an asyncio subprocess. Its peak RSS is reported by
+the child itself at exit (``ru_maxrss``): asyncio reaps the child, so the
+parent's ``wait4`` never sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Run", "run_sshpipe"]
+
+# Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
+# by argv[1] as it exits, whatever the exit.
+_LAUNCHER = """
+import atexit, resource, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+sys.argv[0] = "sshpipe"
+runpy.run_module("sshpipe", run_name="__main__", alter_sys=True)
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """How one command went."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss_mib: float
+    seconds: float  # from start (or from the first SIGINT, if one was sent) to exit
+
+    @property
+    def completed(self) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], self.returncode, self.stdout, self.stderr)
+
+
+async def run_sshpipe(
+    *args: str,
+    workdir: Path,
+    timeout: float = 120.0,
+    interrupt_after: float | None = None,
+    interrupts: int = 1,
+) -> Run:
+    """Run ``python -m sshpipe ARGS``; with ``interrupt_after``, send SIGINT then.
+
+    ``interrupts``: how many SIGINTs, 0.1 s apart. ``seconds`` then counts from
+    the first: how long the command took to stop.
+    """
+    rss_file = workdir / f"rss-{os.getpid()}-{time.monotonic_ns()}"
+    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _LAUNCHER,
+        str(rss_file),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    communicating = asyncio.ensure_future(proc.communicate())
+    try:
+        async with asyncio.timeout(timeout):
+            if interrupt_after is not None:
+                done, _ = await asyncio.wait([communicating], timeout=interrupt_after)
+                if not done:
+                    started = time.monotonic()
+                    for _ in range(interrupts):
+                        proc.send_signal(signal.SIGINT)
+                        await asyncio.sleep(0.1)
+            out, err = await communicating
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    seconds = time.monotonic() - started
+    try:
+        peak = int(rss_file.read_text()) / 1024
+        rss_file.unlink()
+    except (OSError, ValueError):
+        peak = float("nan")  # killed before atexit
+    assert proc.returncode is not None
+    return Run(proc.returncode, out.decode(), err.decode(), peak, seconds)
