@@ -25,9 +25,9 @@ import pytest
 from sshpipe._embedded import ProcessFactory, embedded_server
 from sshpipe.testing.attacks import (
     ESCAPED_NAMES,
-    Disconnecting,
     MARKER,
     REAL_FILES,
+    Disconnecting,
     Scenario,
     attack_server,
     endless_output,
@@ -317,7 +317,7 @@ async def test_a_listing_that_never_ends_is_refused_in_bounded_memory(
     out = attack.workdir / "out"
     out.mkdir()
     source = "/endless" if how == "tree" else "/endless/*.gz"
-    run = await attack.run("get", "-r", attack.spec(source), str(out), timeout=600)
+    run = await attack.run("get", "-r", attack.spec(source), str(out), limit=600)
     assert run.returncode == 8, run.stderr[-3000:]
     assert "listing refused: more than 1048576 entries" in run.stderr
     print(f"endless {how}: peak RSS {run.peak_rss_mib:.0f} MiB in {run.seconds:.1f} s")
@@ -482,5 +482,5 @@ async def test_a_name_that_is_not_utf8_is_copied_byte_for_byte(attack: Attack) -
     into.mkdir()
     glob = await attack.run("get", attack.spec("/latin1/*.txt"), str(into) + "/")
     assert glob.returncode == 0, glob.stderr
-    with open(os.path.join(os.fsencode(into), b"caf\xe9.txt"), "rb") as copied:
-        assert copied.read() == b"latin-1 name\n"
+    copied = Path(os.fsdecode(os.path.join(os.fsencode(into), b"caf\xe9.txt")))
+    assert copied.read_bytes() == b"latin-1 name\n"

@@ -24,7 +24,8 @@ __all__ = ["Run", "run_sshpipe"]
 _LAUNCHER = """
 import atexit, resource, runpy, sys
 out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+atexit.register(lambda: open(out, "w").write(str(peak())))
 sys.argv[0] = "sshpipe"
 runpy.run_module("sshpipe", run_name="__main__", alter_sys=True)
 """
@@ -48,11 +49,13 @@ class Run:
 async def run_sshpipe(
     *args: str,
     workdir: Path,
-    timeout: float = 120.0,
+    limit: float = 120.0,
     interrupt_after: float | None = None,
     interrupts: int = 1,
 ) -> Run:
     """Run ``python -m sshpipe ARGS``; with ``interrupt_after``, send SIGINT then.
+
+    ``limit``: seconds before the command is killed (and the test fails).
 
     ``interrupts``: how many SIGINTs, 0.1 s apart. ``seconds`` then counts from
     the first: how long the command took to stop.
@@ -72,7 +75,7 @@ async def run_sshpipe(
     )
     communicating = asyncio.ensure_future(proc.communicate())
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(limit):
             if interrupt_after is not None:
                 done, _ = await asyncio.wait([communicating], timeout=interrupt_after)
                 if not done:
