@@ -600,7 +600,8 @@ class TreeRun:
         """A name or entry that is refused outright: recorded, or raised with fail_fast."""
         if self.options.fail_fast:
             raise exc
-        logger.warning("%s", exc)
+        if len(self.account.failures) < MAX_LISTED_FAILURES:  # then only counted
+            logger.warning("%s", exc)
         self.account.failed(where, exc)
 
     def skip(self, path: str, why: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import posixpath
@@ -133,7 +134,7 @@ class TreeGet(TreeRun):
         attrs = await self.on_channel(lambda sftp: sftp.stat(item.source))
         if attrs.kind == "symlink":  # a server that does not follow links
             raise RemoteError(item.source, "symlink could not be followed")
-        await self.found(replace_attrs(item, attrs))
+        await self.found(dataclasses.replace(item, attrs=attrs, kind=attrs.kind))
 
     async def scan_dir(self, item: Item) -> None:
         if self.options.follow_symlinks:
@@ -141,9 +142,7 @@ class TreeGet(TreeRun):
             if real in item.ancestors:
                 self.skip(item.source, f"symlink loop: {real} is a directory above it")
                 return
-            item = Item(
-                item.source, item.dest, item.attrs, item.kind, (*item.ancestors, real), item.local
-            )
+            item = dataclasses.replace(item, ancestors=(*item.ancestors, real))
         existed = True if item.local is None else make_dir(item.local.dir, item.local.name)
         self.made_dirs.append((item, existed))
         self.account.directories += 1
@@ -309,11 +308,6 @@ class TreeGet(TreeRun):
             except OSError as exc:
                 failures.append((item, local_error(item.dest, exc)))
         return failures
-
-
-def replace_attrs(item: Item, attrs: codec.Attrs) -> Item:
-    """``item`` as what its link points to (``-L``): the target's attributes and kind."""
-    return Item(item.source, item.dest, attrs, attrs.kind, item.ancestors, item.local)
 
 
 async def download_preserving(

@@ -2,8 +2,10 @@
 
 For in-process servers the event loop must keep serving while the command
 runs, so the command is an asyncio subprocess. Its peak RSS is reported by
-the child itself at exit (``ru_maxrss``): asyncio reaps the child, so the
-parent's ``wait4`` never sees it.
+the child itself at exit: ``VmHWM`` of /proc/self/status, the high-water mark
+of its own memory since exec. Not ``ru_maxrss``: Linux carries the forked
+parent's (pytest's) peak into it across the exec. And asyncio reaps the child,
+so the parent's ``wait4`` never sees its usage.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ __all__ = ["Run", "run_sshpipe"]
 # Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
 # by argv[1] as it exits, whatever the exit.
 _LAUNCHER = """
-import atexit, resource, runpy, sys
+import atexit, runpy, sys
 out = sys.argv.pop(1)
-peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-atexit.register(lambda: open(out, "w").write(str(peak())))
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return line.split()[1]
+atexit.register(lambda: open(out, "w").write(peak()))
 sys.argv[0] = "sshpipe"
 runpy.run_module("sshpipe", run_name="__main__", alter_sys=True)
 """
