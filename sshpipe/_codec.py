@@ -81,6 +81,8 @@ SFTP_VERSION: Final = 3
 DEFAULT_MAX_REPLY_LEN: Final = 256 * 1024 + 1024
 # The cap whatever the block: asyncssh's own packet limit (4 MiB + 1 KiB).
 MAX_REPLY_LEN: Final = 4 * 1024 * 1024 + 1024
+# filexfer-02 §3: "All servers SHOULD support packets of at least 34000 bytes."
+MIN_PACKET_LEN: Final = 34000
 # filexfer-02 §3: "The handle strings MUST NOT be longer than 256 bytes."
 MAX_HANDLE_LEN: Final = 256
 

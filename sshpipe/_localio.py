@@ -196,9 +196,12 @@ class InlineWriter:
         """Nothing runs in the background: nothing to wait for."""
 
 
-def destination(local: str, remote: str | None) -> tuple[LocalFile, DirRoot]:
-    """The file a single download writes, and the root holding its directory open.
+@contextlib.contextmanager
+def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[LocalFile]:
+    """The file a single download writes, its directory held open for the block.
 
+    ``local``: a path of the user's (its directory is theirs: a link to one is
+    followed), or a file a tree already placed.
     ``remote``: into an existing directory at ``local`` the file keeps this
     remote name (scp); None makes a directory there an error (at open).
 
@@ -206,26 +209,19 @@ def destination(local: str, remote: str | None) -> tuple[LocalFile, DirRoot]:
         LocalError: the directory of ``local`` is missing or not a directory.
         UsageError: the remote path ends in ``.`` or ``..``: no file name to keep.
     """
-    if remote is not None and os.path.isdir(local):
-        name = posixpath.basename(remote.rstrip("/")) or "download"
-        if name in (".", ".."):
-            raise UsageError(f"{remote}: no file name to copy it to in {local}; name the file")
-        directory, name = local, name
-    else:
-        directory, name = os.path.split(local)
-    root = DirRoot(directory or ".")
-    return root.top.file(name), root
-
-
-@contextlib.contextmanager
-def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[LocalFile]:
-    """``local`` as a LocalFile: a path of the user's is opened as ``destination`` does."""
     if isinstance(local, LocalFile):
         yield local
         return
-    file, root = destination(local, remote)
+    if remote is not None and os.path.isdir(local):
+        directory = local
+        name = posixpath.basename(remote.rstrip("/")) or "download"
+        if name in (".", ".."):
+            raise UsageError(f"{remote}: no file name to copy it to in {local}; name the file")
+    else:
+        directory, name = os.path.split(local)
+    root = DirRoot(directory or os.curdir)
     try:
-        yield file
+        yield root.top.file(name)
     finally:
         root.close()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from functools import partial
 
 from . import _codec as codec
 from ._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
@@ -39,10 +38,11 @@ async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None
 async def rename_into_place(sftp: SFTPSession, temp: str, remote: str, size: int) -> None:
     """Rename ``temp`` over ``remote`` and check it happened (``size`` bytes are there).
 
-    The two LSTATs that check it go out with the RENAME: a server that answers
-    in order (OpenSSH's and asyncssh's do) costs no round trip more. One that
-    works on requests in parallel may answer them before renaming; they are
-    then asked again after its answer.
+    The LSTAT of ``remote`` that checks it goes out with the RENAME: a server
+    that answers in order (OpenSSH's and asyncssh's do) costs no round trip
+    more. One that works on requests in parallel may answer it before
+    renaming; what is there is then asked again after its answer, the
+    temporary name too.
 
     Raises:
         RemoteError: the server refused the rename.
@@ -60,16 +60,15 @@ async def rename_into_place(sftp: SFTPSession, temp: str, remote: str, size: int
         renamed = sftp.request(
             lambda rid: codec.encode_rename(rid, codec.wire(temp), codec.wire(remote))
         )
-    outcome = _ask_outcome(sftp, temp, remote)
+    landed = _lstat(sftp, remote)
     try:
         sftp.check_status(await renamed, remote)
     except BaseException:
-        for future in outcome:
-            future.add_done_callback(quiet)
+        landed.add_done_callback(quiet)
         raise
-    if await _landed(outcome, size) is None:
+    if _problem(await landed, size) is None:
         return
-    problem = await _landed(_ask_outcome(sftp, temp, remote), size)
+    problem = await _outcome(sftp, temp, remote, size)
     if problem is not None:
         raise ProtocolError(f"{remote}: the server said it renamed {temp} there, but {problem}")
 
@@ -82,7 +81,7 @@ async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> 
     Raises:
         ProtocolError: ``temp`` is gone and ``remote`` is not what was sent.
     """
-    problem = await _landed(_ask_outcome(sftp, temp, remote), size)
+    problem = await _outcome(sftp, temp, remote, size)
     if problem == _TEMP_THERE:
         return False
     if problem is not None:
@@ -93,25 +92,25 @@ async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> 
 _TEMP_THERE = "its temporary file is still there"
 
 
-def _ask_outcome(sftp: SFTPSession, temp: str, remote: str) -> list[asyncio.Future[codec.Reply]]:
-    """LSTAT of the temporary name and of the destination, sent now."""
-    return [sftp.request(partial(_lstat, codec.wire(path))) for path in (temp, remote)]
-
-
-def _lstat(path: bytes, request_id: int) -> bytes:
-    return codec.encode_path_request(codec.FXP_LSTAT, request_id, path)
-
-
-async def _landed(outcome: list[asyncio.Future[codec.Reply]], size: int) -> str | None:
-    """None if the temp name is gone and the destination has ``size`` bytes; else what is wrong."""
-    for future in outcome:
-        future.add_done_callback(quiet)  # if the first fails, the second is read by nobody
-    temp_reply, dest_reply = [await future for future in outcome]
-    if isinstance(temp_reply, codec.AttrsReply):
+async def _outcome(sftp: SFTPSession, temp: str, remote: str, size: int) -> str | None:
+    """None if ``temp`` is gone and ``remote`` has ``size`` bytes; else what is wrong."""
+    there, left = _lstat(sftp, remote), _lstat(sftp, temp)
+    there.add_done_callback(quiet)  # if the other fails first, nobody reads this one
+    if isinstance(await left, codec.AttrsReply):
         return _TEMP_THERE
-    if not isinstance(dest_reply, codec.AttrsReply):
+    return _problem(await there, size)
+
+
+def _lstat(sftp: SFTPSession, path: str) -> asyncio.Future[codec.Reply]:
+    name = codec.wire(path)
+    return sftp.request(lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, name))
+
+
+def _problem(reply: codec.Reply, size: int) -> str | None:
+    """What is wrong with the destination an LSTAT found, if anything."""
+    if not isinstance(reply, codec.AttrsReply):
         return "there is no file there"
-    attrs = dest_reply.attrs
+    attrs = reply.attrs
     if attrs.kind != "file":
         return f"what is there is a {attrs.kind}"
     if attrs.size is not None and attrs.size != size:

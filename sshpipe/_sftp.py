@@ -332,6 +332,12 @@ class SFTPSession:
                 self.limits = codec.decode_limits(reply.payload)
             except codec.CodecError as exc:
                 raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
+        if self.limits is not None and self.limits.max_packet_len:
+            # A server that states its packets' size sends no longer reply; one
+            # stating less than every server must take (filexfer-02 §3) is not
+            # believed, as for block sizing.
+            stated = max(self.limits.max_packet_len, codec.MIN_PACKET_LEN) + 1024
+            self._parser.max_len = min(self._parser.max_len, stated)
 
     async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
         return await self._open_handle(

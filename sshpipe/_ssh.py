@@ -286,7 +286,7 @@ async def _read_bounded(stream: asyncssh.SSHReader[str], max_output: int, what: 
     while chunk := await stream.read(_READ_CHUNK):
         held += len(chunk)
         if held > max_output:
-            raise ProtocolError(f"server: {what} printed more than {max_output} bytes, refused")
+            raise ProtocolError(f"{what} printed more than {max_output} bytes, refused")
         parts.append(chunk)
     return "".join(parts)
 
@@ -301,8 +301,9 @@ class RemoteShell:
     this shell's own, so no output can pass for it by accident).
     """
 
-    def __init__(self, process: asyncssh.SSHClientProcess[str]) -> None:
+    def __init__(self, process: asyncssh.SSHClientProcess[str], label: str) -> None:
         self._process = process
+        self._label = label  # the connection's, for messages
         self._lock = asyncio.Lock()
         self._gone = False
         self._marker = f"{_DONE}{secrets.token_hex(8)}"
@@ -346,7 +347,8 @@ class RemoteShell:
             text += chunk
             if len(text) > max_output:
                 raise ProtocolError(
-                    f"server: a command in the shell printed more than {max_output} bytes, refused"
+                    f"{self._label}: a command in the shell printed more than {max_output} "
+                    "bytes, refused"
                 )
         status = int(text[found + len(end) :].split("\n", 1)[0])
         return status, text[:found]  # less the echo's newline
@@ -461,7 +463,8 @@ class SSHLink:
                 process = await self._conn.create_process(
                     command, stdin=asyncssh.DEVNULL, stderr=asyncssh.DEVNULL, **_TEXT
                 )
-                stdout = await _read_bounded(process.stdout, max_output, command.split()[0])
+                what = f"{self.label}: {command.split()[0]}"
+                stdout = await _read_bounded(process.stdout, max_output, what)
                 status = (await process.wait(check=False)).exit_status
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.debug("%s: no command run (%s)", self.label, type(exc).__name__)
@@ -479,7 +482,7 @@ class SSHLink:
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.debug("%s: no shell (%s)", self.label, type(exc).__name__)
             return None
-        return RemoteShell(process)
+        return RemoteShell(process, self.label)
 
     async def close(self) -> None:
         self._conn.close()

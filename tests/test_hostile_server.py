@@ -416,6 +416,18 @@ async def test_a_limits_request_never_answered_is_given_up_on(tmp_path: Path) ->
     assert not (tmp_path / "f").exists()
 
 
+async def test_a_file_that_never_ends_is_copied_in_flat_memory_and_ctrl_c_cleans_up(
+    attack: Attack,
+) -> None:
+    """1 TiB of zeros as fast as loopback goes: RSS stays flat, Ctrl-C removes the partial."""
+    out = attack.workdir / "out"
+    out.mkdir()
+    run = await attack.run("get", attack.spec("/huge/f"), str(out / "f"), interrupt_after=4.0)
+    assert run.returncode == 130, run.stderr
+    assert run.peak_rss_mib < MAX_RSS_MIB, run.peak_rss_mib
+    assert os.listdir(out) == []
+
+
 @pytest.mark.parametrize("interrupts", [1, 2])
 async def test_ctrl_c_stops_a_command_waiting_on_a_silent_server(
     attack: Attack, interrupts: int

@@ -138,6 +138,32 @@ async def test_credits_are_granted_first_come_first_served() -> None:
     assert (credits.requests, credits.bytes) == (0, 0)
 
 
+async def test_credits_never_grant_a_waiter_cancelled_in_the_same_moment() -> None:
+    """Holder and waiter cancelled together (a tree stopped by Ctrl-C): no grant to the dead.
+
+    The holder's task runs first and releases while the waiter's future is
+    already cancelled; the grant used to set its result (InvalidStateError,
+    exit 70) instead of skipping it.
+    """
+    credits = Credits(max_requests=1, max_bytes=10)
+
+    async def holder() -> None:
+        async with credits.hold(1, 10):
+            await asyncio.Event().wait()
+
+    first = asyncio.create_task(holder())
+    await asyncio.sleep(0)
+    waiter = asyncio.create_task(credits.hold(1, 10).__aenter__())
+    await asyncio.sleep(0)  # queued behind the holder
+    first.cancel()
+    waiter.cancel()
+    results = await asyncio.gather(first, waiter, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    assert (credits.requests, credits.bytes) == (0, 0)
+    async with credits.hold(1, 10):  # nothing left taken or queued
+        pass
+
+
 async def test_credits_clamp_a_request_bigger_than_the_budget_and_survive_cancel() -> None:
     credits = Credits(max_requests=2, max_bytes=100)
     async with credits.hold(5, 1000):  # clamped: it runs alone instead of never

@@ -27,6 +27,7 @@ directory          attack
 ``/silent``        an OPEN never answered
 ``/slow``          every request answered after ``Scenario.delay`` seconds
 ``/nullink``       a link whose text holds a NUL, beside a real file
+``/huge``          ``f``, a file of 1 TiB (zeros, made up as they are read)
 ``/lying``         a RENAME (and posix-rename) that answers OK and does nothing
 =================  ==================================================================
 
@@ -77,10 +78,11 @@ class Fake:
     mode: int = 0o644
     target: bytes = b""
     data: bytes = MARKER
+    zeros: int = 0  # a file of this many zero bytes instead of ``data``
 
     def attrs(self) -> asyncssh.SFTPAttrs:
         kinds = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
-        size = len(self.data) if self.kind == "file" else len(self.target)
+        size = (self.zeros or len(self.data)) if self.kind == "file" else len(self.target)
         return asyncssh.SFTPAttrs(
             permissions=kinds.get(self.kind, stat.S_IFIFO) | self.mode,
             size=size,
@@ -134,6 +136,7 @@ class Scenario:
             b"/suid/dir": {b"inner": Fake("file", 0o6755, data=REAL_FILES["suid/dir/inner"])},
             b"/esc": {name: Fake("file") for name in ESCAPED_NAMES} | {b"loop": Fake("dir")},
             b"/nullink": {b"l": Fake("link", target=b"tar\x00get")},
+            b"/huge": {b"f": Fake("file", zeros=1 << 40)},
         }
 
 
@@ -144,7 +147,7 @@ def populate(root: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     (root / "suid" / "dir").chmod(0o755)
-    for directory in ("gcol", "endless", "latin1", "esc/loop"):  # nothing real in them
+    for directory in ("gcol", "endless", "latin1", "esc/loop", "huge"):  # nothing real in them
         (root / directory).mkdir(exist_ok=True)
     (root / "latin1" / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name\n")
 
@@ -241,17 +244,17 @@ class AttackServer(asyncssh.SFTPServer):
             raise asyncssh.SFTPPermissionDenied(ESCAPES)
         fake = self._fake(path)
         if fake is not None and fake.kind == "file":
-            return _Memory(fake.data)
+            return _Memory(fake.data, fake.zeros)
         return await _maybe(super().open(path, pflags, attrs))
 
     def read(self, file_obj: object, offset: int, size: int) -> Any:
         if isinstance(file_obj, _Memory):
-            return file_obj.data[offset : offset + size]
+            return file_obj.read(offset, size)
         return super().read(file_obj, offset, size)
 
     def fstat(self, file_obj: object) -> Any:
         if isinstance(file_obj, _Memory):
-            return Fake("file", data=file_obj.data).attrs()
+            return Fake("file", data=file_obj.data, zeros=file_obj.zeros).attrs()
         return super().fstat(file_obj)
 
     def close(self, file_obj: object) -> Any:
@@ -272,7 +275,15 @@ class AttackServer(asyncssh.SFTPServer):
 
 @dataclass
 class _Memory:
+    """A planted file's contents: ``data``, or ``zeros`` zero bytes."""
+
     data: bytes
+    zeros: int = 0
+
+    def read(self, offset: int, size: int) -> bytes:
+        if self.zeros:
+            return bytes(max(0, min(size, self.zeros - offset)))
+        return self.data[offset : offset + size]
 
 
 async def _maybe(result: Any) -> Any:
