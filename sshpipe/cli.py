@@ -4,7 +4,7 @@ Every failure is one line on stderr and a non-zero exit code taken from the
 exception tree (see ``_errors.py``); set ``SSHPIPE_DEBUG=1`` for tracebacks.
 Whatever reaches the terminal is escaped first (``_untrusted.printable``):
 names and messages come from the server. The first Ctrl-C cancels the
-transfer (temporary files are removed); if it has not ended a second later,
+transfer (temporary files are removed); if it has not ended 0.8 s later,
 or at a second Ctrl-C, every connection is dropped so nothing waits for a
 server that does not answer. uvloop is loaded here, never by the library.
 """
@@ -41,9 +41,10 @@ from ._untrusted import printable
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
 # After the first Ctrl-C the transfer cleans up (temporary files, handles on
-# the server); past this many seconds it may be waiting for a server that
-# will never answer, and the connections are dropped.
-INTERRUPT_GRACE = 1.0
+# the server: a round trip or two); past this many seconds it may be waiting
+# for a server that will never answer, and the connections are dropped, so
+# the command is gone within a second of the Ctrl-C.
+INTERRUPT_GRACE = 0.8
 # Failures of a tree printed one by one; the rest are counted.
 FAILURES_SHOWN = 100
 
@@ -523,13 +524,13 @@ def _check_local(args: argparse.Namespace, local_side: list[str]) -> None:
 
 
 class _Interrupts:
-    """Ctrl-C as OpenSSH users expect it: one cancels, the second (or a second later) stops.
+    """Ctrl-C: the first cancels, the second (or INTERRUPT_GRACE later) stops at once.
 
     The first cancels the command: a download removes its temporary file, an
     upload its remote one, and every handle is closed. A server that does not
-    answer would make that wait: a second after the first Ctrl-C, or at the
-    second, every connection is dropped (``Client.abort``), which ends every
-    wait at once; local clean-up still runs.
+    answer would make that wait: INTERRUPT_GRACE after the first Ctrl-C, or at
+    the second, every connection is dropped (``Client.abort``), which ends
+    every wait at once; local clean-up still runs.
     """
 
     def __init__(self) -> None:
