@@ -84,6 +84,8 @@ MAX_REPLY_LEN: Final = 4 * 1024 * 1024 + 1024
 # filexfer-02 §3: "All servers SHOULD support packets of at least 34000 bytes."
 MIN_PACKET_LEN: Final = 34000
 # filexfer-02 §3: "The handle strings MUST NOT be longer than 256 bytes."
+# OpenSSH's are 4. A longer one is repeated in every READ we send (a 4 MiB
+# handle made an 8 MiB get peak at 186 MiB).
 MAX_HANDLE_LEN: Final = 256
 
 

@@ -318,20 +318,6 @@ def make_link(file: LocalFile, target: str) -> None:
         raise local_error(file, exc) from exc
 
 
-def set_attrs(file: LocalFile, mode: int | None, times: tuple[int, int] | None) -> None:
-    """Set a regular file's mode and times through a descriptor of its own (no link followed)."""
-    try:
-        fd = open_regular(file, write=False)
-        if fd is None:
-            raise LocalError(str(file), "is not a regular file")
-        try:
-            set_fd_attrs(fd, mode, times)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise local_error(file, exc) from exc
-
-
 def set_fd_attrs(fd: int, mode: int | None, times: tuple[int, int] | None) -> None:
     if mode is not None:
         os.fchmod(fd, mode)

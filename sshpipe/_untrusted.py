@@ -33,10 +33,6 @@ from ._errors import UnsafePath
 MAX_NAME_BYTES = 4096
 # Link text: what readlink(2) can return on Linux (PATH_MAX).
 MAX_LINK_BYTES = 4096
-# filexfer-02 §3: "The handle strings MUST NOT be longer than 256 bytes."
-# OpenSSH's are 4. A longer one is repeated in every READ we send (a 4 MiB
-# handle made an 8 MiB get peak at 186 MiB).
-MAX_HANDLE_BYTES = 256
 # Entries one directory listing may hold. The names seen are kept to refuse a
 # repeated one (~90 bytes each), so a million fit in ~90 MiB. A READDIR that
 # never ends is stopped here, not by running out of memory.
