@@ -116,13 +116,10 @@ def load(path: LocalFile) -> tuple[dict[str, Any], list[tuple[int, int, str]]] |
         fd = open_regular(path, write=False)
         if fd is None:
             return None
-        try:
+        with open(fd, "rb") as file:
             if os.fstat(fd).st_size > MAX_JOURNAL_BYTES:
                 return None
-            with os.fdopen(os.dup(fd), "rb") as file:
-                text = file.read().decode("utf-8", "replace")
-        finally:
-            os.close(fd)
+            text = file.read().decode("utf-8", "replace")
     except OSError as exc:
         raise local_error(path, exc) from exc
     lines = text.splitlines()

@@ -62,9 +62,14 @@ def check_name(name: str, where: str) -> str:
         name: a name from the server (decoded with surrogateescape).
         where: the remote directory it came from, for the message.
     """
-    if name in ("", ".", "..") or "/" in name or "\x00" in name or len(wire(name)) > MAX_NAME_BYTES:
+    if name in ("", ".", "..") or "/" in name or "\x00" in name or _too_long(name, MAX_NAME_BYTES):
         raise UnsafePath(where, name)
     return name
+
+
+def _too_long(text: str, limit: int) -> bool:
+    """More than ``limit`` bytes on the wire; a character is at most 4, so most need no encoding."""
+    return len(text) > limit // 4 and len(wire(text)) > limit
 
 
 def is_temporary_name(name: str) -> bool:
@@ -74,7 +79,7 @@ def is_temporary_name(name: str) -> bool:
 
 def check_link_target(target: str, where: str) -> str:
     """``target`` if a symlink can hold it (no NUL, not empty, not too long), else UnsafePath."""
-    if not target or "\x00" in target or len(wire(target)) > MAX_LINK_BYTES:
+    if not target or "\x00" in target or _too_long(target, MAX_LINK_BYTES):
         raise UnsafePath(where, target, what="link target")
     return target
 

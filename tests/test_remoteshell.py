@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 import sshpipe
+from sshpipe._sftp import RunCommand, Shell
 from tests.conftest import Peer
 
 BOUNDS: dict[str, Any] = {"within": 30.0, "max_output": 4096}
@@ -49,28 +51,38 @@ async def test_a_shell_that_exits_is_reported_gone(openssh_peer: Peer) -> None:
         assert await shell.run("true", **BOUNDS) is None
 
 
-async def test_a_command_that_prints_without_end_is_refused_not_held(openssh_peer: Peer) -> None:
+@pytest.fixture
+async def commands(openssh_peer: Peer) -> AsyncIterator[tuple[Shell, RunCommand]]:
+    """A shell kept open on sshd, and the exec of one command, on one connection."""
+    async with openssh_peer.client() as sp, sp._lease(sshpipe.TransferConfig()) as lanes:
+        sftp = lanes.channels[0]
+        assert sftp.open_shell is not None and sftp.run_command is not None
+        shell = await sftp.open_shell()
+        assert shell is not None
+        try:
+            yield shell, sftp.run_command
+        finally:
+            shell.close()
+
+
+async def test_a_command_that_prints_without_end_is_refused_not_held(
+    commands: tuple[Shell, RunCommand],
+) -> None:
     """A server's shell or exec may print for ever: what is read stops at the bound."""
-    async with openssh_peer.client() as sp, sp._lease(sshpipe.TransferConfig()) as lanes:
-        sftp = lanes.channels[0]
-        assert sftp.open_shell is not None and sftp.run_command is not None
-        shell = await sftp.open_shell()
-        assert shell is not None
-        with pytest.raises(sshpipe.ProtocolError, match="printed more than"):
-            await shell.run("yes", within=30.0, max_output=100_000)
-        assert await shell.run("true", **BOUNDS) is None  # closed after the breach
-        with pytest.raises(sshpipe.ProtocolError, match="printed more than"):
-            await sftp.run_command("yes", within=30.0, max_output=100_000)
-        assert await sftp.run_command("echo ok", **BOUNDS) == (0, "ok\n")
+    shell, run_command = commands
+    with pytest.raises(sshpipe.ProtocolError, match="printed more than"):
+        await shell.run("yes", within=30.0, max_output=100_000)
+    assert await shell.run("true", **BOUNDS) is None  # closed after the breach
+    with pytest.raises(sshpipe.ProtocolError, match="printed more than"):
+        await run_command("yes", within=30.0, max_output=100_000)
+    assert await run_command("echo ok", **BOUNDS) == (0, "ok\n")
 
 
-async def test_a_command_that_does_not_finish_in_time_counts_as_none(openssh_peer: Peer) -> None:
-    async with openssh_peer.client() as sp, sp._lease(sshpipe.TransferConfig()) as lanes:
-        sftp = lanes.channels[0]
-        assert sftp.open_shell is not None and sftp.run_command is not None
-        shell = await sftp.open_shell()
-        assert shell is not None
-        started = time.monotonic()
-        assert await shell.run("sleep 30", within=0.5, max_output=100) is None
-        assert await sftp.run_command("sleep 30", within=0.5, max_output=100) is None
-        assert time.monotonic() - started < 10
+async def test_a_command_that_does_not_finish_in_time_counts_as_none(
+    commands: tuple[Shell, RunCommand],
+) -> None:
+    shell, run_command = commands
+    started = time.monotonic()
+    assert await shell.run("sleep 30", within=0.5, max_output=100) is None
+    assert await run_command("sleep 30", within=0.5, max_output=100) is None
+    assert time.monotonic() - started < 10
