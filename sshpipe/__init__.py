@@ -13,11 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import (
-    DEFAULT_REQUESTS,
-    ConnectConfig,
-    TransferConfig,
-)
+from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig
 from ._errors import (
     AuthenticationError,
     ClosedError,
@@ -48,7 +44,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     # The client pulls in asyncio and asyncssh; loading it on first use keeps
-    # ``import sshpipe._readplan`` (the pure core) free of both.
+    # ``import sshpipe.core.readplan`` (the pure core) free of both.
     if name in ("Client", "connect"):
         from . import _client
 

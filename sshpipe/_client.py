@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, overload
 
-from . import _engine as engine
-from ._codec import Limits, reply_cap
 from ._config import (
     DEFAULT_CIPHERS,
     ConnectConfig,
@@ -20,13 +18,16 @@ from ._config import (
     parse_destination,
 )
 from ._errors import ChannelRefused, ClosedError, SSHPipeError, UsageError
-from ._remotefs import glob as remote_glob
-from ._sftp import SFTPSession
-from ._ssh import SSHLink, open_link
 from ._stats import TransferStats, TreeProgress, TreeStats
-from ._tree import TreeOptions
-from ._treeget import TreeGet, download_preserving
-from ._treeput import TreePut, upload_preserving
+from .core.codec import Limits, reply_cap
+from .transfer.download import download, stream
+from .transfer.upload import upload, upload_stream
+from .transport.remotefs import glob as remote_glob
+from .transport.sftp import SFTPSession
+from .transport.ssh import SSHLink, open_link
+from .tree.get import TreeGet, download_preserving
+from .tree.put import TreePut, upload_preserving
+from .tree.run import TreeOptions
 
 # (window, max_packet_size, longest reply) a channel was opened with
 _ChannelKey = tuple[int, int, int]
@@ -463,7 +464,7 @@ class Client:
             async with self._lease(cfg) as lease:
                 if preserve:
                     return await download_preserving(lease, remote, local, cfg)
-                return await engine.download(lease, remote, local, cfg)
+                return await download(lease, remote, local, cfg)
         sources = [remote] if isinstance(remote, str) else list(remote)
         return await self._tree(TreeGet, sources, local, options, cfg)
 
@@ -546,7 +547,7 @@ class Client:
             async with self._lease(cfg) as lease:
                 if preserve:
                     return await upload_preserving(lease, local, remote, cfg)
-                return await engine.upload(lease, local, remote, cfg)
+                return await upload(lease, local, remote, cfg)
         sources = [local] if isinstance(local, str) else list(local)
         return await self._tree(TreePut, sources, remote, options, cfg)
 
@@ -600,7 +601,7 @@ class Client:
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
             self._lease(cfg) as lease,
-            contextlib.aclosing(engine.stream(lease, remote, cfg)) as pieces,
+            contextlib.aclosing(stream(lease, remote, cfg)) as pieces,
         ):
             async for piece in pieces:
                 yield piece
@@ -632,7 +633,7 @@ class Client:
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
         async with self._lease(cfg) as lease:
-            return await engine.upload_stream(lease, chunks, remote, cfg, mode)
+            return await upload_stream(lease, chunks, remote, cfg, mode)
 
 
 class _TreePool:

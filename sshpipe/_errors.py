@@ -51,7 +51,7 @@ class SSHPipeError(Exception):
     retryable = False
 
     def __str__(self) -> str:
-        from ._untrusted import printable  # _untrusted raises UnsafePath: imported late
+        from .core.untrusted import printable
 
         return printable(super().__str__())
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from sshpipe._embedded import (
+from sshpipe.testing.embedded import (
     EmbeddedServer,
     SFTPFactory,
     chrooted_sftp,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from sshpipe._batch import Batcher
+from sshpipe.tree.batch import Batcher
 
 
 async def test_items_arriving_during_a_batch_run_together_next() -> None:

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sshpipe import _codec as codec
-from sshpipe._codec import (
+from sshpipe.core import codec
+from sshpipe.core.codec import (
     Attrs,
     AttrsReply,
     CodecError,

@@ -17,8 +17,10 @@ import asyncssh
 import pytest
 
 import sshpipe
-from sshpipe import _groupcommit, _localio, _treeput
-from sshpipe._remotecommands import RemoteCommands
+from sshpipe.local import target as _localio
+from sshpipe.transport.commands import RemoteCommands
+from sshpipe.tree import groupcommit as _groupcommit
+from sshpipe.tree import put as _treeput
 from tests.conftest import Peer
 from tests.support.trees import compare_trees, leftover_temps
 from tests.test_cli import run_cli

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sshpipe._flight import FlightBudget
+from sshpipe.core.flight import FlightBudget
 
 
 @pytest.mark.parametrize(("requests", "nbytes"), [(0, 1), (1, 0), (-1, 10), (5, -5)])

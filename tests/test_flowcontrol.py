@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sshpipe._flowcontrol import (
+from sshpipe.core.flowcontrol import (
     GAIN,
     LAN_RTT,
     MIN_ROUND,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sshpipe import _groupcommit
 from sshpipe._errors import LocalError
-from sshpipe._groupcommit import GroupCommit, sync_files
-from sshpipe._localdir import DirRoot, LocalFile
+from sshpipe.local.dirfd import DirRoot, LocalFile
+from sshpipe.tree import groupcommit as _groupcommit
+from sshpipe.tree.groupcommit import GroupCommit, sync_files
 
 Log = list[tuple[str, object]]
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from sshpipe._embedded import ProcessFactory, embedded_server
 from sshpipe.testing.attacks import (
     ESCAPED_NAMES,
     MARKER,
@@ -33,6 +32,7 @@ from sshpipe.testing.attacks import (
     endless_output,
     populate,
 )
+from sshpipe.testing.embedded import ProcessFactory, embedded_server
 from sshpipe.testing.rawsftp import RawOptions, RawServer
 from tests.conftest import Peer, from_embedded
 from tests.support.cli import Run, run_sshpipe

@@ -18,11 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sshpipe.linkemu import LinkSpec
-from sshpipe.linkemu._model import (
-    MIN_DEFAULT_QUEUE,
-    UNLIMITED_RATE_IN_FLIGHT,
-    LinkModel,
-)
+from sshpipe.linkemu._model import MIN_DEFAULT_QUEUE, UNLIMITED_RATE_IN_FLIGHT, LinkModel
 
 MBIT8 = 8e6  # 1 byte per µs
 MODEL_FILE = Path(__file__).parent.parent / "sshpipe" / "linkemu" / "_model.py"

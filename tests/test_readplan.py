@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
-from sshpipe._readplan import Range, ReadPlan
+from sshpipe.core.readplan import Range, ReadPlan
 
 # -- the simulated server and driver ------------------------------------------------
 

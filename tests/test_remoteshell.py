@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import sshpipe
-from sshpipe._sftp import RunCommand, Shell
+from sshpipe.transport.sftp import RunCommand, Shell
 from tests.conftest import Peer
 
 BOUNDS: dict[str, Any] = {"within": 30.0, "max_output": 4096}

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sshpipe._reorder import ReorderBuffer
+from sshpipe.core.reorder import ReorderBuffer
 
 
 def cut(data: bytes, cuts: list[int]) -> list[tuple[int, bytes]]:

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from sshpipe._kept import ReadBackCheck, latest_disjoint
-from sshpipe._putresume import remote_resume_name, state_dir
-from sshpipe._readplan import Range, ReadPlan, missing
+from sshpipe.core.readback import ReadBackCheck, latest_disjoint
+from sshpipe.core.readplan import Range, ReadPlan, missing
+from sshpipe.durability.putresume import remote_resume_name, state_dir
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
 from tests.test_cli import assert_one_line_error, run_cli

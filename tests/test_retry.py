@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sshpipe._retry import RetryBudget, failures_after
+from sshpipe.core.retry import RetryBudget, failures_after
 
 
 @pytest.mark.parametrize(

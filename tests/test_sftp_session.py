@@ -12,8 +12,8 @@ import struct
 import pytest
 
 import sshpipe
-from sshpipe import _codec as codec
-from sshpipe._sftp import SFTPSession
+from sshpipe.core import codec
+from sshpipe.transport.sftp import SFTPSession
 
 
 class Pipe:

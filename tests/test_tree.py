@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 import sshpipe
-import sshpipe._tree
-from sshpipe._embedded import embedded_server
+import sshpipe.tree.run
+from sshpipe.testing.embedded import embedded_server
 from tests.conftest import Peer, from_embedded
 from tests.support.hostile import (
     HOSTILE_DIR,
@@ -862,7 +862,7 @@ async def test_progress_reaches_the_totals(
     (src / "big.bin").write_bytes(big)
     files["big.bin"] = big
     seen: list[Any] = []
-    monkeypatch.setattr(sshpipe._tree, "PROGRESS_INTERVAL", 0.001)
+    monkeypatch.setattr(sshpipe.tree.run, "PROGRESS_INTERVAL", 0.001)
     async with tree_peer.client() as sp:
         if direction == "get":
             stats = await sp.get(

@@ -7,8 +7,7 @@ import asyncio
 import pytest
 
 from sshpipe._errors import RemoteNotFound
-from sshpipe._tree import Credits
-from sshpipe._treeplan import (
+from sshpipe.core.treeplan import (
     TreeAccount,
     glob_match,
     glob_parts,
@@ -17,6 +16,7 @@ from sshpipe._treeplan import (
     source_name,
     split_budget,
 )
+from sshpipe.tree.run import Credits
 
 MiB = 1024 * 1024
 

@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sshpipe
-from sshpipe import _untrusted as untrusted
 from sshpipe._errors import UnsafePath, UsageError
-from sshpipe._treeplan import TreeAccount, glob_result_matches, landings
-from sshpipe._untrusted import (
+from sshpipe.core import untrusted
+from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
+from sshpipe.core.untrusted import (
     ListingCheck,
     check_link_target,
     check_name,
@@ -229,7 +229,7 @@ def test_two_sources_never_land_in_one_place() -> None:
 def test_a_tree_lists_its_first_failures_and_counts_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import sshpipe._treeplan as treeplan
+    import sshpipe.core.treeplan as treeplan
 
     monkeypatch.setattr(treeplan, "MAX_LISTED_FAILURES", 3)
     account = TreeAccount(started=0.0)

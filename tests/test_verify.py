@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import sshpipe
-import sshpipe._verify
-from sshpipe._remotecommands import RemoteCommands
+import sshpipe.transfer.verify
+from sshpipe.transport.commands import RemoteCommands
 from tests.conftest import Peer, _from_openssh
 from tests.support.openssh import SSHServerInfo, openssh_server
 from tests.support.trees import compare_trees, leftover_temps, make_tree
@@ -37,12 +37,12 @@ def test_ordered_hash_takes_pieces_in_any_order() -> None:
     cuts = sorted(random.Random(7).sample(range(1, len(data)), 40))
     pieces = [(a, data[a:b]) for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
     random.Random(8).shuffle(pieces)
-    digest = sshpipe._verify.OrderedHash()
+    digest = sshpipe.transfer.verify.OrderedHash()
     for offset, piece in pieces:
         digest.add(offset, piece)
     assert digest.buffered == 0
     assert digest.hexdigest(len(data)) == hashlib.sha256(data).hexdigest()
-    short = sshpipe._verify.OrderedHash()
+    short = sshpipe.transfer.verify.OrderedHash()
     short.add(10, b"x")  # a gap at 0: not a whole file
     with pytest.raises(sshpipe.IntegrityError):
         short.hexdigest(11)
@@ -63,14 +63,14 @@ async def test_a_source_that_changed_fails_the_check_and_leaves_nothing(
 ) -> None:
     remote = openssh_peer.root / "a.bin"
     remote.write_bytes(os.urandom(SIZE))
-    real = sshpipe._verify.remote_sha256
+    real = sshpipe.transfer.verify.remote_sha256
 
     async def changed_then_hashed(sftp: Any, path: str, size: int) -> str | None:
         with remote.open("ab") as grown:  # someone appends while we finish
             grown.write(b"late")
         return await real(sftp, path, size)
 
-    monkeypatch.setattr(sshpipe._verify, "remote_sha256", changed_then_hashed)
+    monkeypatch.setattr(sshpipe.transfer.verify, "remote_sha256", changed_then_hashed)
     async with openssh_peer.client(HASHED) as sp:
         with pytest.raises(sshpipe.IntegrityError) as caught:
             await sp.get(openssh_peer.remote("a.bin"), str(tmp_path / "a.bin"))

@@ -6,6 +6,6 @@
 - ``rawsftp``: an SFTP server written from the wire up, for what asyncssh's
   server will not send (oversized handles, tiny or missing limits).
 
-These are servers: they import asyncssh's server side and ``sshpipe._embedded``,
+These are servers: they import asyncssh's server side and ``sshpipe.testing.embedded``,
 never the client's modules. Nothing here is imported by sshpipe itself.
 """

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 # Relative so mypy resolves one module name whether or not tests/ is a package.
-from .openssh import SSHServerInfo, openssh_server, sshd_path
+from tests.support.openssh import SSHServerInfo, openssh_server, sshd_path
 
 __all__ = ["ALLOW_NO_SSHD_ENV", "openssh"]
 

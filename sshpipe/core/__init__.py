@@ -1,0 +1,20 @@
+"""The pure core: protocol and policy with no I/O.
+
+No ``asyncio``, no ``asyncssh``, no file or socket I/O, no ``async def``:
+bytes and results go in, decisions come out, and every module here is tested
+with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
+(``tests/core/test_core_purity.py`` imports everything in this directory).
+
+- ``codec``: SFTP v3 packets (filexfer-02), attributes, reply framing;
+- ``readplan``: which READ next (frontier, holes at ``offset+received``, EOF);
+- ``reorder``: reassembly by offset for in-order consumers;
+- ``flight``: the in-flight budget (requests and bytes) of one transfer;
+- ``flowcontrol``: channels and bytes in flight from RTT and delivery rate;
+- ``sizing``: READ/WRITE length and what one channel carries;
+- ``retry``: reconnect backoff;
+- ``untrusted``: the gate every name, link and size from a server passes;
+- ``treeplan``: tree landing names, globs, small/big split, accounting;
+- ``readback``: checking an upload's kept bytes on resume.
+
+May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.
+"""

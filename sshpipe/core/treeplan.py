@@ -1,0 +1,241 @@
+"""The pure parts of tree transfers: where sources land, globs, accounting.
+
+No I/O here (``_tree.py`` drives it). A remote listing is untrusted input: every
+name passes ``_untrusted.ListingCheck`` before it is joined to a local path
+(scp's CVE-2019-6111 let a server write outside the destination), and a glob's
+results are matched again here against the user's pattern.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .._errors import SSHPipeError, UsageError
+from .._stats import TreeFailure, TreeProgress, TreeStats
+from .untrusted import MAX_LISTED_FAILURES
+
+DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
+
+# A file goes through the many-files pipeline when it is at most this share of
+# the pipeline's byte budget (so several always fit at once); bigger ones get
+# the striped single-file engine with its flow controller.
+SMALL_FILE_SHARE = 2
+
+
+def source_name(path: str) -> str:
+    """The name a source keeps at the destination (scp: its last component)."""
+    return posixpath.basename(path.rstrip("/"))
+
+
+def landing(
+    source: str, dest: str, *, dest_is_dir: bool, join: Callable[[str, str], str] = posixpath.join
+) -> str:
+    """Where ``source`` lands: inside ``dest`` when it is a directory (scp), else ``dest``."""
+    if not dest_is_dir:
+        return dest
+    name = source_name(source)
+    if name in ("", ".", ".."):
+        return dest  # "host:." or "/": the contents go into dest itself
+    return join(dest, name)
+
+
+def landings(
+    sources: list[str],
+    dest: str,
+    *,
+    dest_is_dir: bool,
+    join: Callable[[str, str], str] = posixpath.join,
+) -> list[tuple[str, str]]:
+    """(source, where it lands) for each source; two sources never land in one place.
+
+    Raises:
+        UsageError: two sources would be copied to the same path (``a/x b/x``
+            into one directory, or a glob matching ``*/x``): one would
+            overwrite the other, or both race.
+    """
+    placed: dict[str, str] = {}
+    for source in sources:
+        target = landing(source, dest, dest_is_dir=dest_is_dir, join=join)
+        other = placed.setdefault(target, source)
+        if other != source:
+            raise UsageError(f"{other} and {source} would both be copied to {target}")
+    return list(zip(placed.values(), placed.keys(), strict=True))
+
+
+# -- globs ---------------------------------------------------------------------
+
+
+def has_magic(text: str) -> bool:
+    return any(char in text for char in "*?[")
+
+
+def glob_parts(pattern: str) -> tuple[str, list[str]]:
+    """Split a pattern into its fixed leading directory and the components after it.
+
+    ``logs/2026/*.gz`` -> (``logs/2026``, [``*.gz``]); the first component
+    with a wildcard, and everything after it, must be matched by listing.
+    """
+    absolute = pattern.startswith("/")
+    parts = [part for part in pattern.split("/") if part]
+    for index, part in enumerate(parts):
+        if has_magic(part):
+            head = "/".join(parts[:index])
+            return ("/" + head if absolute else head or "."), parts[index:]
+    return pattern, []
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """fnmatch, except that a leading dot must be matched literally (as the shell does)."""
+    if name in DOT_ENTRIES:
+        return False
+    if name.startswith(".") and not pattern.startswith("."):
+        return False
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def glob_join(head: str, name: str) -> str:
+    return name if head == "." else posixpath.join(head, name)
+
+
+def glob_result_matches(pattern: str, path: str) -> bool:
+    """Whether ``path`` is one the user's ``pattern`` can name, component for component.
+
+    The last check on a glob's results: each component the pattern left to a
+    listing must be one plain name that its own part of the pattern matches,
+    so a server cannot add a path the user did not ask for.
+    """
+    head, parts = glob_parts(pattern)
+    if not parts:
+        return path == pattern
+    prefix = "" if head == "." else head.rstrip("/") + "/"
+    if head == "/":
+        prefix = "/"
+    if not path.startswith(prefix):
+        return False
+    names = path[len(prefix) :].split("/")
+    return len(names) == len(parts) and all(
+        name not in ("", *DOT_ENTRIES) and glob_match(part, name)
+        for part, name in zip(parts, names, strict=True)
+    )
+
+
+# -- sizing ----------------------------------------------------------------
+
+
+# The many-files pipeline's share of the byte budget; the big files share the rest.
+PIPELINE_SHARE = 3
+
+
+def split_budget(max_bytes_in_flight: int) -> tuple[int, int]:
+    """(pipeline, big files): together never more than ``max_bytes_in_flight``.
+
+    The big files get the larger part: one of them alone must still fill a
+    long fat link, which small files (a round trip each) rarely do.
+    """
+    pipeline = max(1, max_bytes_in_flight // PIPELINE_SHARE)
+    return pipeline, max(1, max_bytes_in_flight - pipeline)
+
+
+def is_small(size: int, budget: int) -> bool:
+    return size <= budget // SMALL_FILE_SHARE
+
+
+# -- accounting --------------------------------------------------------------
+
+
+@dataclass
+class TreeAccount:
+    """What a tree transfer found and did; the clock is passed in."""
+
+    started: float
+    files: int = 0
+    files_done: int = 0
+    files_failed: int = 0
+    directories: int = 0
+    symlinks: int = 0
+    bytes_total: int = 0
+    bytes_done: int = 0  # progress: whole files copied plus parts of big ones in flight
+    bytes_copied: int = 0  # whole files copied
+    scan_done: bool = False
+    resumed_files: int = 0
+    # The first MAX_LISTED_FAILURES of each, one by one; the rest are counted
+    # (a hostile listing can make a million of them).
+    failures: list[TreeFailure] = field(default_factory=list)
+    failures_unlisted: int = 0
+    skipped_paths: list[str] = field(default_factory=list)
+    skipped_count: int = 0
+    _samples: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def found_file(self, size: int) -> None:
+        self.files += 1
+        self.bytes_total += size
+
+    def file_done(self, size: int, *, reported: int = 0) -> None:
+        """A file of ``size`` bytes was copied, ``reported`` of them already via ``moved``."""
+        self.files_done += 1
+        self.bytes_done += size - reported
+        self.bytes_copied += size
+
+    def copied_before(self, size: int) -> None:
+        """A file an earlier run copied (``--resume``): done, but not copied now."""
+        self.files_done += 1
+        self.resumed_files += 1
+        self.bytes_done += size
+
+    def moved(self, count: int) -> None:
+        """Bytes of a big file in progress arrived (for the progress rate)."""
+        self.bytes_done += count
+
+    def failed(
+        self, path: str, error: SSHPipeError, *, is_file: bool = False, reported: int = 0
+    ) -> None:
+        if is_file:
+            self.files_failed += 1
+        self.bytes_done -= reported
+        if len(self.failures) < MAX_LISTED_FAILURES:
+            self.failures.append(TreeFailure(path, str(error), error.exit_code))
+        else:
+            self.failures_unlisted += 1
+
+    def skipped(self, path: str) -> None:
+        self.skipped_count += 1
+        if len(self.skipped_paths) < MAX_LISTED_FAILURES:
+            self.skipped_paths.append(path)
+
+    RATE_WINDOW = 3.0  # seconds the progress rate is averaged over
+
+    def progress(self, now: float) -> TreeProgress:
+        samples = self._samples
+        samples.append((now, self.bytes_done))
+        while len(samples) > 2 and now - samples[1][0] >= self.RATE_WINDOW:
+            samples.popleft()
+        then, done_then = samples[0]
+        rate = (self.bytes_done - done_then) / (now - then) if now > then else 0.0
+        return TreeProgress(
+            files_done=self.files_done,
+            files_total=self.files,
+            bytes_done=self.bytes_done,
+            bytes_total=self.bytes_total,
+            scan_done=self.scan_done,
+            rate=rate,
+        )
+
+    def stats(self, now: float) -> TreeStats:
+        return TreeStats(
+            files=self.files,
+            files_done=self.files_done,
+            files_failed=self.files_failed,
+            directories=self.directories,
+            symlinks=self.symlinks,
+            skipped=self.skipped_count,
+            bytes=self.bytes_copied,
+            seconds=now - self.started,
+            failures=tuple(self.failures),
+            failures_unlisted=self.failures_unlisted,
+            skipped_paths=tuple(self.skipped_paths),
+            resumed_files=self.resumed_files,
+        )

@@ -1,0 +1,205 @@
+"""The resume journal: which ranges of a ``.partial`` are complete, with a SHA-256 each.
+
+A download keeps it beside its local partial file; an upload keeps it in the
+user's state directory (``_putresume.py``), since the remote side has no cheap
+append and the source's directory may be read-only.
+
+Replies come back out of order, so a partial file is not a prefix: the journal
+lists every range written (one JSON line each, appended by the writer after
+the bytes are in the file). ``--resume`` trusts a range only if the bytes on
+disk still hash to what the journal says, so a torn last line, a range whose
+write did not reach the disk, or a file damaged since are asked for again.
+The first line says what the copy is of (path, size, mtime): a source that
+changed since is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+from typing import Any
+
+from .._errors import IntegrityError
+from ..core import codec
+from ..core.readback import latest_disjoint
+from ..core.readplan import Range, ReadPlan
+from ..core.untrusted import printable
+from ..local.dirfd import LocalFile, local_error, lstat, open_regular, remove
+from ..local.target import Batch
+
+logger = logging.getLogger("sshpipe.download")
+
+VERSION = 1
+
+
+def journal_name(local: LocalFile) -> LocalFile:
+    return local.sibling(f".{local.name}.sshpipe.journal")
+
+
+def resume_name(local: LocalFile) -> LocalFile:
+    """The partial file's name when resuming: fixed, so the next run finds it."""
+    return local.sibling(f".{local.name}.sshpipe.partial")
+
+
+class Journal:
+    """Appends the ranges a transfer completed; ``load`` reads them back for ``--resume``.
+
+    It sits beside the destination, so it is opened as the partial file is:
+    never through a link planted at its name (``open_regular``).
+    """
+
+    def __init__(self, path: LocalFile) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def start(self, header: dict[str, Any], *, append: bool) -> None:
+        """Open for appending; a new journal (not ``append``) starts with ``header``."""
+        try:
+            self._fd = open_regular(self.path, write=True, append=True)
+            assert self._fd is not None
+            if not append:
+                os.ftruncate(self._fd, 0)
+                os.write(self._fd, (json.dumps({"v": VERSION, **header}) + "\n").encode())
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+
+    def record(self, batch: Batch) -> None:
+        """Called by the writer once these pieces are in the file."""
+        entries = []
+        for offset, chunks in batch:
+            digest = hashlib.sha256()
+            length = 0
+            for chunk in chunks:
+                digest.update(chunk)
+                length += len(chunk)
+            entries.append((offset, length, digest.hexdigest()))
+        self.record_hashed(entries)
+
+    def record_hashed(self, entries: list[tuple[int, int, str]]) -> None:
+        """Append ranges already hashed: (offset, length, SHA-256 hex).
+
+        Raises:
+            OSError: the journal could not be written (the caller names it).
+        """
+        if self._fd is None or not entries:
+            return
+        lines = [
+            json.dumps({"o": offset, "n": length, "h": digest})
+            for offset, length, digest in entries
+        ]
+        os.write(self._fd, ("\n".join(lines) + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def remove(self) -> None:
+        self.close()
+        try:
+            remove(self.path)
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+
+
+# A journal longer than this is not one of ours: a range per request of a
+# 4 GiB file of 32 KiB blocks is ~11 MiB of lines.
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+
+
+def load(path: LocalFile) -> tuple[dict[str, Any], list[tuple[int, int, str]]] | None:
+    """(header, ranges) of a journal, or None if there is none or it is not ours."""
+    try:
+        fd = open_regular(path, write=False)
+        if fd is None:
+            return None
+        with open(fd, "rb") as file:
+            if os.fstat(fd).st_size > MAX_JOURNAL_BYTES:
+                return None
+            text = file.read().decode("utf-8", "replace")
+    except OSError as exc:
+        raise local_error(path, exc) from exc
+    lines = text.splitlines()
+    try:
+        header = json.loads(lines[0])
+    except (IndexError, ValueError):
+        return None
+    if not isinstance(header, dict) or header.get("v") != VERSION:
+        return None
+    ranges = []
+    for line in lines[1:]:
+        try:  # a line torn by a kill is simply not trusted
+            entry = json.loads(line)
+            ranges.append((int(entry["o"]), int(entry["n"]), str(entry["h"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return header, ranges
+
+
+def verified_ranges(partial: LocalFile, ranges: list[tuple[int, int, str]]) -> list[Range]:
+    """The journal's ranges whose bytes in ``partial`` still have the recorded hash."""
+    good: list[Range] = []
+    try:
+        fd = open_regular(partial, write=False)
+    except OSError as exc:
+        raise local_error(partial, exc) from exc
+    if fd is None:
+        return good
+    try:
+        for offset, length, digest in ranges:
+            data = os.pread(fd, length, offset)
+            if len(data) == length and hashlib.sha256(data).hexdigest() == digest:
+                good.append(Range(offset, length))
+    finally:
+        os.close(fd)
+    return good
+
+
+class DownloadResume:
+    """A download that may continue an earlier one: its partial file and journal."""
+
+    def __init__(self, remote: str, local: LocalFile) -> None:
+        self.remote = remote
+        self.partial = resume_name(local)
+        self.journal = Journal(journal_name(local))
+        self.kept = 0  # bytes found intact in the partial file
+        # Looked at now, before the target opens (and creates) it: without its
+        # partial, a journal is stale (removing the partial is how a refused
+        # resume is started afresh). Only a regular file counts: a link or fifo
+        # at the partial's name is not ours, and is replaced.
+        info = lstat(self.partial)
+        self.had_partial = info is not None and stat.S_ISREG(info.st_mode)
+
+    def plan_for(self, attrs: codec.Attrs, block: int) -> ReadPlan:
+        """The plan once the remote file's attributes are known; refuses a changed source."""
+        header = {"remote": self.remote, "size": attrs.size, "mtime": attrs.mtime}
+        earlier = load(self.journal.path)
+        if earlier is None or attrs.size is None or not self.had_partial:
+            self.journal.start(header, append=False)
+            return ReadPlan(block_size=block, size_hint=attrs.size)
+        was, entries = earlier
+        if any(was.get(key) != value for key, value in header.items()):
+            raise IntegrityError(
+                self.remote,
+                f"changed since the partial copy {self.partial} was made (it was "
+                f"{was.get('size')} bytes, mtime {was.get('mtime')}; now {attrs.size}, "
+                f"{attrs.mtime}): remove it, or copy without --resume",
+            )
+        # A range written twice (a reconnect, another block size) counts once.
+        have = verified_ranges(self.partial, latest_disjoint(entries, attrs.size))
+        self.kept = sum(rng.length for rng in have)
+        logger.info(
+            "%s: resuming, %d bytes of %s kept", printable(self.remote), self.kept, attrs.size
+        )
+        self.journal.start(header, append=True)
+        return ReadPlan.resuming(block_size=block, size=attrs.size, have=have)
+
+    def finish(self, committed: bool) -> None:
+        """After success the journal goes; after a failure it stays, for next time."""
+        if committed:
+            self.journal.remove()
+        else:
+            self.journal.close()

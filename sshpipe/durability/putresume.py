@@ -1,0 +1,236 @@
+"""``put --resume``: a remote partial under a fixed name, and a local journal of its ranges.
+
+An upload with ``resume`` writes ``.NAME.sshpipe.partial`` beside the
+destination and keeps it when it fails. Each WRITE the server acknowledges is
+appended to a journal in the user's state directory
+(``$XDG_STATE_HOME/sshpipe/resume/``, one file per server and remote path):
+the source's directory may be read-only, and SFTP has no cheap append. The
+next ``--resume`` reads the journaled ranges back from the partial (pipelined,
+as a download does) and keeps only those whose SHA-256 still matches; every
+other byte is sent again. A source whose size or mtime changed is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from .._config import TransferConfig
+from .._errors import IntegrityError, ProtocolError, RemoteNotFound
+from ..core import codec
+from ..core.readback import Entry, ReadBackCheck, latest_disjoint
+from ..core.readplan import Range, ReadPlan, missing
+from ..core.untrusted import printable
+from ..local.dirfd import DirRoot, local_error
+from ..local.source import LocalSource
+from ..transfer.download import _finish_reads, _reading
+from ..transfer.lanes import LanePool
+from ..transport.sftp import SFTPSession
+from .journal import Journal
+from .journal import load as load_journal
+
+logger = logging.getLogger("sshpipe.upload")
+
+
+def state_dir() -> Path:
+    """Where upload journals live: ``$XDG_STATE_HOME/sshpipe/resume`` (made 0700 if missing)."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    # The XDG spec says to ignore a relative path here.
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    path = root / "sshpipe" / "resume"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise local_error(path, exc) from exc
+    return path
+
+
+def journal_name(peer: str, remote: str) -> str:
+    """The journal's name for an upload to ``remote`` (absolute) on ``peer`` ("user@host:port")."""
+    key = hashlib.sha256(codec.wire(f"{peer}\n{remote}")).hexdigest()
+    return f"{key}.journal"
+
+
+def remote_resume_name(remote: str) -> str:
+    """The partial's name when resuming: fixed, so the next run finds it."""
+    head, sep, name = remote.rpartition("/")
+    return f"{head}{sep}.{name}.sshpipe.partial"
+
+
+async def absolute(sftp: SFTPSession, remote: str) -> str:
+    """``remote`` as an absolute path (its directory resolved by the server)."""
+    head, sep, name = remote.rpartition("/")
+    directory = await sftp.realpath((head or "/") if sep else ".")
+    if not directory.startswith("/") or "\x00" in directory:  # it names the journal
+        raise ProtocolError(f"{remote}: the server resolved its directory to {directory!r}")
+    return f"{directory.rstrip('/')}/{name}"
+
+
+class UploadResume:
+    """An upload that may continue an earlier one: its remote partial and local journal."""
+
+    def __init__(self, source: LocalSource) -> None:
+        self.source = source
+        self.partial = ""  # the remote partial's path, once the destination is known
+        self.journal: Journal | None = None
+        self.kept: list[Range] = []  # ranges of the partial found intact
+        self.prepared = False
+        self._hashes: dict[int, str] = {}  # offset -> SHA-256 of the WRITE in flight there
+        self._state: DirRoot | None = None  # the state directory, held while journaling
+
+    def __repr__(self) -> str:
+        return f"<UploadResume {self.partial or '?'} kept={self.kept_bytes} {self.journal!r}>"
+
+    @property
+    def continuing(self) -> bool:
+        """The partial holds kept ranges: open it without TRUNC."""
+        return bool(self.kept)
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(rng.length for rng in self.kept)
+
+    async def prepare(self, lanes: LanePool, remote: str, config: TransferConfig) -> None:
+        """Find the journal, check the partial against it; then ``kept`` says what stays.
+
+        Raises:
+            IntegrityError: the source changed since the partial was made.
+            ConnectionBroken: while reading back (call again after reconnecting).
+        """
+        sftp = lanes.channels[0]
+        self.partial = remote_resume_name(remote)
+        where = await absolute(sftp, remote)
+        if self._state is None:
+            self._state = DirRoot(str(state_dir()))
+        journal = Journal(self._state.top.file(journal_name(sftp.peer, where)))
+        header = {
+            "peer": sftp.peer,
+            "remote": where,
+            "local": os.path.abspath(self.source.path),
+            "size": self.source.size,
+            "mtime_ns": self.source.mtime_ns,
+        }
+        earlier = load_journal(journal.path)
+        attrs = await self._partial_attrs(sftp)
+        kept: list[Range] = []
+        # No partial: a journal left by a run whose partial was removed is stale.
+        if earlier is not None and attrs is not None:
+            was, entries = earlier
+            self._refuse_if_changed(was, header)
+            # A partial longer than the source is not ours to extend: start over.
+            if attrs.size is not None and attrs.size <= self.source.size:
+                candidates = latest_disjoint(entries, attrs.size)
+                if candidates:
+                    kept = await read_back_kept(lanes, self.partial, config, attrs, candidates)
+                logger.info(
+                    "%s: resuming, %d of %d journaled ranges intact (%d bytes)",
+                    printable(remote),
+                    len(kept),
+                    len(candidates),
+                    sum(rng.length for rng in kept),
+                )
+        self.kept = kept
+        journal.start(header, append=self.continuing)
+        self.journal = journal
+        self.prepared = True
+
+    async def _partial_attrs(self, sftp: SFTPSession) -> codec.Attrs | None:
+        try:
+            return await sftp.stat(self.partial)
+        except RemoteNotFound:
+            return None
+
+    def _refuse_if_changed(self, was: dict[str, Any], now: dict[str, Any]) -> None:
+        changed = [key for key, value in now.items() if was.get(key) != value]
+        if not changed:
+            return
+        path = str(self.source.path)
+        if set(changed) - {"size", "mtime_ns"}:  # a partial copy of another file
+            raise IntegrityError(
+                path,
+                f"the partial copy {self.partial} on the server is of {was.get('local')}, "
+                "not of this file: remove it, or copy without --resume",
+            )
+        raise IntegrityError(
+            path,
+            f"changed since the partial copy {self.partial} was made (it was "
+            f"{was.get('size')} bytes, mtime {_seconds(was.get('mtime_ns'))}; now "
+            f"{now['size']}, {_seconds(now['mtime_ns'])}): remove it, or copy without --resume",
+        )
+
+    def sent(self, offset: int, data: bytes) -> None:
+        """A WRITE of ``data`` at ``offset`` is going out: hash it for the journal."""
+        self._hashes[offset] = hashlib.sha256(data).hexdigest()
+
+    def acked(self, offset: int, length: int) -> None:
+        """The server acknowledged the WRITE at ``offset``: journal it.
+
+        Raises:
+            LocalError: the journal could not be written.
+        """
+        digest = self._hashes.pop(offset, None)
+        if self.journal is None or digest is None:
+            return
+        try:
+            self.journal.record_hashed([(offset, length, digest)])
+        except OSError as exc:
+            raise local_error(self.journal.path, exc) from exc
+
+    def finish(self, committed: bool) -> None:
+        """After success the journal goes; after a failure it stays, for next time."""
+        try:
+            if self.journal is not None and committed:
+                self.journal.remove()
+            elif self.journal is not None:
+                self.journal.close()
+        finally:
+            if self._state is not None:
+                self._state.close()
+                self._state = None
+
+
+def _seconds(mtime_ns: object) -> str:
+    if not isinstance(mtime_ns, int):
+        return str(mtime_ns)
+    return f"{mtime_ns // 10**9}.{mtime_ns % 10**9:09d}"
+
+
+async def read_back_kept(
+    lanes: LanePool, partial: str, config: TransferConfig, attrs: codec.Attrs, entries: list[Entry]
+) -> list[Range]:
+    """The ``entries`` whose bytes in ``partial`` still hash as journaled.
+
+    Only those ranges are read, with READs kept in flight as a download does.
+    """
+    size = attrs.size or 0
+    check = ReadBackCheck(entries)
+    wanted = [Range(offset, length) for offset, length, _ in entries]
+
+    def plan_for(_: codec.Attrs, block: int) -> ReadPlan:
+        # "Resuming" a download of which everything but the wanted ranges is here.
+        return ReadPlan.resuming(block_size=block, size=size, have=missing(size, wanted))
+
+    async with _reading(lanes, partial, config, known=attrs, plan_for=plan_for) as (pump, grower):
+        failure: BaseException | None = None
+        try:
+            pump.fill()
+            while True:
+                for offset, chunks, length in pump.take():
+                    check.add(offset, b"".join(chunks))
+                    pump.free(length)
+                if pump.finished:
+                    break
+                await pump.wait_or_stall(config.stall_timeout)
+            if pump.error is not None:
+                raise pump.error
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            await _finish_reads(pump, grower, failure)
+    return check.kept

@@ -1,0 +1,441 @@
+"""Local file I/O: positional reads and writes off the event loop, temp file then rename.
+
+A download is written to ``.NAME.sshpipe-XXXXXX.partial`` beside the target
+and renamed over it only once every byte has arrived, so a failed transfer
+never leaves a truncated file under the final name (rclone's ``.partial``).
+Every name is reached through a directory descriptor (``_localdir``), so no
+symlink under the destination is ever written through. OS errors become
+:class:`LocalError` naming the path and the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import functools
+import os
+import posixpath
+import queue
+import stat
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from .._errors import LocalError, UsageError
+from .dirfd import (
+    DirRoot,
+    LocalFile,
+    create,
+    local_error,
+    lstat,
+    open_regular,
+    remove,
+    replace,
+    set_fd_attrs,
+    sync_dir,
+    temp_name,
+)
+
+_T = TypeVar("_T")
+
+FileAttrs = tuple[int | None, tuple[int, int] | None]  # (mode, (atime, mtime)) to set, or None
+
+
+async def run_blocking(func: Callable[..., _T], *args: object) -> _T:
+    """Run ``func`` in a worker thread; if cancelled, wait for it before re-raising.
+
+    Walking away from a running pread would let it use a descriptor we are
+    about to close (or that the OS has already handed to someone else).
+    """
+    future = asyncio.get_running_loop().run_in_executor(None, func, *args)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.shield(future)
+        raise
+
+
+def _write_batch(fd: int, batch: Sequence[tuple[int, list[bytes | memoryview]]]) -> None:
+    for offset, chunks in batch:
+        while chunks:
+            written = os.pwritev(fd, chunks, offset)
+            offset += written
+            chunks = _drop_prefix(chunks, written)
+
+
+def _drop_prefix(chunks: list[bytes | memoryview], count: int) -> list[bytes | memoryview]:
+    """What is left of ``chunks`` after ``count`` bytes were written (pwritev may be short)."""
+    rest: list[bytes | memoryview] = []
+    for chunk in chunks:
+        if count >= len(chunk):
+            count -= len(chunk)
+        elif count:
+            rest.append(memoryview(chunk)[count:])
+            count = 0
+        else:
+            rest.append(chunk)
+    return rest
+
+
+Batch = list[tuple[int, list[bytes | memoryview]]]
+
+
+class Writer:
+    """One thread that writes a download's batches, in submission order.
+
+    A thread per file rather than an executor job per batch: no future per
+    write, and the event loop is woken at most once per burst of completed
+    writes (``on_written`` gets the bytes written since the last call). Page
+    cache writes are cheap but can block under dirty-page throttling, which must
+    not stall the loop that is receiving the other replies.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        path: Path,
+        on_written: Callable[[int, LocalError | None], None],
+        after_write: Callable[[Batch], None] | None = None,
+    ) -> None:
+        self._fd = fd
+        self._path = path
+        self._on_written = on_written
+        self._after_write = after_write  # the resume journal: told once bytes are in
+        self._loop = asyncio.get_running_loop()
+        self._queue: queue.SimpleQueue[tuple[Batch, int] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._written = 0  # bytes written and not yet reported, under _lock
+        self._report_scheduled = False
+        self._error: LocalError | None = None
+        self._abandon = False
+        self._stopped: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(target=self._run, name="sshpipe-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, batch: Batch, count: int) -> None:
+        self._queue.put((batch, count))
+
+    def _run(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                batch, count = item
+                if self._error is None and not self._abandon:
+                    try:
+                        _write_batch(self._fd, batch)
+                        if self._after_write is not None:
+                            self._after_write(batch)
+                    except OSError as exc:
+                        self._error = local_error(self._path, exc, batch[0][0])
+                with self._lock:
+                    self._written += count
+                    schedule = not self._report_scheduled
+                    self._report_scheduled = True
+                if schedule:
+                    self._loop.call_soon_threadsafe(self._report)
+        finally:
+            self._loop.call_soon_threadsafe(self._stopped.set_result, None)
+
+    def _report(self) -> None:
+        with self._lock:
+            count, self._written = self._written, 0
+            self._report_scheduled = False
+        self._on_written(count, self._error)
+
+    async def close(self, *, abandon: bool = False) -> None:
+        """Write what was submitted (or skip it with ``abandon``) and stop the thread.
+
+        Even when cancelled, it waits for the thread: closing the descriptor
+        under a running pwritev could write into a file someone else opened.
+        """
+        self._abandon = self._abandon or abandon
+        self._queue.put(None)
+        try:
+            await asyncio.shield(self._stopped)
+        except asyncio.CancelledError:
+            self._abandon = True
+            await asyncio.shield(self._stopped)
+            raise
+
+
+class InlineWriter:
+    """Writes on the event-loop thread, as soon as a batch is submitted.
+
+    Measured on loopback (1 GiB get, 4 runs): 745 MB/s and 1.38 CPU s/GiB
+    against 657 MB/s and 1.55 s/GiB with the writer thread, which pays a GIL
+    hand-over per batch. The price: a slow disk stalls everything on the loop,
+    which is fine for a process that runs one transfer (the CLI), not for a
+    library caller with other work on its loop.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        path: Path,
+        on_written: Callable[[int, LocalError | None], None],
+        after_write: Callable[[Batch], None] | None = None,
+    ) -> None:
+        self._fd = fd
+        self._path = path
+        self._on_written = on_written
+        self._after_write = after_write  # the resume journal: told once bytes are in
+        self._error: LocalError | None = None
+
+    def submit(self, batch: Batch, count: int) -> None:
+        if self._error is None:
+            try:
+                _write_batch(self._fd, batch)
+                if self._after_write is not None:
+                    self._after_write(batch)
+            except OSError as exc:
+                self._error = local_error(self._path, exc, batch[0][0])
+        self._on_written(count, self._error)
+
+    async def close(self, *, abandon: bool = False) -> None:
+        """Nothing runs in the background: nothing to wait for."""
+
+
+@contextlib.contextmanager
+def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[LocalFile]:
+    """The file a single download writes, its directory held open for the block.
+
+    ``local``: a path of the user's (its directory is theirs: a link to one is
+    followed), or a file a tree already placed.
+    ``remote``: into an existing directory at ``local`` the file keeps this
+    remote name (scp); None makes a directory there an error (at open).
+
+    Raises:
+        LocalError: the directory of ``local`` is missing or not a directory.
+        UsageError: the remote path ends in ``.`` or ``..``: no file name to keep.
+    """
+    if isinstance(local, LocalFile):
+        yield local
+        return
+    if remote is not None and os.path.isdir(local):
+        directory = local
+        name = posixpath.basename(remote.rstrip("/")) or "download"
+        if name in (".", ".."):
+            raise UsageError(f"{remote}: no file name to copy it to in {local}; name the file")
+    else:
+        directory, name = os.path.split(local)
+    root = DirRoot(directory or os.curdir)
+    try:
+        yield root.top.file(name)
+    finally:
+        root.close()
+
+
+def _mode_kept(file: LocalFile, mode: int) -> int:
+    """An overwritten regular file keeps its mode (as cp); anything else takes ``mode``."""
+    existing = lstat(file)
+    if existing is not None and stat.S_ISREG(existing.st_mode):
+        return existing.st_mode & 0o7777
+    return mode
+
+
+def write_whole_file(
+    file: LocalFile,
+    pieces: Batch,
+    *,
+    mode: int,
+    exact_mode: bool,
+    times: tuple[int, int] | None,
+    fsync: bool = True,
+    inplace: bool = False,
+    leave_as: LocalFile | None = None,
+) -> None:
+    """Write a file that is all in memory, through a temp file renamed into place.
+
+    Args:
+        pieces: (offset, chunks) covering the file.
+        mode: permissions; masked by the umask unless ``exact_mode`` (``-p``).
+            An existing file keeps its own unless ``exact_mode``.
+        times: (atime, mtime) to set, or None for now.
+        fsync: make the bytes durable before the rename (the directory is the
+            caller's: a tree fsyncs each directory once, at the end).
+        inplace: write ``file`` itself, no temporary name (``rsync --inplace``);
+            a link there is replaced, never written through.
+        leave_as: write this temp name and leave it for the caller to make
+            durable and rename (a tree's ``GroupCommit``); it is removed on error.
+
+    Raises:
+        LocalError: naming ``file`` (a directory there, permission, disk full...).
+    """
+    temp = file if inplace else (leave_as or file.sibling(temp_name(file.name)))
+    try:
+        if not exact_mode:
+            mode = _mode_kept(file, mode)
+        if inplace:
+            fd = open_regular(temp, write=True, mode=mode & 0o7777)
+            assert fd is not None
+        else:
+            fd = create(temp, mode)
+        try:
+            _write_batch(fd, pieces)
+            if inplace:
+                os.ftruncate(fd, sum(len(c) for _, chunks in pieces for c in chunks))
+            set_fd_attrs(fd, mode & 0o7777 if exact_mode else None, times)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if not inplace and leave_as is None:
+            replace(temp, file)
+    except OSError as exc:
+        if not inplace:
+            with contextlib.suppress(OSError):
+                remove(temp)
+        raise local_error(file, exc) from exc
+
+
+class LocalTarget:
+    """A download destination: a temporary file that becomes ``file`` on commit.
+
+    Args:
+        file: the final name, in a directory held by descriptor.
+        new_file_mode: permissions of a file that does not exist yet (masked
+            by the umask); an existing regular file keeps its own.
+        fsync: make the bytes, then the rename, durable before ``commit`` returns.
+        inplace: write ``file`` itself (``rsync --inplace``): no temporary name,
+            and a failure leaves what was written so far. A symlink there is
+            replaced by the file, never written through.
+        resume_from: a fixed partial name, kept on failure and continued later
+            (anything but a regular file there is replaced, as with ``inplace``).
+    """
+
+    def __init__(
+        self,
+        file: LocalFile,
+        *,
+        new_file_mode: int = 0o644,
+        fsync: bool = True,
+        inplace: bool = False,
+        resume_from: LocalFile | None = None,
+    ) -> None:
+        self.file = file
+        self.resume_from = resume_from
+        self.temp = resume_from or (file if inplace else file.sibling(temp_name(file.name)))
+        self.new_file_mode = new_file_mode
+        self.fsync = fsync
+        self.inplace = inplace
+        self._fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"<LocalTarget {self.file} open={self._fd is not None}>"
+
+    def open(self) -> None:
+        try:
+            existing = lstat(self.file)
+            if existing is not None and stat.S_ISDIR(existing.st_mode):
+                raise LocalError(str(self.file), "is a directory")
+            mode = _mode_kept(self.file, self.new_file_mode)
+            # In place (or resuming): written over, and cut to size at commit.
+            if self.inplace or self.resume_from is not None:
+                self._fd = open_regular(self.temp, write=True, mode=mode)
+            else:
+                self._fd = create(self.temp, mode)
+        except OSError as exc:
+            raise local_error(self.file, exc) from exc
+
+    def start_writer(
+        self,
+        on_written: Callable[[int, LocalError | None], None],
+        *,
+        in_thread: bool,
+        after_write: Callable[[Batch], None] | None = None,
+    ) -> Writer | InlineWriter:
+        """A writer for this file; ``on_written`` runs on the loop after writes."""
+        assert self._fd is not None
+        path = Path(str(self.file))
+        if self.fsync:  # the fsync at the end then finds little left to write
+            after_write = EarlyWriteback(self._fd, after_write)
+        if in_thread:
+            return Writer(self._fd, path, on_written, after_write)
+        return InlineWriter(self._fd, path, on_written, after_write)
+
+    async def commit(
+        self, size: int, *, in_thread: bool = True, attrs: FileAttrs | None = None
+    ) -> None:
+        """Cut the file to ``size``, make it durable, and rename it over the destination.
+
+        ``attrs``: the mode and times it takes (``-p``), set on the file itself
+        before the rename.
+        """
+        assert self._fd is not None
+        fd, self._fd = self._fd, None
+        if in_thread and self.fsync:  # an fsync of a big file takes a while
+            await run_blocking(self._finish, fd, size, attrs)
+        else:
+            self._finish(fd, size, attrs)
+
+    def _finish(self, fd: int, size: int, attrs: FileAttrs | None) -> None:
+        try:
+            try:
+                os.ftruncate(fd, size)  # a remote file that shrank mid-read leaves bytes past EOF
+                if attrs is not None:
+                    set_fd_attrs(fd, *attrs)
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if not self.inplace:
+                replace(self.temp, self.file)
+            if self.fsync:
+                sync_dir(self.file.dir)
+        except OSError as exc:
+            raise local_error(self.file, exc) from exc
+
+    def discard(self) -> None:
+        """Remove the temporary file; safe to call twice and after commit.
+
+        In place there is none: what was written stays (the caller asked for it).
+        """
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if not self.inplace and self.resume_from is None:
+            with contextlib.suppress(OSError):
+                remove(self.temp)
+
+
+# Bytes written between two kicks of the kernel's writeback (EarlyWriteback).
+WRITEBACK_EVERY = 32 * 1024 * 1024
+_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback, do not wait for it
+
+
+class EarlyWriteback:
+    """Starts the disk writing a download's bytes while the rest arrive.
+
+    Without it, the fsync before the rename found the whole file dirty in the
+    page cache and wrote it all then (1 GiB on loopback: 2.28 s against 1.93 s
+    without fsync). ``sync_file_range(WRITE)`` queues what is written so far and
+    returns; the final fsync then waits for little. Linux only; elsewhere a
+    no-op. ``then`` is the hook it wraps (the resume journal).
+    """
+
+    def __init__(self, fd: int, then: Callable[[Batch], None] | None = None) -> None:
+        self._fd = fd
+        self._then = then
+        self._since = 0
+
+    def __call__(self, batch: Batch) -> None:
+        if self._then is not None:
+            self._then(batch)
+        self._since += sum(len(chunk) for _, chunks in batch for chunk in chunks)
+        if self._since >= WRITEBACK_EVERY:
+            self._since = 0
+            start = _sync_file_range()
+            if start is not None:
+                start(self._fd, 0, 0, _SYNC_FILE_RANGE_WRITE)  # a hint: failure costs nothing
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    try:
+        func = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func

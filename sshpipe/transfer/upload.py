@@ -1,0 +1,419 @@
+"""Uploads: keep WRITEs in flight over the lanes to a temp name, then rename it into place.
+
+With ``resume`` the temp name is fixed and kept on failure, and only the
+ranges a journal vouches for (and a read-back confirms) are skipped: see
+``_putresume.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterable, Callable
+from dataclasses import replace
+from functools import partial
+
+from .._config import TransferConfig
+from .._errors import ConnectionBroken, LocalError, RemoteError
+from .._stats import TransferStats
+from ..core import codec
+from ..core.flight import SharedBytes
+from ..core.readplan import Range
+from ..core.retry import RetryBudget
+from ..durability.putresume import UploadResume, remote_resume_name
+from ..local.source import LocalSource
+from ..transport.remoteplace import (
+    check_landed,
+    named,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
+from .download import read_back
+from .lanes import (
+    LanePool,
+    after_break,
+    block_size_for,
+    budget_for,
+    channel_capacity,
+    growing,
+    initial_channels,
+    make_controller,
+    open_lanes,
+)
+from .verify import OrderedHash, RemoteHash, check, digest_of
+from .writepump import WritePump
+
+
+async def _upload(
+    lanes: LanePool,
+    remote: str,
+    config: TransferConfig,
+    mode: int,
+    blocks: _BlockSource,
+    name: str | None,
+    size: int | None,
+    shared: SharedBytes | None = None,
+    on_tail: Callable[[], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    resuming: UploadResume | None = None,
+    remote_hash: RemoteHash | None = None,
+) -> TransferStats:
+    """Write ``blocks`` to a temp name beside ``remote``, then rename it into place.
+
+    With ``config.fsync`` the server fsyncs the file before the rename (if it
+    offers ``fsync@openssh.com``); with ``config.inplace`` ``remote`` itself is
+    written and nothing is renamed. A dropped or stalled connection is reopened
+    (``config.retries``) when the source can be read again (a file, not a
+    stream): the temp file is reopened and only what was not acknowledged is
+    sent again. ``resuming``: the temp name is fixed and kept on failure, and
+    what an earlier run left intact in it is not sent again.
+    """
+    started = time.perf_counter()
+    sftp = initial_channels(lanes)[0]
+    committed = False
+    temp: str | None = None  # renamed into place at the end
+    discard: str | None = None  # removed if the upload fails
+    try:
+        remote = await resolve_remote_target(sftp, remote, name)
+        pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+        if config.inplace:  # straight to the destination: nothing to rename or remove
+            target = remote
+        elif resuming is not None:  # a fixed name, kept on failure for the next --resume
+            temp = target = remote_resume_name(remote)
+        else:
+            # Inside the try: a cancel while the OPEN is in flight must still remove
+            # the temp file the server may have created (the name is ours alone: EXCL).
+            temp = discard = target = remote_temp_name(remote)
+            pflags |= codec.FXF_EXCL
+        sending = _Sending(config, blocks, size, mode, shared, on_tail, on_progress, resuming)
+        budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
+        failures = reconnects = 0
+        while True:
+            had = sending.acked
+            try:
+                if resuming is not None and not resuming.prepared:
+                    await resuming.prepare(lanes, remote, config)
+                    sending.skip(resuming.kept)
+                    if resuming.continuing:
+                        pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
+                pump = await sending.attempt(lanes, target, remote, pflags)
+                break
+            except RemoteError as exc:  # a WRITE refused (a full disk...) names the temp file
+                if exc.path == remote:  # in place, or an error about the destination itself
+                    raise
+                raise named(exc, remote) from exc
+            except ConnectionBroken as exc:
+                progressed = sending.acked > had
+                failures = await after_break(
+                    lanes, budget, failures, exc, progressed=progressed, path=remote
+                )
+                reconnects += 1
+                if resuming is None or resuming.prepared:
+                    # Keep what was written; CREAT in case the first OPEN never got
+                    # there. Until a WRITE is acknowledged (and with nothing kept
+                    # from an earlier run), truncating loses nothing.
+                    pflags = codec.FXF_WRITE | codec.FXF_CREAT
+                    continuing = resuming is not None and resuming.continuing
+                    if sending.acked == 0 and not continuing:
+                        pflags |= codec.FXF_TRUNC
+        verified = "none"
+        checked = renaming = False
+        while True:  # the whole file is on the server, under its temp name
+            sftp = lanes.channels[0]
+            try:
+                if config.verify != "none" and not checked:
+                    # Without a streamed hash it is a resume: its source is a file.
+                    source = resuming.source.path if resuming is not None else ""
+                    verified = await check(
+                        sftp,
+                        target,
+                        level=config.verify,
+                        size=sending.offset,
+                        digest=await digest_of(sending.digest, source, sending.offset),
+                        read_back=partial(read_back, lanes, target, config),
+                        shown=remote,
+                        remote_hash=remote_hash,
+                    )
+                    checked = True
+                # A rename cut off with its connection may have been done: the
+                # temp name is ours alone, so if it is gone (and the file is
+                # there), it was.
+                if temp is not None and not (
+                    renaming and await check_landed(sftp, temp, remote, sending.offset)
+                ):
+                    renaming = True
+                    await rename_into_place(sftp, temp, remote, sending.offset)
+                break
+            except ConnectionBroken as exc:
+                failures = await after_break(
+                    lanes, budget, failures, exc, progressed=False, path=remote
+                )
+                reconnects += 1
+        committed = True
+        stats = replace(pump.stats(started, lanes), verified=verified, reconnects=reconnects)
+        if resuming is not None:
+            stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
+        return stats
+    finally:
+        if resuming is not None:
+            resuming.finish(committed)
+        if not committed and discard is not None:
+            live = [channel for channel in lanes.channels if channel.broken is None]
+            if live:
+                await remove_quietly(live[0], discard)
+
+
+class _Sending:
+    """An upload's progress across connections: what is sent, what is acknowledged."""
+
+    def __init__(
+        self,
+        config: TransferConfig,
+        blocks: _BlockSource,
+        size: int | None,
+        mode: int,
+        shared: SharedBytes | None,
+        on_tail: Callable[[], None] | None,
+        on_progress: Callable[[int], None] | None,
+        resuming: UploadResume | None = None,
+    ) -> None:
+        self.config = config
+        self.blocks = blocks
+        self.size = size
+        self.mode = mode
+        self.shared = shared
+        self.on_tail = on_tail
+        self.on_progress = on_progress
+        # A resumed upload sends only the gaps: its source is hashed from disk instead.
+        hashing = config.verify != "none" and resuming is None
+        self.digest = OrderedHash() if hashing else None
+        self.offset = 0  # the next byte never sent
+        self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
+        self.acked = 0
+        self.resuming = resuming
+        self.kept: list[Range] = []  # ranges the server already has: skipped
+        self._next_kept = 0
+
+    def skip(self, kept: list[Range]) -> None:
+        """Send nothing of ``kept`` (sorted, disjoint)."""
+        self.kept = kept
+        self._next_kept = 0
+        if self.size is not None:
+            self.size -= sum(rng.length for rng in kept)
+
+    def _past_kept(self) -> int | None:
+        """Move ``offset`` past any kept range it is in; where the next one starts."""
+        kept = self.kept
+        while self._next_kept < len(kept) and kept[self._next_kept].offset <= self.offset:
+            self.offset = max(self.offset, kept[self._next_kept].end)
+            self._next_kept += 1
+        return kept[self._next_kept].offset if self._next_kept < len(kept) else None
+
+    def _send(self, pump: WritePump, offset: int, data: bytes) -> None:
+        if self.resuming is not None:
+            self.resuming.sent(offset, data)
+        pump.send(offset, data)
+
+    def _moved(self, count: int) -> None:
+        self.acked += count
+        if self.on_progress is not None:
+            self.on_progress(count)
+
+    async def attempt(self, lanes: LanePool, target: str, remote: str, pflags: int) -> WritePump:
+        """Open ``target`` on the lanes, send what is owed and the rest, wait for every ack.
+
+        Raises:
+            ConnectionBroken: the connection dropped or stalled (``resend`` then
+                holds what it took with it).
+        """
+        config = self.config
+        first_channels = initial_channels(lanes)
+        sftp = first_channels[0]
+        block = block_size_for(config, sftp, write=True)
+        capacity = channel_capacity(config, sftp, block, write=True)
+        controller = make_controller(config, lanes, capacity=capacity, size=self.size, block=block)
+        async with growing(lanes, controller) as grower:
+            try:
+                handles = await open_lanes(
+                    first_channels, target, pflags, codec.Attrs(permissions=self.mode), write=True
+                )
+            except RemoteError as exc:
+                raise named(exc, remote) from exc  # the user's path, not our temp name
+            pump = WritePump(
+                handles,
+                budget_for(config, self.shared),
+                controller,
+                block,
+                requests_per_lane=config.requests,
+                adaptive=lanes.can_grow,
+                want_lanes=grower.want,
+            )
+            pump.on_moved = self._moved
+            if self.resuming is not None:
+                pump.on_acked = self.resuming.acked
+            grower.attach(pump)
+            try:
+                await self._send_all(pump)
+                if config.fsync:  # every WRITE is acknowledged: make them durable
+                    lane = handles.lanes[0]
+                    await lane.sftp.fsync(lane.handle, remote)
+            except BaseException as exc:
+                pump.fail(exc)
+                # Let the writes in flight be answered before the handle is closed.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(30):
+                        await pump.settle()
+                self.resend.update(pump.unacked)
+                raise
+            finally:
+                await grower.stop()
+                await handles.close(check=pump.error is None)
+        return pump
+
+    async def _send_all(self, pump: WritePump) -> None:
+        stall_after = self.config.stall_timeout
+        while self.resend and pump.error is None:  # first what a dropped connection took
+            if pump.room() == 0:
+                await pump.wait_or_stall(stall_after)
+                continue
+            offset, length = self.resend.popitem()
+            data = await self.blocks.reread(offset, length)
+            self._send(pump, offset, data)
+        block = pump.block_size
+        while pump.error is None:
+            room = pump.room()
+            if room == 0:
+                await pump.wait_or_stall(stall_after)
+                continue
+            limit = self._past_kept()
+            if limit is not None:
+                room = min(room, -(-(limit - self.offset) // block))
+            new = await self.blocks.next(self.offset, block, room)
+            if limit is not None and new:  # the last block stops where a kept range starts
+                over = self.offset + sum(len(data) for data in new) - limit
+                if over > 0:
+                    new[-1] = new[-1][: len(new[-1]) - over]
+            if not new and self.on_tail is not None:
+                self.on_tail()  # every byte is sent: the tree may start its next file
+                self.on_tail = None
+            if not new:
+                break
+            for data in new:
+                if self.digest is not None:
+                    self.digest.update(data)
+                self._send(pump, self.offset, data)
+                self.offset += len(data)
+        while pump.outstanding and pump.error is None:
+            await pump.wait_or_stall(stall_after)
+        await pump.drain()
+
+
+class _BlockSource:
+    rereadable = False  # can a range be read again after a dropped connection?
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        raise NotImplementedError
+
+    async def reread(self, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+
+class _FileBlocks(_BlockSource):
+    rereadable = True
+
+    def __init__(self, source: LocalSource, *, in_thread: bool) -> None:
+        self.source = source
+        self.in_thread = in_thread
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        return await self.source.read_blocks(offset, block, count, in_thread=self.in_thread)
+
+    async def reread(self, offset: int, length: int) -> bytes:
+        blocks = await self.source.read_blocks(offset, length, 1, in_thread=self.in_thread)
+        data = blocks[0] if blocks else b""
+        if len(data) != length:  # the file shrank under us: what was sent is gone
+            raise LocalError(str(self.source.path), "changed while it was uploaded", offset=offset)
+        return data
+
+
+class _StreamBlocks(_BlockSource):
+    """Re-cuts an async iterable of bytes of any sizes into full blocks."""
+
+    def __init__(self, chunks: AsyncIterable[bytes]) -> None:
+        self._iter = aiter(chunks)
+        self._pending = bytearray()
+        self._ended = False
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        while not self._ended and len(self._pending) < block:
+            try:
+                chunk = await anext(self._iter)
+            except StopAsyncIteration:
+                self._ended = True
+                break
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                raise TypeError(f"put_stream needs bytes, got {type(chunk).__name__}")
+            self._pending += chunk
+        cut = min(len(self._pending), block)
+        if cut == 0:
+            return []
+        with memoryview(self._pending) as view:  # one copy, not slice-then-bytes
+            data = bytes(view[:cut])
+        del self._pending[:cut]
+        return [data]
+
+
+async def upload(
+    lanes: LanePool,
+    local: str,
+    remote: str,
+    config: TransferConfig,
+    *,
+    into_directory: bool = True,
+    shared: SharedBytes | None = None,
+    on_tail: Callable[[], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    remote_hash: RemoteHash | None = None,
+) -> TransferStats:
+    """Copy ``local`` to ``remote`` (a temp name renamed into place).
+
+    ``into_directory``: a directory at ``remote`` receives the file under its
+    local name (scp); False (a tree already chose the name) makes it an error.
+    ``shared``: a byte cap shared with other transfers (a tree's big files).
+    ``on_tail``: called once every byte is sent (a tree then starts its next
+    big file while this one's acknowledgements, CLOSE and rename go by).
+    ``on_progress``: told each count of bytes the server acknowledged.
+    ``remote_hash``: how --verify gets the server's hash (default: an exec).
+    """
+    source = LocalSource(local)
+    source.open()
+    try:
+        return await _upload(
+            lanes,
+            remote,
+            config,
+            source.mode,
+            _FileBlocks(source, in_thread=config.local_io_in_thread),
+            source.path.name if into_directory else None,
+            source.size,
+            shared,
+            on_tail,
+            on_progress,
+            UploadResume(source) if config.resume else None,
+            remote_hash,
+        )
+    finally:
+        source.close()
+
+
+async def upload_stream(
+    lanes: LanePool,
+    chunks: AsyncIterable[bytes],
+    remote: str,
+    config: TransferConfig,
+    mode: int = 0o644,
+) -> TransferStats:
+    return await _upload(lanes, remote, config, mode, _StreamBlocks(chunks), None, None)

@@ -1,0 +1,149 @@
+"""The pump of an upload: WRITEs in flight over the lanes, each charged until its STATUS.
+
+SFTP v3 WRITEs are all or nothing (filexfer-02 §6.4): a WRITE is either
+acknowledged with FX_OK or failed, never short, so the pump keeps only what
+is unacknowledged (``unacked``: what a new connection must send again).
+``_upload.py`` decides what to send; this module only keeps it moving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from functools import partial
+
+from .._errors import ProtocolError, SSHPipeError
+from .._stats import TransferStats
+from ..core import codec
+from ..core.flight import FlightBudget
+from ..core.flowcontrol import FlowController
+from ..transport.sftp import status_error
+from .lanes import Handles, Lane, LanePool, Pump
+
+
+class WritePump(Pump):
+    """Keeps WRITEs in flight; each is charged to the budget until the server acks it."""
+
+    def __init__(
+        self,
+        handles: Handles,
+        budget: FlightBudget,
+        controller: FlowController,
+        block_size: int,
+        *,
+        requests_per_lane: int,
+        adaptive: bool,
+        want_lanes: asyncio.Event,
+    ) -> None:
+        super().__init__(
+            handles,
+            budget,
+            controller,
+            requests_per_lane=requests_per_lane,
+            adaptive=adaptive,
+            want_lanes=want_lanes,
+        )
+        self.block_size = block_size
+        self.outstanding = 0
+        self.sent_bytes = 0
+        # Sent and not acknowledged, offset -> length: what a new connection
+        # must send again if this one drops.
+        self.unacked: dict[int, int] = {}
+        # Told (offset, length) of each WRITE the server acknowledged (resume's journal).
+        self.on_acked: Callable[[int, int], None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
+
+    def room(self) -> int:
+        """How many full blocks could be sent right now (by the budget and the lanes)."""
+        budget = self.budget
+        if self.error is not None:
+            return 0
+        block = self.block_size
+        by_requests = budget.max_requests - budget.requests
+        by_bytes = (budget.max_bytes - budget.bytes) // block
+        if budget.shared is not None:
+            by_bytes = min(by_bytes, (budget.shared.max_bytes - budget.shared.bytes) // block)
+        if budget.bytes == 0:
+            by_bytes = max(by_bytes, 1)
+        by_lanes = 0
+        for lane in self.handles.lanes:
+            blocks = (lane.cap - lane.bytes) // block
+            if lane.bytes == 0:
+                blocks = max(blocks, 1)  # an empty lane always takes one block
+            by_lanes += max(0, min(blocks, self.requests_per_lane - lane.requests))
+        return max(0, min(by_requests, by_bytes, by_lanes))
+
+    def send(self, offset: int, data: bytes) -> None:
+        lane = self._pick(len(data))
+        if lane is None:  # room() said there was: a lane filled since
+            lane = min(self.handles.lanes, key=lambda candidate: candidate.bytes)
+        self.budget.send(len(data))
+        self._sent(lane, len(data))
+        self.outstanding += 1
+        self.unacked[offset] = len(data)
+        self.sent_bytes = max(self.sent_bytes, offset + len(data))
+        reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
+        try:
+            lane.sftp.send_write(lane.handle, offset, data, reply)
+        except BaseException as exc:
+            reply(exc)
+
+    def _on_reply(
+        self,
+        offset: int,
+        length: int,
+        lane: Lane,
+        sent: float,
+        reply: codec.Reply | BaseException,
+    ) -> None:
+        self.outstanding -= 1
+        self.budget.reply(length, 0)
+        ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
+        self._sample(lane, length, length if ok else 0, sent)
+        if ok:
+            del self.unacked[offset]
+            if self.on_acked is not None:
+                try:
+                    self.on_acked(offset, length)
+                except SSHPipeError as exc:  # inside the channel's data_received: no raising
+                    self.fail(exc)
+            if self.on_moved is not None:
+                self.on_moved(length)
+        elif isinstance(reply, codec.Status):
+            self.fail(status_error(reply, self.handles.path, offset, write=True))
+        elif isinstance(reply, BaseException):
+            self.fail(reply)
+        else:
+            self.fail(
+                ProtocolError(
+                    f"{self.handles.path}: unexpected {type(reply).__name__} reply to a write"
+                )
+            )
+        self.progress.set()
+
+    async def settle(self) -> None:
+        while self.outstanding:
+            await self.wait()
+
+    async def drain(self) -> None:
+        """Wait for every write to be acknowledged; raise the first failure."""
+        await self.settle()
+        if self.error is not None:
+            raise self.error
+
+    def stats(self, started: float, lanes: LanePool) -> TransferStats:
+        return TransferStats(
+            **self.flow_stats(lanes),  # type: ignore[arg-type]
+            bytes=self.sent_bytes,
+            seconds=time.perf_counter() - started,
+            requests=self.requests,
+            short_reads_reissued=0,
+            short_writes_reissued=0,
+            peak_requests_in_flight=self.budget.peak_requests,
+            peak_bytes_in_flight=self.budget.peak_bytes,
+            channels=len(self.handles.used),
+            block_size=self.block_size,
+        )

@@ -1,0 +1,138 @@
+"""Where an upload lands on the server: its target, its temporary name, the rename into place.
+
+The rename is the commit, so its answer is not taken on trust: a server that
+says OK and did nothing (or something else) would leave the user with no file
+and a success. ``rename_into_place`` asks for the outcome with the rename:
+the temporary name must be gone and the destination there, of the size sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+
+from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
+from ..core import codec
+from .sftp import SFTPSession, quiet
+
+
+def remote_temp_name(remote: str) -> str:
+    head, sep, name = remote.rpartition("/")
+    return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
+
+
+async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
+    """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
+    try:
+        attrs = await sftp.stat(remote)
+    except SSHPipeError:
+        return remote  # missing (the usual case) or unreadable: the open will say why
+    if not attrs.is_dir():
+        return remote
+    if name is None:
+        raise RemoteIsADirectory(remote, "is a directory")
+    return f"{remote.rstrip('/')}/{name}"
+
+
+async def rename_into_place(sftp: SFTPSession, temp: str, remote: str, size: int) -> None:
+    """Rename ``temp`` over ``remote`` and check it happened (``size`` bytes are there).
+
+    The LSTAT of ``remote`` that checks it goes out with the RENAME: a server
+    that answers in order (OpenSSH's and asyncssh's do) costs no round trip
+    more. One that works on requests in parallel may answer it before
+    renaming; what is there is then asked again after its answer, the
+    temporary name too.
+
+    Raises:
+        RemoteError: the server refused the rename.
+        ProtocolError: it said the rename was done, and it was not.
+    """
+    if "posix-rename@openssh.com" in sftp.extensions:
+        renamed = sftp.request(
+            lambda rid: codec.encode_posix_rename(rid, codec.wire(temp), codec.wire(remote))
+        )
+    else:
+        # Plain SFTP v3 RENAME fails when the target exists (filexfer-02 §6.5), so
+        # the old file is removed first: a crash in between leaves only the temp.
+        with contextlib.suppress(SSHPipeError):
+            await sftp.remove(remote)
+        renamed = sftp.request(
+            lambda rid: codec.encode_rename(rid, codec.wire(temp), codec.wire(remote))
+        )
+    landed = _lstat(sftp, remote)
+    try:
+        sftp.check_status(await renamed, remote)
+    except BaseException:
+        landed.add_done_callback(quiet)
+        raise
+    if _problem(await landed, size) is None:
+        return
+    problem = await _outcome(sftp, temp, remote, size)
+    if problem is not None:
+        raise ProtocolError(f"{remote}: the server said it renamed {temp} there, but {problem}")
+
+
+async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> bool:
+    """After a reconnect: whether a rename cut off with its connection was done.
+
+    False: ``temp`` is still there (rename it again).
+
+    Raises:
+        ProtocolError: ``temp`` is gone and ``remote`` is not what was sent.
+    """
+    problem = await _outcome(sftp, temp, remote, size)
+    if problem == _TEMP_THERE:
+        return False
+    if problem is not None:
+        raise ProtocolError(f"{remote}: the upload's temporary file is gone, but {problem}")
+    return True
+
+
+_TEMP_THERE = "its temporary file is still there"
+
+
+async def _outcome(sftp: SFTPSession, temp: str, remote: str, size: int) -> str | None:
+    """None if ``temp`` is gone and ``remote`` has ``size`` bytes; else what is wrong."""
+    there, left = _lstat(sftp, remote), _lstat(sftp, temp)
+    there.add_done_callback(quiet)  # if the other fails first, nobody reads this one
+    if isinstance(await left, codec.AttrsReply):
+        return _TEMP_THERE
+    return _problem(await there, size)
+
+
+def _lstat(sftp: SFTPSession, path: str) -> asyncio.Future[codec.Reply]:
+    name = codec.wire(path)
+    return sftp.request(lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, name))
+
+
+def _problem(reply: codec.Reply, size: int) -> str | None:
+    """What is wrong with the destination an LSTAT found, if anything."""
+    if not isinstance(reply, codec.AttrsReply):
+        return "there is no file there"
+    attrs = reply.attrs
+    if attrs.kind != "file":
+        return f"what is there is a {attrs.kind}"
+    if attrs.size is not None and attrs.size != size:
+        return f"the file there has {attrs.size} bytes, not {size}"
+    return None
+
+
+def named(exc: RemoteError, remote: str) -> RemoteError:
+    """The same error naming the path the user asked for, not our temporary one."""
+    return type(exc)(remote, exc.reason, offset=exc.offset, status=exc.status)
+
+
+async def exists(sftp: SFTPSession, path: str) -> bool:
+    """Whether anything is at ``path`` on the server (a symlink is not followed)."""
+    try:
+        await sftp.lstat(path)
+    except RemoteNotFound:
+        return False
+    return True
+
+
+async def remove_quietly(sftp: SFTPSession, path: str) -> None:
+    if sftp.broken is None:
+        with contextlib.suppress(SSHPipeError):
+            await sftp.remove(path)

@@ -1,0 +1,475 @@
+"""One SFTP session over one byte pipe: request ids, pending replies, handles.
+
+This layer does I/O only through the pipe it is given (``write``/``close``)
+and the two calls the pipe makes back (``data_received``/``connection_lost``),
+so it never sees asyncssh; ``_ssh.py`` plugs an SSH channel in.
+
+Hot-path requests (READ, WRITE) take a callback instead of returning a future:
+a transfer keeps 128 of them in flight and a future plus a task per request is
+pure overhead. Control requests (OPEN, CLOSE, STAT...) are awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+from .._errors import (
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteNotFound,
+    RemotePermissionDenied,
+    Stalled,
+)
+from ..core import codec
+
+logger = logging.getLogger("sshpipe.sftp")
+
+_R = TypeVar("_R", bound="codec.Reply")
+ReplyCallback = Callable[["codec.Reply | BaseException"], None]
+
+
+class Shell(Protocol):
+    """A shell kept open on the server: commands one after another, each one round trip."""
+
+    async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
+        """(exit status, stdout) of ``command``, or None once the shell is gone.
+
+        Raises:
+            ProtocolError: it printed more than ``max_output`` characters.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+class RunCommand(Protocol):
+    """Runs one command on the server (an exec of its own): see ``Shell.run``."""
+
+    async def __call__(
+        self, command: str, *, within: float, max_output: int
+    ) -> tuple[int, str] | None: ...
+
+
+class Pipe(Protocol):
+    """A reliable, ordered byte stream to the SFTP server."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def status_error(
+    status: codec.Status, path: str, offset: int | None = None, *, write: bool = False
+) -> RemoteError:
+    """The exception for a failure STATUS, by its code (filexfer-02 §7).
+
+    ``write``: it answered a WRITE. SFTP v3 has no code for a full disk or a
+    quota; OpenSSH answers a bare "Failure", so the message says what that
+    usually means rather than leave the user guessing.
+    """
+    cls: type[RemoteError] = RemoteError
+    if status.code == codec.FX_NO_SUCH_FILE:
+        cls = RemoteNotFound
+    elif status.code == codec.FX_PERMISSION_DENIED:
+        cls = RemotePermissionDenied
+    reason = status.message or _STATUS_NAMES.get(status.code, f"status {status.code}")
+    if write and status.code == codec.FX_FAILURE and reason.lower() == "failure":
+        reason += " (the server gives no reason: most often its disk or your quota is full)"
+    return cls(path, reason, offset=offset, status=status.code)
+
+
+_STATUS_NAMES = {
+    codec.FX_EOF: "end of file",
+    codec.FX_NO_SUCH_FILE: "no such file",
+    codec.FX_PERMISSION_DENIED: "permission denied",
+    codec.FX_FAILURE: "failure",
+    codec.FX_BAD_MESSAGE: "bad message",
+    codec.FX_NO_CONNECTION: "no connection",
+    codec.FX_CONNECTION_LOST: "connection lost",
+    codec.FX_OP_UNSUPPORTED: "operation unsupported",
+}
+
+
+_NO_ATTRS = codec.Attrs()
+
+# How long a cancelled transfer waits for the CLOSE it sent: a server that
+# does not answer in this long has gone, and its handles with it.
+SETTLE_TIMEOUT = 30.0
+
+
+def quiet(future: asyncio.Future[codec.Reply]) -> None:
+    """Done-callback for a reply nobody will read: no "never retrieved" warning."""
+    if not future.cancelled():
+        future.exception()
+
+
+async def settle(future: asyncio.Future[codec.Reply]) -> None:
+    """Wait for a request's answer, whatever it is, even while being cancelled.
+
+    A handle must not outlive a cancelled transfer: its CLOSE is on the wire,
+    and the server answers it (or the channel dies) within a round trip; the
+    server answers every request sent before it on that handle first.
+    """
+    future.add_done_callback(quiet)
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(SETTLE_TIMEOUT):
+            await asyncio.shield(future)
+
+
+class SFTPSession:
+    """Client side of one SFTP v3 session.
+
+    Args:
+        pipe: where request bytes go; replies come back through ``data_received``.
+        name: used in log lines and ``repr``.
+        max_reply: the longest reply accepted (``codec.reply_cap``).
+        stall_timeout: seconds the server may owe a reply without sending a
+            byte before the session counts as dropped (``Stalled``); None never.
+    """
+
+    def __init__(
+        self,
+        pipe: Pipe,
+        *,
+        name: str = "sftp",
+        max_reply: int = codec.DEFAULT_MAX_REPLY_LEN,
+        stall_timeout: float | None = None,
+    ) -> None:
+        self._pipe = pipe
+        self.name = name
+        self._parser = codec.ReplyParser(max_reply)
+        # Every request, control ones too (OPEN, STAT, limits, CLOSE), is
+        # covered: a server that never answers one fails the session instead
+        # of hanging the transfer. Transfers set their own (``stall_timeout``).
+        self.stall_timeout = stall_timeout
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._pending: dict[int, ReplyCallback] = {}
+        self._next_id = 0
+        self._version: asyncio.Future[codec.Version] | None = None
+        self._broken: BaseException | None = None
+        self.extensions: dict[str, bytes] = {}
+        self.limits: codec.Limits | None = None
+        # Seconds from INIT to VERSION: one round trip on an idle channel, the
+        # flow controller's first RTT estimate.
+        self.init_rtt = 0.0
+        # Bytes of payload the channel can hold in flight each way (RFC 4254
+        # §5.2): the receive window we granted, the send window the server
+        # granted. 0 means unknown; the SSH edge fills them in.
+        self.recv_window = 0
+        self.peer_window = 0
+        # The server's SSH version string: OpenSSH swaps SYMLINK's arguments.
+        self.server_version = ""
+        # "user@host:port" of the connection it runs on (the SSH edge fills
+        # it in): an upload's resume journal is kept per destination server.
+        self.peer = ""
+        # Runs a command on the same server: (exit status, stdout), or None
+        # when it runs none. The SSH edge fills it in (used to verify hashes).
+        self.run_command: RunCommand | None = None
+        # Opens a Shell on the same connection (None when the server runs none).
+        self.open_shell: Callable[[], Awaitable[Shell | None]] | None = None
+        # When the server last spoke while it owed us a reply (or since it
+        # began to owe one): a watchdog's measure of silence (``silent_for``).
+        self._last_heard = time.monotonic()
+
+    def __repr__(self) -> str:
+        state = "broken" if self._broken else "open"
+        return f"<SFTPSession {self.name} {state} pending={len(self._pending)}>"
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    @property
+    def broken(self) -> BaseException | None:
+        return self._broken
+
+    # -- pipe callbacks ----------------------------------------------------
+
+    def silent_for(self, now: float) -> float:
+        """Seconds the server has owed a reply without a byte from it (0 when it owes none)."""
+        return now - self._last_heard if self._pending else 0.0
+
+    def abort(self, exc: BaseException) -> None:
+        """Give up on the session: every request in flight fails with ``exc`` at once."""
+        self._fail(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_heard = time.monotonic()
+        if self._broken is not None:
+            return
+        try:
+            self._parser.feed(data)
+            for message in self._parser.drain():
+                self._dispatch(message)
+        except codec.CodecError as exc:
+            self._fail(ProtocolError(f"{self.name}: malformed reply from server: {exc}"))
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        reason = exc if exc is not None else ConnectionBroken(f"{self.name}: channel closed")
+        self._fail(reason)
+
+    def _dispatch(self, message: codec.ServerMessage) -> None:
+        if isinstance(message, codec.Version):
+            if self._version is None or self._version.done():
+                raise codec.CodecError("unexpected VERSION message")
+            self._version.set_result(message)
+            return
+        callback = self._pending.pop(message.request_id, None)
+        if callback is None:
+            # A reply to a request we never sent (or already answered): the peer is
+            # broken or hostile, and nothing it says on this session can be trusted.
+            raise codec.CodecError(f"reply for unknown request id {message.request_id}")
+        callback(message)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._broken is not None:
+            return
+        self._broken = exc
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        pending, self._pending = self._pending, {}
+        if self._version is not None and not self._version.done():
+            self._version.set_exception(exc)
+        for callback in pending.values():
+            callback(exc)
+        self._pipe.close()
+
+    def _watch(self, delay: float) -> None:
+        self._watchdog = asyncio.get_running_loop().call_later(delay, self._check_silence)
+
+    def _check_silence(self) -> None:
+        """The watchdog's look: fail the session once the server owed a reply too long."""
+        self._watchdog = None
+        timeout = self.stall_timeout
+        if self._broken is not None or not self._pending or timeout is None:
+            return  # re-armed by the next request owed
+        silent = time.monotonic() - self._last_heard
+        if silent < timeout:
+            self._watch(timeout - silent)
+            return
+        logger.debug("%s: no reply for %.1f s: stalled", self.name, silent)
+        self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
+
+    # -- sending -------------------------------------------------------------
+
+    def _allocate(self, callback: ReplyCallback) -> int:
+        if self._broken is not None:
+            raise self._broken
+        if not self._pending:  # silence counts from the first request owed
+            self._last_heard = time.monotonic()
+            if self._watchdog is None and self.stall_timeout is not None:
+                self._watch(self.stall_timeout)
+        request_id = self._next_id
+        self._next_id = (request_id + 1) & 0xFFFFFFFF
+        self._pending[request_id] = callback
+        return request_id
+
+    def send_read(self, handle: bytes, offset: int, length: int, callback: ReplyCallback) -> None:
+        request_id = self._allocate(callback)
+        self._pipe.write(codec.encode_read(request_id, handle, offset, length))
+
+    def send_write(self, handle: bytes, offset: int, data: bytes, callback: ReplyCallback) -> None:
+        request_id = self._allocate(callback)
+        # One write, not header then payload: asyncssh cuts each write into SSH
+        # packets separately, so a separate header would cost a packet of its own.
+        self._pipe.write(codec.encode_write_header(request_id, handle, offset, len(data)) + data)
+
+    def _request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
+        """Send one request built by ``build(request_id)``; its reply resolves the future."""
+        future: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+
+        def resolve(reply: codec.Reply | BaseException) -> None:
+            if future.done():
+                return
+            if isinstance(reply, BaseException):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+        request_id = self._allocate(resolve)
+        self._pipe.write(build(request_id))
+        return future
+
+    def request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
+        """Send one request now; await the future for its reply (pipelining)."""
+        return self._request(build)
+
+    async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
+        """Send one request and await its reply."""
+        return await self._request(build)
+
+    # -- session set-up and control requests ---------------------------------
+
+    async def start(self, *, known_limits: codec.Limits | None = None) -> None:
+        """Exchange INIT/VERSION and learn the server's limits when it offers them.
+
+        Args:
+            known_limits: limits another session on the same server already
+                learned; a channel opened mid-transfer then saves a round trip.
+        """
+        self._version = asyncio.get_running_loop().create_future()
+        sent = time.monotonic()
+        self._pipe.write(codec.encode_init())
+        version = await self._version
+        self.init_rtt = time.monotonic() - sent
+        if version.version != codec.SFTP_VERSION:
+            raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
+        self.extensions = version.extensions
+        if "limits@openssh.com" in self.extensions and known_limits is not None:
+            self.limits = known_limits
+        elif "limits@openssh.com" in self.extensions:
+            reply = await self.call(lambda rid: codec.encode_extended(rid, "limits@openssh.com"))
+            if not isinstance(reply, codec.ExtendedReply):
+                raise ProtocolError(f"{self.name}: bad reply to limits@openssh.com")
+            try:
+                self.limits = codec.decode_limits(reply.payload)
+            except codec.CodecError as exc:
+                raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
+        if self.limits is not None and self.limits.max_packet_len:
+            # A server that states its packets' size sends no longer reply; one
+            # stating less than every server must take (filexfer-02 §3) is not
+            # believed, as for block sizing.
+            stated = max(self.limits.max_packet_len, codec.MIN_PACKET_LEN) + 1024
+            self._parser.max_len = min(self._parser.max_len, stated)
+
+    async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
+        return await self._open_handle(
+            lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs), path
+        )
+
+    async def opendir(self, path: str) -> bytes:
+        return await self._open_handle(
+            lambda rid: codec.encode_path_request(codec.FXP_OPENDIR, rid, codec.wire(path)), path
+        )
+
+    async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
+        future = self._request(build)
+        try:
+            reply = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The OPEN is on its way and the server may honour it: wait for the
+            # answer and close what it opened, or the handle leaks on the server.
+            with contextlib.suppress(Exception):
+                late = await future
+                if isinstance(late, codec.Handle):
+                    await self.close_handle(late.handle, path)
+            raise
+        return self._expect(reply, codec.Handle, path).handle
+
+    async def close_handle(self, handle: bytes, path: str) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
+        )
+        self.check_status(reply, path)
+
+    async def fstat(self, handle: bytes, path: str) -> codec.Attrs:
+        reply = await self.call(
+            lambda rid: codec.encode_handle_request(codec.FXP_FSTAT, rid, handle)
+        )
+        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def stat(self, path: str) -> codec.Attrs:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
+        )
+        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def lstat(self, path: str) -> codec.Attrs:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, codec.wire(path))
+        )
+        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def realpath(self, path: str) -> str:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_REALPATH, rid, codec.wire(path))
+        )
+        return self._single_name(reply, path)
+
+    async def readlink(self, path: str) -> str:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_READLINK, rid, codec.wire(path))
+        )
+        return self._single_name(reply, path)
+
+    async def symlink(self, target: str, link: str) -> None:
+        """Make ``link`` a symlink to ``target``.
+
+        filexfer-02 sends (linkpath, targetpath); OpenSSH's server has always
+        read them the other way round, and asyncssh's client swaps them for it.
+        """
+        first, second = (target, link) if "OpenSSH" in self.server_version else (link, target)
+        reply = await self.call(
+            lambda rid: codec.encode_symlink(rid, codec.wire(first), codec.wire(second))
+        )
+        self.check_status(reply, link)
+
+    async def mkdir(self, path: str, attrs: codec.Attrs = _NO_ATTRS) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_path_attrs_request(
+                codec.FXP_MKDIR, rid, codec.wire(path), attrs
+            )
+        )
+        self.check_status(reply, path)
+
+    async def setstat(self, path: str, attrs: codec.Attrs) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_path_attrs_request(
+                codec.FXP_SETSTAT, rid, codec.wire(path), attrs
+            )
+        )
+        self.check_status(reply, path)
+
+    @property
+    def can_fsync(self) -> bool:
+        return "fsync@openssh.com" in self.extensions
+
+    def fsync_request(self, handle: bytes) -> asyncio.Future[codec.Reply]:
+        """Send ``fsync@openssh.com`` for ``handle`` (check ``can_fsync`` first)."""
+        return self._request(lambda rid: codec.encode_fsync(rid, handle))
+
+    async def fsync(self, handle: bytes, path: str) -> None:
+        """Make the file's data durable on the server, if it offers fsync@openssh.com."""
+        if self.can_fsync:
+            self.check_status(await self.fsync_request(handle), path)
+
+    async def remove(self, path: str) -> None:
+        reply = await self.call(
+            lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
+        )
+        self.check_status(reply, path)
+
+    def close(self) -> None:
+        """Close the channel; pending requests fail with ConnectionBroken."""
+        self._fail(ConnectionBroken(f"{self.name}: closed"))
+
+    @staticmethod
+    def check_status(
+        reply: codec.Reply, path: str, offset: int | None = None, *, write: bool = False
+    ) -> None:
+        if not isinstance(reply, codec.Status):
+            raise ProtocolError(f"{path}: expected a STATUS reply, got {type(reply).__name__}")
+        if reply.code != codec.FX_OK:
+            raise status_error(reply, path, offset, write=write)
+
+    @classmethod
+    def _single_name(cls, reply: codec.Reply, path: str) -> str:
+        names = cls._expect(reply, codec.Name, path).names
+        if len(names) != 1:
+            raise ProtocolError(f"{path}: expected one name in the reply, got {len(names)}")
+        return names[0][0]
+
+    @staticmethod
+    def _expect(reply: codec.Reply, kind: type[_R], path: str) -> _R:
+        if isinstance(reply, kind):
+            return reply
+        if isinstance(reply, codec.Status):
+            raise status_error(reply, path)
+        raise ProtocolError(f"{path}: expected {kind.__name__}, got {type(reply).__name__}")

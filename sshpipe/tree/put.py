@@ -1,0 +1,477 @@
+"""Uploading trees: walk local directories, create remote ones, copy files through the pipeline.
+
+A small file costs three round trips: OPEN of a temporary name; every WRITE,
+the FSETSTAT of ``-p`` and the CLOSE together (filexfer-02 §6.1: in order on
+one handle); then the rename into place, so no file is ever seen half-written
+under its final name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import posixpath
+import stat
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from .._config import TransferConfig
+from .._errors import (
+    ConnectionBroken,
+    LocalError,
+    RemoteError,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    SSHPipeError,
+)
+from .._stats import TransferStats
+from ..core import codec
+from ..core.treeplan import landing
+from ..core.untrusted import safe_mode
+from ..local.dirfd import local_error
+from ..local.source import read_whole_file
+from ..transfer.lanes import LanePool
+from ..transfer.upload import upload
+from ..transport.remoteplace import (
+    check_landed,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
+from ..transport.sftp import SFTPSession, quiet, settle
+from .get import SPECIAL, read_back_small, size_of
+from .remotesync import RemoteSync
+from .run import Item, TreeRun
+
+_KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+
+
+def item_of(
+    source: str, dest: str, info: os.stat_result, ancestors: tuple[object, ...] = ()
+) -> Item:
+    attrs = codec.Attrs(
+        size=info.st_size,
+        permissions=info.st_mode,
+        atime=int(info.st_atime),
+        mtime=int(info.st_mtime),
+    )
+    kind = _KINDS.get(stat.S_IFMT(info.st_mode), "special")
+    return Item(source, dest, attrs, kind, ancestors)
+
+
+class TreePut(TreeRun):
+    """Copies local ``sources`` to the remote ``dest`` (scp's layout rules)."""
+
+    writes = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Temp files of uploads cut off by a dropped connection, removed at the end.
+        self.stale_temps: list[str] = []
+        self.remote_sync = RemoteSync(self.commands)
+
+    async def close(self) -> None:
+        await self.remote_sync.close()
+        await super().close()
+
+    # -- finding the work --------------------------------------------------------
+
+    async def dest_size(self, item: Item) -> int | None:
+        try:
+            attrs = await self.on_channel(partial(SFTPSession.lstat, path=item.dest))
+        except RemoteNotFound:
+            return None
+        return attrs.size if attrs.kind == "file" else None
+
+    async def scan_roots(self) -> None:
+        try:
+            dest_is_dir = (
+                await self.on_channel(partial(SFTPSession.stat, path=self.dest))
+            ).is_dir()
+        except RemoteNotFound:
+            dest_is_dir = False
+        if self.journal is not None:  # resuming: where the first run put it
+            dest_is_dir = self.journal.landing(dest_is_dir)
+        if len(self.sources) > 1 and not dest_is_dir:
+            raise RemoteError(self.dest, "is not a directory (several sources need one)")
+        for source in self.sources:
+            dest = landing(source, self.dest, dest_is_dir=dest_is_dir)
+            try:
+                info = os.stat(source)  # a named source is followed, as scp does
+            except OSError as exc:
+                self.refuse(local_error(source, exc), source)
+                continue
+            await self.found(item_of(source, dest, info))
+
+    async def found(self, item: Item) -> None:
+        if item.kind == "file":
+            await self.queue_file(item)
+        elif item.kind == "dir":
+            if not self.options.recursive:
+                self.refuse(LocalError(item.source, "is a directory (use -r)"), item.source)
+            else:
+                self.queue_dir(item)
+        elif item.kind == "symlink" and self.options.follow_symlinks:
+            try:
+                info = os.stat(item.source)
+            except OSError as exc:
+                self.refuse(local_error(item.source, exc), item.source)
+                return
+            await self.found(item_of(item.source, item.dest, info, item.ancestors))
+        elif item.kind == "symlink":
+            await self.small.put(item)
+        else:
+            self.skip(item.source, SPECIAL)
+
+    async def scan_dir(self, item: Item) -> None:
+        if self.options.follow_symlinks:
+            try:
+                info = os.stat(item.source)
+            except OSError as exc:
+                raise local_error(item.source, exc) from exc
+            identity = (info.st_dev, info.st_ino)
+            if identity in item.ancestors:
+                self.skip(item.source, "symlink loop: it is a directory above itself")
+                return
+            item = replace(item, ancestors=(*item.ancestors, identity))
+        await self._make_remote_dir(item)
+        try:
+            with os.scandir(item.source) as listing:
+                entries = [
+                    (entry.name, entry.path, entry.stat(follow_symlinks=False)) for entry in listing
+                ]
+        except OSError as exc:
+            raise local_error(item.source, exc) from exc
+        for name, path, info in entries:
+            await self.found(item_of(path, posixpath.join(item.dest, name), info, item.ancestors))
+
+    async def _make_remote_dir(self, item: Item) -> None:
+        mode = (self.mode_of(item) | 0o700) & 0o777  # ours to fill; its mode is set at the end
+
+        async def make(sftp: SFTPSession) -> bool:
+            """Whether it existed. Repeated after a reconnect, ours counts as existing
+            (its mode is then left alone, rather than risk changing someone else's)."""
+            try:
+                await sftp.mkdir(item.dest, codec.Attrs(permissions=mode))
+                return False
+            except RemoteError as exc:
+                try:  # OpenSSH answers a plain FAILURE when it exists: is it a directory?
+                    existed = (await sftp.stat(item.dest)).is_dir()
+                except SSHPipeError:
+                    raise exc from None
+                if not existed:
+                    raise RemoteError(item.dest, "exists and is not a directory") from exc
+                return True
+
+        existed = await self.on_channel(make)
+        self.made_dirs.append((item, existed))
+        self.account.directories += 1
+
+    # -- copying ---------------------------------------------------------------
+
+    async def copy_small(self, item: Item) -> None:
+        if item.kind == "symlink":
+            await self._copy_link(item)
+            return
+        size = item.size
+        # -R counts WRITEs of data, as for one file (OPEN, CLOSE, rename are not).
+        async with self.credits.hold(max(1, -(-size // self.block)), size):
+            data = await self.local(read_whole_file, item.source, size)
+            if data is not None:
+                async with self.handles:
+                    sent = await self.on_channel(partial(self._send_small, item, data))
+        if data is None:
+            await self.copy_big(item)  # it grew since it was listed
+            return
+        if sent is not None:  # outside the credits and handles: it holds neither now
+            await self.on_channel(partial(self._commit_small, item, sent))
+        self.account.file_done(len(data))
+
+    async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> _Sent | None:
+        """Write the file under a new temp name (each attempt its own: a lost one is
+        removed at the end) and close it; rename it too, unless it must wait.
+
+        It waits (returned, for ``_commit_small``) with --verify, and with fsync
+        where the server can ``sync -f`` a batch (``RemoteSync``); otherwise
+        fsync@openssh.com, if asked, went with its writes.
+        """
+        temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
+        batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
+        waits = batched or self.verifier is not None
+        try:
+            await put_small(
+                sftp,
+                item.dest,
+                data,
+                temp=temp,
+                block=self.block,
+                mode=self.mode_of(item),
+                times=item.times if self.options.preserve else None,
+                fsync=self.config.fsync and not batched,
+                rename=not waits,
+            )
+        except ConnectionBroken:
+            if temp != item.dest:
+                self.stale_temps.append(temp)
+            raise
+        if not waits:
+            return None
+        digest = hashlib.sha256(data).hexdigest() if self.verifier is not None else ""
+        return _Sent(temp, len(data), digest, batched)
+
+    async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
+        """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
+        renamed_here = sent.temp != item.dest
+        if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.size):
+            return  # the rename went through before the connection did
+        try:
+            if self.verifier is not None:
+                await self.verifier.check(
+                    sent.temp,
+                    digest=sent.digest,
+                    size=sent.size,
+                    remote_size=partial(size_of, sftp, sent.temp),
+                    read_back=partial(read_back_small, sftp, sent.temp, sent.size, self.block),
+                    shown=item.dest,
+                )
+            directory = posixpath.dirname(sent.temp) or "."
+            if sent.batched and not await self.remote_sync.sync(directory):
+                await fsync_remote_file(sftp, sent.temp, item.dest)
+            if renamed_here:
+                sent.renaming = True
+                await rename_into_place(sftp, sent.temp, item.dest, sent.size)
+        except ConnectionBroken:
+            raise  # run again on the new connection: the temp file is still there
+        except BaseException:
+            if renamed_here:
+                await remove_quietly(sftp, sent.temp)
+            raise
+
+    async def copy_big(self, item: Item) -> None:
+        with self.tracking() as moved:
+            async with self.big_turn() as end_turn, self.big_lease() as lease:
+                stats = await upload(
+                    lease,
+                    item.source,
+                    item.dest,
+                    self.big_config,
+                    into_directory=False,
+                    shared=self.big_bytes,
+                    on_tail=end_turn,
+                    on_progress=moved,
+                    remote_hash=self.verifier.remote_sha256 if self.verifier else None,
+                )
+            if self.verifier is not None:
+                self.verifier.passed(stats.verified)
+            if self.options.preserve:
+                attrs = self.final_attrs(item)
+                await self.on_channel(lambda sftp: sftp.setstat(item.dest, attrs))
+            self.account.file_done(stats.bytes, reported=moved.total)
+
+    async def _copy_link(self, item: Item) -> None:
+        try:
+            target = os.readlink(item.source)
+        except OSError as exc:
+            raise local_error(item.source, exc) from exc
+        await self.on_channel(partial(_make_link, target, item.dest))
+        self.account.symlinks += 1
+
+    def final_attrs(self, item: Item) -> codec.Attrs:
+        times = item.times if self.options.preserve else None
+        return codec.Attrs(
+            permissions=self.mode_of(item),
+            atime=times[0] if times else None,
+            mtime=times[1] if times else None,
+        )
+
+    async def finish(self) -> None:
+        """Directory modes and times, deepest first; temp files lost to a dropped connection go."""
+        todo = [
+            (item, self.final_attrs(item))
+            for item, existed in reversed(self.made_dirs)
+            if self.options.preserve
+            or (not existed and self.mode_of(item) | 0o700 != self.mode_of(item))
+        ]
+        if todo:
+            for item, error in await self.on_channel(partial(_set_dir_attrs, todo)):
+                self.failed(item, error)
+        stale, self.stale_temps = self.stale_temps, []
+        for temp in stale:
+            await self.on_channel(partial(remove_quietly, path=temp))
+        if self.remote_sync.used:  # and the renames themselves, as a download's directory fsync
+            await self.on_channel(lambda _: self.remote_sync.sync_all())
+
+
+async def _set_dir_attrs(
+    todo: list[tuple[Item, codec.Attrs]], sftp: SFTPSession
+) -> list[tuple[Item, SSHPipeError]]:
+    """SETSTAT each directory, pipelined on one channel (served in order); the failures."""
+    pending = [
+        (
+            item,
+            sftp.request(
+                partial(
+                    codec.encode_path_attrs_request,
+                    codec.FXP_SETSTAT,
+                    path=item.dest.encode(),
+                    attrs=attrs,
+                )
+            ),
+        )
+        for item, attrs in todo
+    ]
+    failures = []
+    for item, future in pending:
+        try:
+            sftp.check_status(await future, item.dest)
+        except ConnectionBroken:
+            for _, rest in pending:
+                rest.add_done_callback(quiet)
+            raise
+        except SSHPipeError as exc:
+            failures.append((item, exc))
+    return failures
+
+
+async def upload_preserving(
+    lanes: LanePool, local: str, remote: str, config: TransferConfig
+) -> TransferStats:
+    """One file with ``-p``: the single-file engine, then the local mode (no setuid or
+    setgid bit: ``safe_mode``) and times."""
+    try:
+        info = os.stat(local)
+    except OSError as exc:
+        raise local_error(local, exc) from exc
+    sftp = lanes.channels[0]
+    target = await resolve_remote_target(sftp, remote, os.path.basename(local))
+    stats = await upload(lanes, local, target, config, into_directory=False)
+    item = item_of(local, target, info)
+    mode = safe_mode(info.st_mode, directory=False)
+    await sftp.setstat(
+        target, codec.Attrs(permissions=mode, atime=item.attrs.atime, mtime=item.attrs.mtime)
+    )
+    return stats
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A small upload written and closed under ``temp``, waiting for its check, sync, rename."""
+
+    temp: str
+    size: int
+    digest: str  # its SHA-256, with --verify
+    batched: bool  # durable by the next sync -f (else fsynced with its writes, if asked)
+    renaming: bool = False  # the rename was sent: after a drop, a temp gone means it was done
+
+
+async def fsync_remote_file(sftp: SFTPSession, path: str, shown: str) -> None:
+    """fsync@openssh.com on a file already written and closed (if the server offers it)."""
+    if not sftp.can_fsync:
+        return
+    handle = await sftp.open(path, codec.FXF_WRITE)
+    try:
+        await sftp.fsync(handle, shown)
+    finally:
+        await sftp.close_handle(handle, shown)
+
+
+async def _make_link(target: str, path: str, sftp: SFTPSession) -> None:
+    """A symlink at ``path``; something there already is replaced, never a directory."""
+    try:
+        await sftp.symlink(target, path)
+    except RemoteError as exc:
+        try:
+            there = await sftp.lstat(path)
+        except SSHPipeError:
+            raise exc from None
+        if there.is_dir():
+            raise RemoteIsADirectory(path, "is a directory, not replaced by a symlink") from exc
+        await sftp.remove(path)
+        await sftp.symlink(target, path)
+
+
+def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:
+    return codec.encode_write_header(request_id, handle, offset, len(chunk)) + chunk
+
+
+async def put_small(
+    sftp: SFTPSession,
+    dest: str,
+    data: bytes,
+    *,
+    temp: str,
+    block: int,
+    mode: int,
+    times: tuple[int, int] | None,
+    fsync: bool = True,
+    rename: bool = True,
+) -> None:
+    """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
+
+    ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
+    the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
+    ``rename`` False leaves the written temp file to the caller (removed on error).
+
+    Raises:
+        RemoteError: naming ``dest`` (the temp name is ours, not the user's).
+    """
+    inplace = temp == dest
+    flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+    if not inplace:
+        flags |= codec.FXF_EXCL
+    committed = False
+    try:
+        try:
+            handle = await sftp.open(temp, flags, codec.Attrs(permissions=mode & 0o777))
+        except RemoteError as exc:
+            raise type(exc)(dest, exc.reason, status=exc.status) from exc
+        replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = [
+            (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
+            for offset in range(0, len(data), block)
+        ]
+        if times is not None:  # -p: after the writes, so the mtime stays
+            attrs = codec.Attrs(permissions=mode, atime=times[0], mtime=times[1])
+            replies.append(
+                (
+                    None,
+                    sftp.request(
+                        partial(
+                            codec.encode_handle_attrs_request,
+                            codec.FXP_FSETSTAT,
+                            handle=handle,
+                            attrs=attrs,
+                        )
+                    ),
+                )
+            )
+        if fsync and sftp.can_fsync:  # after the writes, before the CLOSE: in order
+            replies.append((None, sftp.fsync_request(handle)))
+        replies.append(
+            (
+                None,
+                sftp.request(partial(codec.encode_handle_request, codec.FXP_CLOSE, handle=handle)),
+            )
+        )
+        failure: SSHPipeError | None = None
+        try:
+            for offset, future in replies:
+                try:
+                    sftp.check_status(await future, dest, offset, write=offset is not None)
+                except SSHPipeError as exc:
+                    failure = failure or exc  # wait for the rest: the CLOSE must be answered
+        except asyncio.CancelledError:
+            for _, future in replies:
+                future.add_done_callback(quiet)
+            await settle(replies[-1][1])  # the CLOSE, answered after every WRITE
+            raise
+        if failure is not None:
+            raise failure
+        if rename and not inplace:
+            await rename_into_place(sftp, temp, dest, len(data))
+        committed = True
+    finally:
+        if not committed and not inplace:
+            await remove_quietly(sftp, temp)

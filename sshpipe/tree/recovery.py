@@ -1,0 +1,131 @@
+"""A tree's pipeline survives a dropped or silent connection: one reconnect for all.
+
+Hundreds of small files may be in flight on the pipeline's channels when the
+connection goes. Each remote step of the tree (a listing, a small file, a
+symlink) is one operation that can run again from scratch: a download is
+only written locally once all its bytes are in, an upload goes to a new
+temporary name. So every operation that fails with the connection waits for
+one shared reconnect (``Recovery.heal``) and runs again on the new channels;
+the retry budget and backoff are the single-file engine's (``after_break``).
+Big files are striped by the single-file engine, which reconnects on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from .._config import TransferConfig
+from .._errors import ConnectionBroken, Stalled
+from ..core.retry import RetryBudget
+from ..transfer.lanes import LanePool, after_break
+from ..transport.sftp import SFTPSession
+
+logger = logging.getLogger("sshpipe.tree")
+
+WATCH_INTERVAL = 0.25  # seconds between looks for a silent channel
+
+
+class Recovery:
+    """Reconnects a tree's pipeline once for every operation a connection broke.
+
+    Args:
+        lanes: the pipeline's channels (a lease on the client's pool).
+        config: ``retries`` and ``stall_timeout``.
+        progress: a count that grows while the tree moves (bytes or files done):
+            a reconnect after progress starts a fresh run of the budget.
+        healed: told the live channels after each reconnect.
+        label: what the log lines name (the tree's first source).
+    """
+
+    def __init__(
+        self,
+        lanes: LanePool,
+        config: TransferConfig,
+        *,
+        progress: Callable[[], int],
+        healed: Callable[[list[SFTPSession]], Awaitable[None]],
+        label: str,
+    ) -> None:
+        self.lanes = lanes
+        self.config = config
+        self.generation = 0  # reconnects done; an operation remembers the one it ran in
+        self.reconnects = 0
+        self._progress = progress
+        self._healed = healed
+        self._label = label
+        self._budget = RetryBudget(attempts=config.retries)
+        self._failures = 0
+        self._mark = progress()
+        self._healing: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<Recovery generation={self.generation} failures={self._failures} "
+            f"healing={self._healing is not None}>"
+        )
+
+    async def heal(self, seen: int, broken: ConnectionBroken) -> None:
+        """After ``broken`` in an operation started in generation ``seen``: fresh channels.
+
+        The first caller reconnects; the others wait for it. A caller whose
+        operation began before a reconnect that has since finished goes again
+        at once: its failure was that connection's, already replaced.
+
+        Raises:
+            ConnectionBroken: the budget ran out (the tree stops).
+            ConnectError: a failure retrying cannot fix (key or host key refused).
+        """
+        if seen != self.generation:
+            return
+        if self._healing is None:
+            self._healing = asyncio.get_running_loop().create_task(self._heal(broken))
+            self._healing.add_done_callback(_retrieve)
+        await asyncio.shield(self._healing)
+
+    async def _heal(self, broken: ConnectionBroken) -> None:
+        try:
+            now = self._progress()
+            self._failures = await after_break(
+                self.lanes,
+                self._budget,
+                self._failures,
+                broken,
+                progressed=now > self._mark,
+                path=self._label,
+            )
+            self._mark = now
+            self.reconnects += 1
+            self.generation += 1
+            await self._healed(list(self.lanes.channels))
+        finally:
+            self._healing = None
+
+    async def watch(self, channels: Callable[[], Sequence[SFTPSession]]) -> None:
+        """Forever: a channel that owes replies and has been silent for ``stall_timeout`` is
+        given up (its requests fail with ``Stalled``, and their operations heal)."""
+        limit = self.config.stall_timeout
+        while True:
+            await asyncio.sleep(min(WATCH_INTERVAL, limit / 2))
+            now = time.monotonic()
+            for sftp in channels():
+                silent = sftp.silent_for(now)
+                if sftp.broken is None and silent > limit:
+                    logger.info("%s: %s silent for %.1f s", self._label, sftp.name, silent)
+                    sftp.abort(Stalled(f"{self._label}: no reply for {limit:g} s"))
+
+    async def close(self) -> None:
+        """Stop a reconnect still under way (the tree ended without it)."""
+        if self._healing is not None:
+            self._healing.cancel()
+            with contextlib.suppress(BaseException):
+                await self._healing
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Its waiters may all be gone (the tree was cancelled): no 'never retrieved' noise."""
+    if not task.cancelled():
+        task.exception()
