@@ -16,8 +16,8 @@ BOUNDS: dict[str, Any] = {"within": 30.0, "max_output": 4096}
 
 
 async def test_commands_run_in_order_with_their_status_and_output(openssh_peer: Peer) -> None:
-    async with openssh_peer.client() as sp, sp._lease(sshpipe.TransferConfig()) as lanes:
-        sftp = lanes.channels[0]
+    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+        sftp = lease.channels[0]
         assert sftp.open_shell is not None
         shell = await sftp.open_shell()
         assert shell is not None
@@ -43,9 +43,9 @@ async def test_commands_run_in_order_with_their_status_and_output(openssh_peer: 
 
 
 async def test_a_shell_that_exits_is_reported_gone(openssh_peer: Peer) -> None:
-    async with openssh_peer.client() as sp, sp._lease(sshpipe.TransferConfig()) as lanes:
-        assert lanes.channels[0].open_shell is not None
-        shell = await lanes.channels[0].open_shell()
+    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+        assert lease.channels[0].open_shell is not None
+        shell = await lease.channels[0].open_shell()
         assert shell is not None
         assert await shell.run("exit 0", **BOUNDS) is None
         assert await shell.run("true", **BOUNDS) is None
@@ -54,8 +54,8 @@ async def test_a_shell_that_exits_is_reported_gone(openssh_peer: Peer) -> None:
 @pytest.fixture
 async def commands(openssh_peer: Peer) -> AsyncIterator[tuple[Shell, RunCommand]]:
     """A shell kept open on sshd, and the exec of one command, on one connection."""
-    async with openssh_peer.client() as sp, sp._lease(sshpipe.TransferConfig()) as lanes:
-        sftp = lanes.channels[0]
+    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+        sftp = lease.channels[0]
         assert sftp.open_shell is not None and sftp.run_command is not None
         shell = await sftp.open_shell()
         assert shell is not None

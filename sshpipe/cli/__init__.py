@@ -6,4 +6,3 @@ Everything a server says is escaped before it reaches the terminal
 May import: the public API (``sshpipe``), ``_config``, ``_errors``, ``testing.embedded``
 (the demo's server).
 """
-

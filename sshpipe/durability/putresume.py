@@ -27,7 +27,7 @@ from ..core.untrusted import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
 from ..transfer.download import _finish_reads, _reading
-from ..transfer.lanes import LanePool
+from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .journal import Journal
 from .journal import load as load_journal
@@ -95,14 +95,14 @@ class UploadResume:
     def kept_bytes(self) -> int:
         return sum(rng.length for rng in self.kept)
 
-    async def prepare(self, lanes: LanePool, remote: str, config: TransferConfig) -> None:
+    async def prepare(self, lease: Lease, remote: str, config: TransferConfig) -> None:
         """Find the journal, check the partial against it; then ``kept`` says what stays.
 
         Raises:
             IntegrityError: the source changed since the partial was made.
             ConnectionBroken: while reading back (call again after reconnecting).
         """
-        sftp = lanes.channels[0]
+        sftp = lease.channels[0]
         self.partial = remote_resume_name(remote)
         where = await absolute(sftp, remote)
         if self._state is None:
@@ -126,7 +126,7 @@ class UploadResume:
             if attrs.size is not None and attrs.size <= self.source.size:
                 candidates = latest_disjoint(entries, attrs.size)
                 if candidates:
-                    kept = await read_back_kept(lanes, self.partial, config, attrs, candidates)
+                    kept = await read_back_kept(lease, self.partial, config, attrs, candidates)
                 logger.info(
                     "%s: resuming, %d of %d journaled ranges intact (%d bytes)",
                     printable(remote),
@@ -201,7 +201,7 @@ def _seconds(mtime_ns: object) -> str:
 
 
 async def read_back_kept(
-    lanes: LanePool, partial: str, config: TransferConfig, attrs: codec.Attrs, entries: list[Entry]
+    lease: Lease, partial: str, config: TransferConfig, attrs: codec.Attrs, entries: list[Entry]
 ) -> list[Range]:
     """The ``entries`` whose bytes in ``partial`` still hash as journaled.
 
@@ -215,7 +215,7 @@ async def read_back_kept(
         # "Resuming" a download of which everything but the wanted ranges is here.
         return ReadPlan.resuming(block_size=block, size=size, have=missing(size, wanted))
 
-    async with _reading(lanes, partial, config, known=attrs, plan_for=plan_for) as (pump, grower):
+    async with _reading(lease, partial, config, known=attrs, plan_for=plan_for) as (pump, grower):
         failure: BaseException | None = None
         try:
             pump.fill()

@@ -1,4 +1,4 @@
-"""Downloads and ``stream()``: keep READs in flight over the lanes, write or yield in order.
+"""Downloads and ``stream()``: keep READs in flight over the lease, write or yield in order.
 
 Issuing and bookkeeping happen in the reply callbacks (synchronously, inside
 the channel's ``data_received``), so a reply is turned into the next request
@@ -30,12 +30,12 @@ from ..core.retry import RetryBudget
 from ..durability.journal import DownloadResume
 from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
+from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession, status_error
 from .lanes import (
     Grower,
     Handles,
     Lane,
-    LanePool,
     Pump,
     after_break,
     block_size_for,
@@ -159,9 +159,9 @@ class ReadPump(Pump):
         while self.plan.outstanding:
             await self.wait()
 
-    def stats(self, started: float, size: int, lanes: LanePool) -> TransferStats:
+    def stats(self, started: float, size: int, lease: Lease) -> TransferStats:
         return TransferStats(
-            **self.flow_stats(lanes),  # type: ignore[arg-type]
+            **self.flow_stats(lease),  # type: ignore[arg-type]
             bytes=size,
             seconds=time.perf_counter() - started,
             requests=self.requests,
@@ -223,7 +223,7 @@ async def _finish_reads(pump: ReadPump, grower: Grower, error: BaseException | N
 
 @contextlib.asynccontextmanager
 async def _reading(
-    lanes: LanePool,
+    lease: Lease,
     remote: str,
     config: TransferConfig,
     shared: SharedBytes | None = None,
@@ -237,12 +237,12 @@ async def _reading(
     still owes is asked for. ``plan_for(attrs, block)`` makes the first plan
     (a resumed download's).
     """
-    first_channels = initial_channels(lanes)
+    first_channels = initial_channels(lease)
     first = first_channels[0]
     block = block_size_for(config, first, write=False)
     capacity = channel_capacity(config, first, block, write=False)
-    controller = make_controller(config, lanes, capacity=capacity, size=None, block=block)
-    async with growing(lanes, controller) as grower:
+    controller = make_controller(config, lease, capacity=capacity, size=None, block=block)
+    async with growing(lease, controller) as grower:
         handles, attrs = await _open_for_read(first_channels, remote, known)
         controller.set_size(attrs.size)
         if plan is None and plan_for is not None:
@@ -255,7 +255,7 @@ async def _reading(
             controller,
             plan,
             requests_per_lane=config.requests,
-            adaptive=lanes.can_grow,
+            adaptive=lease.can_grow,
             want_lanes=grower.want,
         )
         grower.attach(pump)
@@ -263,7 +263,7 @@ async def _reading(
 
 
 async def download(
-    lanes: LanePool,
+    lease: Lease,
     remote: str,
     local: str | LocalFile,
     config: TransferConfig,
@@ -327,7 +327,7 @@ async def download(
                 had = plan.received if plan is not None else 0
                 try:
                     plan_for = resuming.plan_for if resuming is not None else None
-                    async with _reading(lanes, remote, config, shared, known, plan, plan_for) as (
+                    async with _reading(lease, remote, config, shared, known, plan, plan_for) as (
                         pump,
                         grower,
                     ):
@@ -339,7 +339,7 @@ async def download(
                 except ConnectionBroken as exc:
                     progressed = plan is not None and plan.received > had
                     failures = await after_break(
-                        lanes, budget, failures, exc, progressed=progressed, path=remote
+                        lease, budget, failures, exc, progressed=progressed, path=remote
                     )
                     reconnects += 1
             await writer.close()
@@ -347,18 +347,18 @@ async def download(
             verified = "none"
             if config.verify != "none":
                 verified = await check(
-                    lanes.channels[0],
+                    lease.channels[0],
                     remote,
                     level=config.verify,
                     size=plan.final_size,
                     digest=await digest_of(attempt.digest, target.temp, plan.final_size),
-                    read_back=partial(read_back, lanes, remote, config),
+                    read_back=partial(read_back, lease, remote, config),
                     shown=remote,
                     remote_hash=remote_hash,
                 )
             await target.commit(plan.final_size, in_thread=config.local_io_in_thread, attrs=attrs)
             committed = True
-            stats = pump.stats(started, plan.final_size, lanes)
+            stats = pump.stats(started, plan.final_size, lease)
             resumed = resuming.kept if resuming is not None else 0
             return replace(stats, verified=verified, reconnects=reconnects, resumed_bytes=resumed)
         finally:
@@ -426,20 +426,18 @@ class _Attempt:
             await _finish_reads(pump, grower, failure)
 
 
-async def read_back(lanes: LanePool, remote: str, config: TransferConfig) -> str:
+async def read_back(lease: Lease, remote: str, config: TransferConfig) -> str:
     """The SHA-256 of the remote file, read again over SFTP (verify="read-back")."""
     digest = hashlib.sha256()
-    async with contextlib.aclosing(stream(lanes, remote, config)) as pieces:
+    async with contextlib.aclosing(stream(lease, remote, config)) as pieces:
         async for piece in pieces:
             digest.update(piece)
     return digest.hexdigest()
 
 
-async def stream(
-    lanes: LanePool, remote: str, config: TransferConfig
-) -> AsyncGenerator[bytes, None]:
+async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGenerator[bytes, None]:
     """Yield the remote file's bytes in order; memory stays within the byte budget."""
-    async with _reading(lanes, remote, config) as (pump, grower):
+    async with _reading(lease, remote, config) as (pump, grower):
         plan = pump.plan
         reorder = ReorderBuffer()
         failure: BaseException | None = None

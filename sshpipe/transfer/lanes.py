@@ -20,7 +20,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from .._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
 from .._errors import ConnectError, ConnectionBroken, SSHPipeError, Stalled
@@ -29,6 +28,7 @@ from ..core.flight import FlightBudget, SharedBytes
 from ..core.flowcontrol import FlowController, FlowLimits
 from ..core.retry import RetryBudget, failures_after
 from ..core.untrusted import MIN_BLOCK_SIZE, printable
+from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.flow")
@@ -51,22 +51,6 @@ def block_size_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) ->
     # A server stating less than every server must take (filexfer-02 §3) is
     # not believed: short reads and writes are re-asked anyway.
     return max(MIN_BLOCK_SIZE, min(size, MAX_AUTO_BLOCK_SIZE))
-
-
-class LanePool(Protocol):
-    """Where a transfer's channels come from (the client's lease)."""
-
-    channels: list[SFTPSession]
-    max_channels: int
-    can_grow: bool
-
-    def connections_of(self, channels: list[SFTPSession]) -> int: ...
-
-    async def add(
-        self, count: int, ready: Callable[[SFTPSession], None] | None = None
-    ) -> list[SFTPSession]: ...
-
-    async def recover(self, *, stalled: bool) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -250,11 +234,11 @@ class Pump:
                 lane.sftp.close()
             raise stalled from None
 
-    def flow_stats(self, lanes: LanePool) -> dict[str, object]:
+    def flow_stats(self, lease: Lease) -> dict[str, object]:
         ctl = self.controller
-        first = lanes.channels[0]
+        first = lease.channels[0]
         return {
-            "connections": lanes.connections_of(self.handles.used),
+            "connections": lease.connections_of(self.handles.used),
             "rtt_initial": first.init_rtt,
             "rtt_min": ctl.min_rtt,
             "rtt_smoothed": ctl.srtt,
@@ -281,46 +265,46 @@ def channel_capacity(config: TransferConfig, sftp: SFTPSession, block: int, *, w
 
 
 def make_controller(
-    config: TransferConfig, lanes: LanePool, *, capacity: int, size: int | None, block: int
+    config: TransferConfig, lease: Lease, *, capacity: int, size: int | None, block: int
 ) -> FlowController:
     limits = FlowLimits(
         memory_budget=config.max_bytes_in_flight,
         min_in_flight=config.min_bytes_in_flight,
         channel_capacity=max(1, capacity),
-        max_channels=lanes.max_channels,
+        max_channels=lease.max_channels,
         size=size,
         block=block,
     )
-    rtt0 = min((s.init_rtt for s in lanes.channels if s.init_rtt > 0), default=0.0)
+    rtt0 = min((s.init_rtt for s in lease.channels if s.init_rtt > 0), default=0.0)
     return FlowController(limits, rtt0=rtt0, now=time.monotonic())
 
 
 class Grower:
-    """Opens more channels while the controller wants more, and makes them lanes.
+    """Opens more channels while the controller wants more, and makes them lease.
 
     It starts before the file is open (the controller's first guess comes from
     the RTT seen at set-up), so new channels' four round trips overlap the
     first channel's STAT/OPEN/FSTAT. Channels that arrive before the pump
-    exists are parked; ``attach`` turns them into lanes. Each channel becomes a
+    exists are parked; ``attach`` turns them into lease. Each channel becomes a
     lane as soon as it and its handle are open, not when the whole batch is (a
     new connection takes ten round trips). A channel or connection that cannot
     be opened only stops the growth: the transfer goes on with what it has.
     """
 
-    def __init__(self, lanes: LanePool, controller: FlowController) -> None:
-        self.lanes = lanes
+    def __init__(self, lease: Lease, controller: FlowController) -> None:
+        self.lease = lease
         self.controller = controller
         self.want = asyncio.Event()
         self.want.set()  # the first guess may already want more than one channel
         self._pump: Pump | None = None
-        self._parked: list[SFTPSession] = []  # open channels not (yet) wanted as lanes
+        self._parked: list[SFTPSession] = []  # open channels not (yet) wanted as lease
         self._opening = 0  # channels whose handle on the file is being opened
         self._group: asyncio.TaskGroup | None = None
         self._task: asyncio.Task[None] | None = None
         self._bug: Exception | None = None
 
     def start(self) -> None:
-        if self.lanes.can_grow:
+        if self.lease.can_grow:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -333,13 +317,13 @@ class Grower:
             raise self._bug
 
     def attach(self, pump: Pump) -> None:
-        """The file is open and the pump runs: parked channels become lanes."""
+        """The file is open and the pump runs: parked channels become lease."""
         self._pump = pump
         self._use_parked()
         self.want.set()
 
     def _use_parked(self) -> None:
-        """Make lanes of parked channels, as many as the controller wants now.
+        """Make lease of parked channels, as many as the controller wants now.
 
         A download learns its size only once open; channels opened for the first
         guess then wait here until (if ever) the controller wants them.
@@ -386,10 +370,10 @@ class Grower:
                     self.want.clear()
                     self._use_parked()
                     pump = self._pump
-                    missing = self.controller.channels - len(self.lanes.channels)
+                    missing = self.controller.channels - len(self.lease.channels)
                     if not growing or missing <= 0 or (pump is not None and pump.error):
                         continue
-                    added = await self.lanes.add(missing, self._arrived)
+                    added = await self.lease.add(missing, self._arrived)
                     growing = bool(added)  # none: the server (or our caps) allow no more
         except SSHPipeError:
             return
@@ -400,13 +384,13 @@ class Grower:
 
 
 @contextlib.asynccontextmanager
-async def growing(lanes: LanePool, controller: FlowController) -> AsyncIterator[Grower]:
+async def growing(lease: Lease, controller: FlowController) -> AsyncIterator[Grower]:
     """A grower running for the duration of the block (stopped, and awaited, on leaving).
 
     Not a TaskGroup around the block: that would wrap the transfer's own error
     in an ExceptionGroup.
     """
-    grower = Grower(lanes, controller)
+    grower = Grower(lease, controller)
     grower.start()
     try:
         yield grower
@@ -420,9 +404,9 @@ def budget_for(config: TransferConfig, shared: SharedBytes | None = None) -> Fli
     )
 
 
-def initial_channels(lanes: LanePool) -> list[SFTPSession]:
+def initial_channels(lease: Lease) -> list[SFTPSession]:
     """The channels the file is opened on before any growth: all of them when fixed."""
-    return list(lanes.channels) if not lanes.can_grow else lanes.channels[:1]
+    return list(lease.channels) if not lease.can_grow else lease.channels[:1]
 
 
 async def open_lanes(
@@ -444,7 +428,7 @@ async def open_lanes(
 
 
 async def after_break(
-    lanes: LanePool,
+    lease: Lease,
     budget: RetryBudget,
     failures: int,
     broken: ConnectionBroken,
@@ -461,10 +445,10 @@ async def after_break(
     if budget.exhausted(failures):
         raise broken
     logger.info("%s: %s; reconnecting (%d in a row)", printable(path), broken, failures)
-    return await reconnect(lanes, budget, failures, stalled=isinstance(broken, Stalled))
+    return await reconnect(lease, budget, failures, stalled=isinstance(broken, Stalled))
 
 
-async def reconnect(lanes: LanePool, budget: RetryBudget, failures: int, *, stalled: bool) -> int:
+async def reconnect(lease: Lease, budget: RetryBudget, failures: int, *, stalled: bool) -> int:
     """Wait (backoff with jitter) and get fresh channels; the failures in a row after it.
 
     Raises:
@@ -474,7 +458,7 @@ async def reconnect(lanes: LanePool, budget: RetryBudget, failures: int, *, stal
     while True:
         await asyncio.sleep(budget.delay(failures, random.random()))
         try:
-            await lanes.recover(stalled=stalled)
+            await lease.recover(stalled=stalled)
         except (ConnectError, ConnectionBroken) as exc:  # not back yet (refused, reset...)
             if not exc.retryable:
                 raise

@@ -1,4 +1,4 @@
-"""Uploads: keep WRITEs in flight over the lanes to a temp name, then rename it into place.
+"""Uploads: keep WRITEs in flight over the lease to a temp name, then rename it into place.
 
 With ``resume`` the temp name is fixed and kept on failure, and only the
 ranges a journal vouches for (and a read-back confirms) are skipped: see
@@ -23,6 +23,7 @@ from ..core.readplan import Range
 from ..core.retry import RetryBudget
 from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
+from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
     named,
@@ -33,7 +34,6 @@ from ..transport.remoteplace import (
 )
 from .download import read_back
 from .lanes import (
-    LanePool,
     after_break,
     block_size_for,
     budget_for,
@@ -48,7 +48,7 @@ from .writepump import WritePump
 
 
 async def _upload(
-    lanes: LanePool,
+    lease: Lease,
     remote: str,
     config: TransferConfig,
     mode: int,
@@ -72,7 +72,7 @@ async def _upload(
     what an earlier run left intact in it is not sent again.
     """
     started = time.perf_counter()
-    sftp = initial_channels(lanes)[0]
+    sftp = initial_channels(lease)[0]
     committed = False
     temp: str | None = None  # renamed into place at the end
     discard: str | None = None  # removed if the upload fails
@@ -95,11 +95,11 @@ async def _upload(
             had = sending.acked
             try:
                 if resuming is not None and not resuming.prepared:
-                    await resuming.prepare(lanes, remote, config)
+                    await resuming.prepare(lease, remote, config)
                     sending.skip(resuming.kept)
                     if resuming.continuing:
                         pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
-                pump = await sending.attempt(lanes, target, remote, pflags)
+                pump = await sending.attempt(lease, target, remote, pflags)
                 break
             except RemoteError as exc:  # a WRITE refused (a full disk...) names the temp file
                 if exc.path == remote:  # in place, or an error about the destination itself
@@ -108,7 +108,7 @@ async def _upload(
             except ConnectionBroken as exc:
                 progressed = sending.acked > had
                 failures = await after_break(
-                    lanes, budget, failures, exc, progressed=progressed, path=remote
+                    lease, budget, failures, exc, progressed=progressed, path=remote
                 )
                 reconnects += 1
                 if resuming is None or resuming.prepared:
@@ -122,7 +122,7 @@ async def _upload(
         verified = "none"
         checked = renaming = False
         while True:  # the whole file is on the server, under its temp name
-            sftp = lanes.channels[0]
+            sftp = lease.channels[0]
             try:
                 if config.verify != "none" and not checked:
                     # Without a streamed hash it is a resume: its source is a file.
@@ -133,7 +133,7 @@ async def _upload(
                         level=config.verify,
                         size=sending.offset,
                         digest=await digest_of(sending.digest, source, sending.offset),
-                        read_back=partial(read_back, lanes, target, config),
+                        read_back=partial(read_back, lease, target, config),
                         shown=remote,
                         remote_hash=remote_hash,
                     )
@@ -149,11 +149,11 @@ async def _upload(
                 break
             except ConnectionBroken as exc:
                 failures = await after_break(
-                    lanes, budget, failures, exc, progressed=False, path=remote
+                    lease, budget, failures, exc, progressed=False, path=remote
                 )
                 reconnects += 1
         committed = True
-        stats = replace(pump.stats(started, lanes), verified=verified, reconnects=reconnects)
+        stats = replace(pump.stats(started, lease), verified=verified, reconnects=reconnects)
         if resuming is not None:
             stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
         return stats
@@ -161,7 +161,7 @@ async def _upload(
         if resuming is not None:
             resuming.finish(committed)
         if not committed and discard is not None:
-            live = [channel for channel in lanes.channels if channel.broken is None]
+            live = [channel for channel in lease.channels if channel.broken is None]
             if live:
                 await remove_quietly(live[0], discard)
 
@@ -222,20 +222,20 @@ class _Sending:
         if self.on_progress is not None:
             self.on_progress(count)
 
-    async def attempt(self, lanes: LanePool, target: str, remote: str, pflags: int) -> WritePump:
-        """Open ``target`` on the lanes, send what is owed and the rest, wait for every ack.
+    async def attempt(self, lease: Lease, target: str, remote: str, pflags: int) -> WritePump:
+        """Open ``target`` on the lease, send what is owed and the rest, wait for every ack.
 
         Raises:
             ConnectionBroken: the connection dropped or stalled (``resend`` then
                 holds what it took with it).
         """
         config = self.config
-        first_channels = initial_channels(lanes)
+        first_channels = initial_channels(lease)
         sftp = first_channels[0]
         block = block_size_for(config, sftp, write=True)
         capacity = channel_capacity(config, sftp, block, write=True)
-        controller = make_controller(config, lanes, capacity=capacity, size=self.size, block=block)
-        async with growing(lanes, controller) as grower:
+        controller = make_controller(config, lease, capacity=capacity, size=self.size, block=block)
+        async with growing(lease, controller) as grower:
             try:
                 handles = await open_lanes(
                     first_channels, target, pflags, codec.Attrs(permissions=self.mode), write=True
@@ -248,7 +248,7 @@ class _Sending:
                 controller,
                 block,
                 requests_per_lane=config.requests,
-                adaptive=lanes.can_grow,
+                adaptive=lease.can_grow,
                 want_lanes=grower.want,
             )
             pump.on_moved = self._moved
@@ -367,7 +367,7 @@ class _StreamBlocks(_BlockSource):
 
 
 async def upload(
-    lanes: LanePool,
+    lease: Lease,
     local: str,
     remote: str,
     config: TransferConfig,
@@ -392,7 +392,7 @@ async def upload(
     source.open()
     try:
         return await _upload(
-            lanes,
+            lease,
             remote,
             config,
             source.mode,
@@ -410,10 +410,10 @@ async def upload(
 
 
 async def upload_stream(
-    lanes: LanePool,
+    lease: Lease,
     chunks: AsyncIterable[bytes],
     remote: str,
     config: TransferConfig,
     mode: int = 0o644,
 ) -> TransferStats:
-    return await _upload(lanes, remote, config, mode, _StreamBlocks(chunks), None, None)
+    return await _upload(lease, remote, config, mode, _StreamBlocks(chunks), None, None)

@@ -1,4 +1,4 @@
-"""The pump of an upload: WRITEs in flight over the lanes, each charged until its STATUS.
+"""The pump of an upload: WRITEs in flight over the lease, each charged until its STATUS.
 
 SFTP v3 WRITEs are all or nothing (filexfer-02 §6.4): a WRITE is either
 acknowledged with FX_OK or failed, never short, so the pump keeps only what
@@ -18,8 +18,9 @@ from .._stats import TransferStats
 from ..core import codec
 from ..core.flight import FlightBudget
 from ..core.flowcontrol import FlowController
+from ..transport.pool import Lease
 from ..transport.sftp import status_error
-from .lanes import Handles, Lane, LanePool, Pump
+from .lanes import Handles, Lane, Pump
 
 
 class WritePump(Pump):
@@ -57,7 +58,7 @@ class WritePump(Pump):
         return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
 
     def room(self) -> int:
-        """How many full blocks could be sent right now (by the budget and the lanes)."""
+        """How many full blocks could be sent right now (by the budget and the lease)."""
         budget = self.budget
         if self.error is not None:
             return 0
@@ -134,9 +135,9 @@ class WritePump(Pump):
         if self.error is not None:
             raise self.error
 
-    def stats(self, started: float, lanes: LanePool) -> TransferStats:
+    def stats(self, started: float, lease: Lease) -> TransferStats:
         return TransferStats(
-            **self.flow_stats(lanes),  # type: ignore[arg-type]
+            **self.flow_stats(lease),  # type: ignore[arg-type]
             bytes=self.sent_bytes,
             seconds=time.perf_counter() - started,
             requests=self.requests,

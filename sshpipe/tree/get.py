@@ -45,7 +45,7 @@ from ..local.dirfd import (
 )
 from ..local.target import Batch, run_blocking, write_whole_file
 from ..transfer.download import download
-from ..transfer.lanes import LanePool
+from ..transport.pool import Lease
 from ..transport.remotefs import read_dir
 from ..transport.sftp import SFTPSession, quiet, settle, status_error
 from .groupcommit import GroupCommit
@@ -311,16 +311,16 @@ class TreeGet(TreeRun):
 
 
 async def download_preserving(
-    lanes: LanePool, remote: str, local: str, config: TransferConfig
+    lease: Lease, remote: str, local: str, config: TransferConfig
 ) -> TransferStats:
     """One file with ``-p``: the single-file engine, the remote mode and times set before
     the rename (no setuid or setgid bit: ``safe_mode``)."""
-    attrs = await lanes.channels[0].stat(remote)
+    attrs = await lease.channels[0].stat(remote)
     if attrs.is_dir():
         raise RemoteIsADirectory(remote, "is a directory (use -r)")
     mode = safe_mode(attrs.permissions if attrs.permissions is not None else 0o644, directory=False)
     times = Item(remote, local, attrs, "file").times
-    return await download(lanes, remote, local, config, known=attrs, attrs=(mode, times))
+    return await download(lease, remote, local, config, known=attrs, attrs=(mode, times))
 
 
 async def fetch_small(

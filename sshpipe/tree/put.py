@@ -32,8 +32,8 @@ from ..core.treeplan import landing
 from ..core.untrusted import safe_mode
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
-from ..transfer.lanes import LanePool
 from ..transfer.upload import upload
+from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
     remote_temp_name,
@@ -337,7 +337,7 @@ async def _set_dir_attrs(
 
 
 async def upload_preserving(
-    lanes: LanePool, local: str, remote: str, config: TransferConfig
+    lease: Lease, local: str, remote: str, config: TransferConfig
 ) -> TransferStats:
     """One file with ``-p``: the single-file engine, then the local mode (no setuid or
     setgid bit: ``safe_mode``) and times."""
@@ -345,9 +345,9 @@ async def upload_preserving(
         info = os.stat(local)
     except OSError as exc:
         raise local_error(local, exc) from exc
-    sftp = lanes.channels[0]
+    sftp = lease.channels[0]
     target = await resolve_remote_target(sftp, remote, os.path.basename(local))
-    stats = await upload(lanes, local, target, config, into_directory=False)
+    stats = await upload(lease, local, target, config, into_directory=False)
     item = item_of(local, target, info)
     mode = safe_mode(info.st_mode, directory=False)
     await sftp.setstat(

@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from .._config import TransferConfig
 from .._errors import ConnectionBroken, Stalled
 from ..core.retry import RetryBudget
-from ..transfer.lanes import LanePool, after_break
+from ..transfer.lanes import after_break
+from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.tree")
@@ -33,7 +34,7 @@ class Recovery:
     """Reconnects a tree's pipeline once for every operation a connection broke.
 
     Args:
-        lanes: the pipeline's channels (a lease on the client's pool).
+        lease: the pipeline's channels (a lease on the client's pool).
         config: ``retries`` and ``stall_timeout``.
         progress: a count that grows while the tree moves (bytes or files done):
             a reconnect after progress starts a fresh run of the budget.
@@ -43,14 +44,14 @@ class Recovery:
 
     def __init__(
         self,
-        lanes: LanePool,
+        lease: Lease,
         config: TransferConfig,
         *,
         progress: Callable[[], int],
         healed: Callable[[list[SFTPSession]], Awaitable[None]],
         label: str,
     ) -> None:
-        self.lanes = lanes
+        self.lease = lease
         self.config = config
         self.generation = 0  # reconnects done; an operation remembers the one it ran in
         self.reconnects = 0
@@ -90,7 +91,7 @@ class Recovery:
         try:
             now = self._progress()
             self._failures = await after_break(
-                self.lanes,
+                self.lease,
                 self._budget,
                 self._failures,
                 broken,
@@ -100,7 +101,7 @@ class Recovery:
             self._mark = now
             self.reconnects += 1
             self.generation += 1
-            await self._healed(list(self.lanes.channels))
+            await self._healed(list(self.lease.channels))
         finally:
             self._healing = None
 

@@ -25,10 +25,9 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from .._config import TransferConfig
 from .._errors import (
@@ -48,8 +47,9 @@ from ..core.untrusted import MAX_LISTED_FAILURES, printable, safe_mode
 from ..durability.treejournal import TreeJournal
 from ..local.dirfd import LocalFile
 from ..local.target import run_blocking
-from ..transfer.lanes import LanePool, block_size_for
+from ..transfer.lanes import block_size_for
 from ..transport.commands import RemoteCommands
+from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
 from .recovery import Recovery
 from .verify import TreeVerifier
@@ -85,18 +85,6 @@ class TreeOptions:
     follow_symlinks: bool = False
     fail_fast: bool = False
     progress: Callable[[TreeProgress], None] | None = None
-
-
-class ChannelPool(Protocol):
-    """Where big files get their channels (the client)."""
-
-    def lease(self, config: TransferConfig) -> AbstractAsyncContextManager[LanePool]:
-        """Channels for one file, growing as its flow controller wants; given back after."""
-        ...
-
-    async def warm(self, config: TransferConfig, count: int) -> None:
-        """Open up to ``count`` idle channels now, if there is room; never wait for one."""
-        ...
 
 
 class Credits:
@@ -173,7 +161,7 @@ class Credits:
 
 
 @dataclass(slots=True, eq=False)
-class Slot:
+class TreeChannel:
     """One pipeline channel and how many handles are open on it."""
 
     sftp: SFTPSession
@@ -181,23 +169,23 @@ class Slot:
     handles: int = 0
 
 
-class Channels:
+class TreeChannels:
     """The pipeline's channels; each file or directory goes to the least loaded one."""
 
     def __init__(self, channels: list[SFTPSession]) -> None:
-        self.slots = [Slot(sftp, _handle_cap(sftp)) for sftp in channels]
+        self.slots = [TreeChannel(sftp, _handle_cap(sftp)) for sftp in channels]
 
     def add(self, sftp: SFTPSession) -> None:
-        self.slots.append(Slot(sftp, _handle_cap(sftp)))
+        self.slots.append(TreeChannel(sftp, _handle_cap(sftp)))
 
-    def take(self) -> Slot:
+    def take(self) -> TreeChannel:
         live = [slot for slot in self.slots if slot.sftp.broken is None] or self.slots
         slot = min(live, key=lambda candidate: candidate.handles)
         slot.handles += 1
         return slot
 
     @staticmethod
-    def give(slot: Slot) -> None:
+    def give(slot: TreeChannel) -> None:
         slot.handles -= 1
 
 
@@ -273,8 +261,8 @@ class TreeRun:
 
     def __init__(
         self,
-        lanes: LanePool,
-        pool: ChannelPool,
+        lease: Lease,
+        pool: Pool,
         options: TreeOptions,
         config: TransferConfig,
         sources: list[str],
@@ -283,9 +271,9 @@ class TreeRun:
         self.sources = sources
         self.dest = dest
         self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
-        self.lanes = lanes
-        channels = list(lanes.channels)
-        self.channels = Channels(channels)
+        self.lease = lease
+        channels = list(lease.channels)
+        self.channels = TreeChannels(channels)
         self.pool = pool
         self.options = options
         self.config = config
@@ -322,7 +310,7 @@ class TreeRun:
         # -r --resume: the files an earlier run finished are skipped.
         self.journal = TreeJournal(self.describe(channels[0])) if config.resume else None
         self.recovery = Recovery(
-            lanes,
+            lease,
             config,
             progress=lambda: self.account.bytes_done + self.account.files_done,
             healed=self._healed,
@@ -448,12 +436,12 @@ class TreeRun:
             except ConnectionBroken as exc:
                 broken = exc
             finally:
-                Channels.give(slot)
+                TreeChannels.give(slot)
             await self.recovery.heal(seen, broken)
 
     async def _healed(self, channels: list[SFTPSession]) -> None:
         """After a reconnect: the live channels, and more opened as at the start."""
-        self.channels = Channels(channels)
+        self.channels = TreeChannels(channels)
         with contextlib.suppress(SSHPipeError):  # one channel is enough to go on
             await self._grow()
 
@@ -489,8 +477,8 @@ class TreeRun:
             end()
 
     @contextlib.asynccontextmanager
-    async def big_lease(self) -> AsyncIterator[LanePool]:
-        """Channels for a big file from the client's pool.
+    async def big_lease(self) -> AsyncIterator[Lease]:
+        """TreeChannels for a big file from the client's pool.
 
         Its transfer reconnects on its own; getting the channels is ours: a
         connection that drops as they open waits for the tree's reconnect.
@@ -522,8 +510,8 @@ class TreeRun:
     async def _grow(self) -> None:
         """The first channel starts the work; the others join as they open."""
         missing = PIPELINE_CHANNELS - len(self.channels.slots)
-        if missing > 0 and self.lanes.can_grow:
-            await self.lanes.add(missing, self.channels.add)
+        if missing > 0 and self.lease.can_grow:
+            await self.lease.add(missing, self.channels.add)
 
     async def _scan(self) -> None:
         self._dirs_pending += 1  # the roots count as one directory until they are queued
