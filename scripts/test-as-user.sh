@@ -24,6 +24,6 @@ runuser -u "$USER_NAME" -- bash -c "
     '$SYSTEM_PYTHON' -m venv .venv
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
     .venv/bin/python -m pytest -q -p no:cacheprovider \
-        tests/test_openssh_fixture.py tests/test_cli.py tests/test_roundtrip.py \
-        tests/test_striping.py tests/test_tree.py -k 'not asyncssh'
+        tests/integration/test_openssh_fixture.py tests/integration/test_cli.py tests/integration/test_roundtrip.py \
+        tests/integration/test_striping.py tests/integration/test_tree.py -k 'not asyncssh'
 "

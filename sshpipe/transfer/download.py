@@ -32,20 +32,7 @@ from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession, status_error
-from .lanes import (
-    Grower,
-    Handles,
-    Lane,
-    Pump,
-    after_break,
-    block_size_for,
-    budget_for,
-    channel_capacity,
-    growing,
-    initial_channels,
-    make_controller,
-    open_lanes,
-)
+from .lanes import Grower, Handles, Lane, Pump, after_break, block_size_for, budget_for, channel_capacity, growing, initial_channels, make_controller, open_lanes
 from .verify import OrderedHash, RemoteHash, check, digest_of
 
 logger = logging.getLogger("sshpipe.download")

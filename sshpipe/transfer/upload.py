@@ -24,25 +24,9 @@ from ..core.retry import RetryBudget
 from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
 from ..transport.pool import Lease
-from ..transport.remoteplace import (
-    check_landed,
-    named,
-    remote_temp_name,
-    remove_quietly,
-    rename_into_place,
-    resolve_remote_target,
-)
+from ..transport.remoteplace import check_landed, named, remote_temp_name, remove_quietly, rename_into_place, resolve_remote_target
 from .download import read_back
-from .lanes import (
-    after_break,
-    block_size_for,
-    budget_for,
-    channel_capacity,
-    growing,
-    initial_channels,
-    make_controller,
-    open_lanes,
-)
+from .lanes import after_break, block_size_for, budget_for, channel_capacity, growing, initial_channels, make_controller, open_lanes
 from .verify import OrderedHash, RemoteHash, check, digest_of
 from .writepump import WritePump
 

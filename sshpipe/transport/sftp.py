@@ -18,14 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from .._errors import (
-    ConnectionBroken,
-    ProtocolError,
-    RemoteError,
-    RemoteNotFound,
-    RemotePermissionDenied,
-    Stalled,
-)
+from .._errors import ConnectionBroken, ProtocolError, RemoteError, RemoteNotFound, RemotePermissionDenied, Stalled
 from ..core import codec
 
 logger = logging.getLogger("sshpipe.sftp")

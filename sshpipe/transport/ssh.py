@@ -26,17 +26,7 @@ from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST
 from asyncssh.packet import UInt32
 
 from .._config import ConnectConfig
-from .._errors import (
-    AuthenticationError,
-    ChannelRefused,
-    ConnectError,
-    ConnectionBroken,
-    HostKeyMismatch,
-    ProtocolError,
-    SSHPipeError,
-    Stalled,
-    UnknownHostKey,
-)
+from .._errors import AuthenticationError, ChannelRefused, ConnectError, ConnectionBroken, HostKeyMismatch, ProtocolError, SSHPipeError, Stalled, UnknownHostKey
 from ..core.codec import Limits
 from .sftp import SFTPSession
 

@@ -29,20 +29,7 @@ from ..core import codec
 from ..core.readplan import Range, ReadPlan
 from ..core.treeplan import landings
 from ..core.untrusted import ListingCheck, check_link_target, is_temporary_name, safe_mode
-from ..local.dirfd import (
-    DirRoot,
-    LocalDir,
-    LocalFile,
-    local_error,
-    lstat,
-    make_dir,
-    make_link,
-    remove,
-    replace,
-    set_dir_attrs,
-    sync_dir,
-    temp_name,
-)
+from ..local.dirfd import DirRoot, LocalDir, LocalFile, local_error, lstat, make_dir, make_link, remove, replace, set_dir_attrs, sync_dir, temp_name
 from ..local.target import Batch, run_blocking, write_whole_file
 from ..transfer.download import download
 from ..transport.pool import Lease

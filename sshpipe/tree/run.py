@@ -30,15 +30,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
-from .._errors import (
-    ClosedError,
-    ConnectionBroken,
-    IncompleteTransfer,
-    LocalNoSpace,
-    ProtocolError,
-    SSHPipeError,
-    UnsafePath,
-)
+from .._errors import ClosedError, ConnectionBroken, IncompleteTransfer, LocalNoSpace, ProtocolError, SSHPipeError, UnsafePath
 from .._stats import TreeProgress, TreeStats
 from ..core import codec
 from ..core.flight import SharedBytes

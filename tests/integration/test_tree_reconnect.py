@@ -21,8 +21,8 @@ import pytest
 import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
+from tests.integration.test_reconnect import link  # noqa: F401 - a fixture: sshd behind a cuttable link
 from tests.support.trees import compare_trees, leftover_temps, make_tree
-from tests.test_reconnect import link  # noqa: F401 - a fixture: sshd behind a cuttable link
 
 MiB = 1024 * 1024
 CUTS = 6  # per direction

@@ -31,6 +31,8 @@ import sshpipe
 import sshpipe.tree.run
 from sshpipe.testing.embedded import embedded_server
 from tests.conftest import Peer, from_embedded
+from tests.integration.test_cli import assert_one_line_error, run_cli
+from tests.integration.test_faults import Slow, Tracker, factory
 from tests.support.hostile import (
     HOSTILE_DIR,
     HOSTILE_ENTRIES,
@@ -52,8 +54,6 @@ from tests.support.trees import (
     snapshot,
     summarize,
 )
-from tests.test_cli import assert_one_line_error, run_cli
-from tests.test_faults import Slow, Tracker, factory
 
 StartServer = Callable[..., contextlib.AbstractAsyncContextManager[Peer]]
 NOT_ROOT = pytest.mark.skipif(

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Peer
+from tests.integration.test_cli import assert_one_line_error, run_cli
 from tests.support.trees import leftover_temps
-from tests.test_cli import assert_one_line_error, run_cli
 
 TMPFS_BYTES = 1024 * 1024
 

@@ -21,7 +21,7 @@ from sshpipe.linkemu import LinkSpec
 from sshpipe.linkemu._model import MIN_DEFAULT_QUEUE, UNLIMITED_RATE_IN_FLIGHT, LinkModel
 
 MBIT8 = 8e6  # 1 byte per µs
-MODEL_FILE = Path(__file__).parent.parent / "sshpipe" / "linkemu" / "_model.py"
+MODEL_FILE = Path(__file__).parents[2] / "sshpipe" / "linkemu" / "_model.py"
 
 
 def model(rate: float | None = MBIT8, delay: float = 0.05, queue: int = 10_000) -> LinkModel:

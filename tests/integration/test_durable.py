@@ -22,9 +22,9 @@ from sshpipe.transport.commands import RemoteCommands
 from sshpipe.tree import groupcommit as _groupcommit
 from sshpipe.tree import put as _treeput
 from tests.conftest import Peer
+from tests.integration.test_cli import run_cli
+from tests.integration.test_faults import StartServer, Tracker, TrackingServer, factory
 from tests.support.trees import compare_trees, leftover_temps
-from tests.test_cli import run_cli
-from tests.test_faults import StartServer, Tracker, TrackingServer, factory
 
 Events = list[tuple[str, str]]
 SYNCED = sshpipe.TransferConfig(fsync=True)

@@ -20,9 +20,9 @@ import pytest
 
 from sshpipe.linkemu import LinkEmulator
 from tests.conftest import Peer
+from tests.integration.test_resume import slow_link  # noqa: F401 - a fixture
+from tests.integration.test_tree import run_cli_async
 from tests.support.trees import compare_trees, leftover_temps
-from tests.test_resume import slow_link  # noqa: F401 - a fixture
-from tests.test_tree import run_cli_async
 
 MiB = 1024 * 1024
 SMALL = 40

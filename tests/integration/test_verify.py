@@ -22,10 +22,10 @@ import sshpipe
 import sshpipe.transfer.verify
 from sshpipe.transport.commands import RemoteCommands
 from tests.conftest import Peer, _from_openssh
+from tests.integration.test_cli import run_cli
+from tests.integration.test_faults import StartServer, Tracker, TrackingServer, factory
 from tests.support.openssh import SSHServerInfo, openssh_server
 from tests.support.trees import compare_trees, leftover_temps, make_tree
-from tests.test_cli import run_cli
-from tests.test_faults import StartServer, Tracker, TrackingServer, factory
 
 SIZE = 3 * 1024 * 1024 + 123
 HASHED = sshpipe.TransferConfig(verify="hash")

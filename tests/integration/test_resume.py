@@ -26,8 +26,8 @@ from sshpipe.core.readplan import Range, ReadPlan, missing
 from sshpipe.durability.putresume import remote_resume_name, state_dir
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.conftest import Peer
-from tests.test_cli import assert_one_line_error, run_cli
-from tests.test_tree import run_cli_async
+from tests.integration.test_cli import assert_one_line_error, run_cli
+from tests.integration.test_tree import run_cli_async
 
 MiB = 1024 * 1024
 SIZE = 24 * MiB
