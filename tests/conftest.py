@@ -1,101 +1,30 @@
-"""Shared fixtures: a real OpenSSH sshd (session-wide) and the in-process asyncssh server."""
+"""Shared fixtures: a real OpenSSH sshd (session-wide), the in-process asyncssh server,
+both behind the link emulator, and a throwaway state directory for journals."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import sshpipe
-from sshpipe.testing.embedded import (
-    EmbeddedServer,
-    SFTPFactory,
-    chrooted_sftp,
-    cli_options,
-    embedded_server,
-)
+from sshpipe.linkemu import LinkEmulator, LinkSpec
+from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
 from tests.support.fixtures import openssh
 from tests.support.openssh import SSHServerInfo
+from tests.support.peers import Peer, from_embedded, from_openssh
 
-__all__ = ["Peer", "asyncssh_peer", "openssh", "openssh_peer", "peer"]
-
-
-@dataclass(frozen=True)
-class Peer:
-    """A server under test, seen the way a test needs it.
-
-    ``root`` is a local directory the server sees; ``remote(name)`` is the path
-    of ``root / name`` as the client must spell it (the embedded server is
-    chrooted at ``root``, sshd is not).
-    """
-
-    name: str
-    host: str
-    port: int
-    user: str
-    client_key: Path
-    known_hosts: Path
-    root: Path
-    chrooted: bool
-
-    def remote(self, name: str) -> str:
-        return f"/{name}" if self.chrooted else str(self.root / name)
-
-    def client(self, config: sshpipe.TransferConfig | None = None) -> sshpipe.Client:
-        return sshpipe.connect(
-            f"{self.user}@{self.host}",
-            port=self.port,
-            identity_files=[str(self.client_key)],
-            known_hosts=[str(self.known_hosts)],
-            ssh_config=[],
-            config=config,
-        )
-
-    def cli_options(self) -> list[str]:
-        return cli_options(self.port, self.client_key, self.known_hosts)
-
-    def spec(self, name: str) -> str:
-        return f"{self.user}@{self.host}:{self.remote(name)}"
-
-    def behind(self, port: int, workdir: Path) -> Peer:
-        """This peer reached through a proxy (the link emulator) on ``port``.
-
-        The same host key, known under the proxy's port: checking stays on.
-        """
-        known = workdir / "known_hosts_link"
-        text = self.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{self.port} ", f"]:{port} "))
-        return dataclasses.replace(self, port=port, known_hosts=known)
-
-
-def _from_openssh(info: SSHServerInfo, root: Path) -> Peer:
-    return Peer(
-        "openssh",
-        info.host,
-        info.port,
-        info.user,
-        info.client_key,
-        info.known_hosts,
-        root,
-        chrooted=False,
-    )
-
-
-def from_embedded(server: EmbeddedServer) -> Peer:
-    return Peer(
-        "asyncssh",
-        server.host,
-        server.port,
-        server.username,
-        server.client_key,
-        server.known_hosts,
-        server.root,
-        chrooted=True,
-    )
+__all__ = [
+    "asyncssh_peer",
+    "faulty_server",
+    "link",
+    "openssh",
+    "openssh_peer",
+    "peer",
+    "slow_link",
+    "state_home",
+]
 
 
 @pytest.fixture
@@ -103,7 +32,7 @@ def openssh_peer(openssh: SSHServerInfo, tmp_path: Path) -> Peer:
     """The real sshd, with a fresh directory of its own for this test."""
     root = openssh.root / tmp_path.name
     root.mkdir()
-    return _from_openssh(openssh, root)
+    return from_openssh(openssh, root)
 
 
 @pytest.fixture
@@ -131,3 +60,29 @@ def faulty_server(
             yield from_embedded(server)
 
     return start
+
+
+@pytest.fixture
+async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
+    async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
+        yield emu, openssh_peer.behind(emu.port, tmp_path)
+
+
+@pytest.fixture
+async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[Peer, LinkEmulator]]:
+    """sshd behind a 40 Mbit/s link: 24 MiB take ~5 s, time to kill the copy mid-way."""
+    async with LinkEmulator(
+        openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.004, rate=40e6)
+    ) as emu:
+        yield openssh_peer.behind(emu.port, tmp_path), emu
+
+
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Journals go to a throwaway state directory (CLI subprocesses inherit it).
+
+    Modules whose every test writes journals use it with ``usefixtures``.
+    """
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "sshpipe" / "resume"

@@ -5,36 +5,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import asyncssh
 import pytest
 
-from tests.conftest import Peer
-
-
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
-    return subprocess.run(
-        [sys.executable, "-m", "sshpipe", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=env,
-    )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *parts: str) -> None:
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("sshpipe: ")
-    for part in parts:
-        assert part in lines[0]
+from tests.support.cli import assert_one_line_error, run_cli
+from tests.support.peers import Peer
 
 
 def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Peer
-from tests.integration.test_cli import assert_one_line_error, run_cli
-from tests.support.trees import leftover_temps
+from tests.support.cli import assert_one_line_error, run_cli
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer
 
 TMPFS_BYTES = 1024 * 1024
 
