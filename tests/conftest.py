@@ -11,15 +11,16 @@ import pytest
 
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
-from tests.support.fixtures import openssh
-from tests.support.openssh import SSHServerInfo
+from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.peers import Peer, from_embedded, from_openssh
+
+# The real sshd: ``openssh`` (session-wide) and ``sshd_executable``.
+pytest_plugins = ["sshpipe.testing.plugin"]
 
 __all__ = [
     "asyncssh_peer",
     "faulty_server",
     "link",
-    "openssh",
     "openssh_peer",
     "peer",
     "slow_link",

@@ -18,8 +18,8 @@ import pytest
 
 import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from tests.support.files import leftover_temps, random_file
-from tests.support.openssh import SSHServerInfo, openssh_server
 from tests.support.peers import Peer, from_openssh
 
 RTT = 0.06  # long enough that one channel's window visibly caps a transfer
@@ -27,7 +27,9 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def sshd_two_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServerInfo]:
+def sshd_two_sessions(
+    sshd_executable: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SSHServerInfo]:
     """A real sshd that allows only 2 channels per connection (stock is 10)."""
     with openssh_server(tmp_path_factory.mktemp("sshd2"), max_sessions=2) as info:
         yield info

@@ -2,7 +2,7 @@
 
 Peers: the real OpenSSH sshd and asyncssh's in-process server. asyncssh 2.24's
 chrooted readlink cannot serve a relative link's text (see
-tests/support/hostile.py), so tree tests use a subclass that serves it as stored;
+``sshpipe.testing.hostile``), so tree tests use a subclass that serves it as stored;
 symlink *creation* goes to the stock code, whose argument order differs from
 OpenSSH's (the client must send each server its own order).
 
@@ -30,9 +30,7 @@ import sshpipe
 import sshpipe.tree.run
 from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.faults import Slow, Tracker, factory
-from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
-from tests.support.files import leftover_temps
-from tests.support.hostile import (
+from sshpipe.testing.hostile import (
     HOSTILE_DIR,
     HOSTILE_ENTRIES,
     MARKER,
@@ -43,6 +41,8 @@ from tests.support.hostile import (
     hostile_listing,
     populate_hostile,
 )
+from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
+from tests.support.files import leftover_temps
 from tests.support.peers import Peer, StartServer, from_embedded
 from tests.support.trees import (
     GeneratedTree,

@@ -21,10 +21,10 @@ import pytest
 import sshpipe
 import sshpipe.transfer.verify
 from sshpipe.testing.faults import Tracker, TrackingServer, factory
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from sshpipe.transport.commands import RemoteCommands
 from tests.support.cli import run_cli
 from tests.support.files import leftover_temps
-from tests.support.openssh import SSHServerInfo, openssh_server
 from tests.support.peers import Peer, StartServer, from_openssh
 from tests.support.trees import compare_trees, make_tree
 
@@ -313,7 +313,9 @@ def test_cli_verify_before_the_paths_takes_no_path_for_a_level(
 
 
 @pytest.fixture(scope="module")
-def stock_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServerInfo]:
+def stock_sshd(
+    sshd_executable: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SSHServerInfo]:
     """sshd with its stock MaxSessions 10 (the shared fixture allows 64)."""
     with openssh_server(tmp_path_factory.mktemp("sshd10"), max_sessions=10) as info:
         yield info

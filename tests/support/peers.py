@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sshpipe
 from sshpipe.testing.embedded import EmbeddedServer, cli_options
-from tests.support.openssh import SSHServerInfo
+from sshpipe.testing.sshd import SSHServerInfo
 
 __all__ = ["Peer", "StartServer", "from_embedded", "from_openssh"]
 
