@@ -1,9 +1,19 @@
-"""Shared fixtures: a real OpenSSH sshd (session-wide), the in-process asyncssh server,
-both behind the link emulator, and a throwaway state directory for journals."""
+"""Shared fixtures, and the markers they bring.
+
+Fixtures: a real OpenSSH sshd (session-wide, from ``sshpipe.testing.plugin``),
+the in-process asyncssh server, either behind the link emulator, a throwaway
+state directory for journals, and a guard for tests that need root.
+
+Markers (registered in pyproject.toml) are set here from the fixtures a test
+uses, so ``-m`` selects by what a test needs rather than by file: ``openssh``,
+``asyncssh_server``, ``linkemu``, ``root``. A test that starts a server or an
+emulator in its own body gets the marker from its module's ``pytestmark``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -12,20 +22,45 @@ import pytest
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
-from tests.support.peers import Peer, from_embedded, from_openssh
+from tests.support.peers import PEER_PARAMS, EmulatedLink, Peer, from_embedded, from_openssh
 
 # The real sshd: ``openssh`` (session-wide) and ``sshd_executable``.
 pytest_plugins = ["sshpipe.testing.plugin"]
 
 __all__ = [
     "asyncssh_peer",
+    "emulated_link",
     "faulty_server",
     "link",
+    "needs_root",
     "openssh_peer",
     "peer",
     "slow_link",
     "state_home",
 ]
+
+# The marker each fixture brings to every test that uses it, directly or through
+# another fixture (``item.fixturenames`` is the whole closure). ``peer`` and the
+# like mark each of their params instead (``PEER_PARAMS``).
+FIXTURE_MARKERS = {
+    "sshd_executable": "openssh",
+    "asyncssh_peer": "asyncssh_server",
+    "faulty_server": "asyncssh_server",
+    "emulated_link": "linkemu",
+    "needs_root": "root",
+}
+# pytest-timeout's limit for tests marked slow (the default is in pyproject.toml).
+SLOW_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in used:
+                item.add_marker(marker)
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 @pytest.fixture
@@ -42,7 +77,7 @@ async def asyncssh_peer(tmp_path: Path) -> AsyncIterator[Peer]:
         yield from_embedded(server)
 
 
-@pytest.fixture(params=["openssh", "asyncssh"])
+@pytest.fixture(params=PEER_PARAMS)
 def peer(request: pytest.FixtureRequest) -> Peer:
     """Each test taking ``peer`` runs once against each real server."""
     fixture: Peer = request.getfixturevalue(f"{request.param}_peer")
@@ -64,19 +99,33 @@ def faulty_server(
 
 
 @pytest.fixture
-async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
-    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
-    async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
-        yield emu, openssh_peer.behind(emu.port, tmp_path)
+def emulated_link(tmp_path: Path) -> EmulatedLink:
+    """``async with emulated_link(peer, spec) as (emu, far)``: ``peer`` behind the emulator."""
+
+    @contextlib.asynccontextmanager
+    async def behind(peer: Peer, spec: LinkSpec) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+        async with LinkEmulator(peer.host, peer.port, spec) as emu:
+            yield emu, peer.behind(emu.port, tmp_path)
+
+    return behind
 
 
 @pytest.fixture
-async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[Peer, LinkEmulator]]:
+async def link(
+    openssh_peer: Peer, emulated_link: EmulatedLink
+) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
+    async with emulated_link(openssh_peer, LinkSpec(rtt=0.002)) as (emu, far):
+        yield emu, far
+
+
+@pytest.fixture
+async def slow_link(
+    openssh_peer: Peer, emulated_link: EmulatedLink
+) -> AsyncIterator[tuple[Peer, LinkEmulator]]:
     """sshd behind a 40 Mbit/s link: 24 MiB take ~5 s, time to kill the copy mid-way."""
-    async with LinkEmulator(
-        openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.004, rate=40e6)
-    ) as emu:
-        yield openssh_peer.behind(emu.port, tmp_path), emu
+    async with emulated_link(openssh_peer, LinkSpec(rtt=0.004, rate=40e6)) as (emu, far):
+        yield far, emu
 
 
 @pytest.fixture
@@ -87,3 +136,10 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     return tmp_path / "state" / "sshpipe" / "resume"
+
+
+@pytest.fixture
+def needs_root() -> None:
+    """Skips the test unless it runs as root (scripts/test.sh runs the suite as root first)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root; the root run covers it")

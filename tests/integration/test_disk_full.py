@@ -20,12 +20,10 @@ TMPFS_BYTES = 1024 * 1024
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted under tmp_path, unmounted afterwards."""
+def full_disk(needs_root: None, tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted under tmp_path (mounting needs root), unmounted afterwards."""
     mount = tmp_path / "small-disk"
     mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root; the root run covers it")
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(mount)],
         capture_output=True,

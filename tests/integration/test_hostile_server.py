@@ -38,6 +38,9 @@ from tests.support.cli import Run, run_sshpipe
 from tests.support.files import leftover_temps
 from tests.support.peers import Peer, from_embedded
 
+# Every test here starts an in-process server of its own (asyncssh-based).
+pytestmark = pytest.mark.asyncssh_server
+
 # What the issue allows a process to reach on endless input, stopped.
 MAX_RSS_MIB = 200
 VICTIM_FILES = {"f": b"the victim's own file\n", "partial": b"partial\n", "journal": b"journal\n"}

@@ -22,6 +22,9 @@ from sshpipe.linkemu import LinkEmulator, LinkSpec
 from tests.support.files import leftover_temps, sha256_file
 from tests.support.peers import Peer
 
+# Tests here start the link emulator themselves, not only through fixtures.
+pytestmark = pytest.mark.linkemu
+
 MiB = 1024 * 1024
 SIZE = 64 * MiB
 TRANSFERS = 50

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from sshpipe.linkemu import LinkEmulator, LinkSpec
+from sshpipe.linkemu import LinkSpec
 from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from tests.support.files import leftover_temps, random_file
-from tests.support.peers import Peer, from_openssh
+from tests.support.peers import EmulatedLink, Peer, from_openssh
 
 RTT = 0.06  # long enough that one channel's window visibly caps a transfer
 MiB = 1024 * 1024
@@ -42,21 +42,16 @@ def small_sshd_peer(sshd_two_sessions: SSHServerInfo, tmp_path: Path) -> Peer:
     return from_openssh(sshd_two_sessions, root)
 
 
-async def _behind_link(peer: Peer, tmp_path: Path, spec: LinkSpec) -> AsyncIterator[Peer]:
-    async with LinkEmulator(peer.host, peer.port, spec) as link:
-        yield peer.behind(link.port, tmp_path)
-
-
 @pytest.fixture
-async def far_peer(peer: Peer, tmp_path: Path) -> AsyncIterator[Peer]:
+async def far_peer(peer: Peer, emulated_link: EmulatedLink) -> AsyncIterator[Peer]:
     """``peer`` (sshd, then asyncssh) seen across a 60 ms link."""
-    async for far in _behind_link(peer, tmp_path, LinkSpec(rtt=RTT)):
+    async with emulated_link(peer, LinkSpec(rtt=RTT)) as (_, far):
         yield far
 
 
 @pytest.fixture
-async def far_small_sshd(small_sshd_peer: Peer, tmp_path: Path) -> AsyncIterator[Peer]:
-    async for far in _behind_link(small_sshd_peer, tmp_path, LinkSpec(rtt=RTT)):
+async def far_small_sshd(small_sshd_peer: Peer, emulated_link: EmulatedLink) -> AsyncIterator[Peer]:
+    async with emulated_link(small_sshd_peer, LinkSpec(rtt=RTT)) as (_, far):
         yield far
 
 

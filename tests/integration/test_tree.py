@@ -43,7 +43,7 @@ from sshpipe.testing.hostile import (
 )
 from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
 from tests.support.files import leftover_temps
-from tests.support.peers import Peer, StartServer, from_embedded
+from tests.support.peers import PEER_PARAMS, Peer, StartServer, from_embedded
 from tests.support.trees import (
     GeneratedTree,
     compare_trees,
@@ -70,7 +70,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> GeneratedTree:
     return make_tree(tmp_path_factory.mktemp("generated") / "src")
 
 
-@pytest.fixture(params=["openssh", "asyncssh"])
+@pytest.fixture(params=PEER_PARAMS)
 async def tree_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Peer]:
     """sshd, or asyncssh's server with readlink serving link text as stored."""
     if request.param == "openssh":

@@ -24,6 +24,9 @@ from tests.support.files import leftover_temps
 from tests.support.peers import Peer
 from tests.support.trees import compare_trees, make_tree
 
+# Tests here start the link emulator themselves, not only through fixtures.
+pytestmark = pytest.mark.linkemu
+
 MiB = 1024 * 1024
 CUTS = 6  # per direction
 SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))

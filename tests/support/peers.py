@@ -11,11 +11,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import sshpipe
+from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import EmbeddedServer, cli_options
 from sshpipe.testing.sshd import SSHServerInfo
 
-__all__ = ["Peer", "StartServer", "from_embedded", "from_openssh"]
+__all__ = ["PEER_PARAMS", "EmulatedLink", "Peer", "StartServer", "from_embedded", "from_openssh"]
+
+# The params of a fixture that runs each test against both real servers, each
+# param carrying the marker of the server it starts.
+PEER_PARAMS = [
+    pytest.param("openssh", marks=pytest.mark.openssh),
+    pytest.param("asyncssh", marks=pytest.mark.asyncssh_server),
+]
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,11 @@ class Peer:
 # What the ``faulty_server`` fixture hands a test: start the embedded server with
 # this SFTP factory (a fault-injecting one) for the ``async with`` block.
 StartServer = Callable[..., contextlib.AbstractAsyncContextManager[Peer]]
+# What the ``emulated_link`` fixture hands a test: ``async with emulated_link(peer,
+# spec) as (emu, far)`` puts ``peer`` behind the link emulator, seen as ``far``.
+EmulatedLink = Callable[
+    [Peer, LinkSpec], contextlib.AbstractAsyncContextManager[tuple[LinkEmulator, Peer]]
+]
 
 
 def from_openssh(info: SSHServerInfo, root: Path) -> Peer:
