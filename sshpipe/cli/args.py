@@ -14,8 +14,12 @@ from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from .._config import (
+    DEFAULT_CHANNELS_PER_CONNECTION,
+    DEFAULT_MAX_BYTES_IN_FLIGHT,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_REQUESTS,
+    DEFAULT_RETRIES,
+    DEFAULT_STALL_TIMEOUT,
     TransferConfig,
     parse_destination,
 )
@@ -165,27 +169,31 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         "--channels-per-connection",
         dest="channels_per_connection",
         type=_positive_int,
-        help="most channels per connection (default 10, sshd's MaxSessions)",
+        help=f"most channels per connection (default {DEFAULT_CHANNELS_PER_CONNECTION}: "
+        "sshd's MaxSessions less one, kept for a command)",
     )
     parser.add_argument(
         "--in-flight",
         dest="in_flight",
         type=_size,
-        help="memory budget: payload bytes in flight at most (default 64M)",
+        help="memory budget: payload bytes in flight at most "
+        f"(default {DEFAULT_MAX_BYTES_IN_FLIGHT >> 20}M)",
     )
     parser.add_argument("--window", type=_size, help="SSH receive window per channel")
     parser.add_argument(
         "--retries",
         type=int,
         metavar="N",
-        help="reconnects in a row that move nothing before a download gives up (default 5)",
+        help="reconnects in a row that move nothing before a copy gives up: downloads, "
+        f"uploads from a file, and trees reconnect (default {DEFAULT_RETRIES})",
     )
     parser.add_argument(
         "--stall-timeout",
         dest="stall_timeout",
         type=number_at_least(0.001, "stall-timeout"),
         metavar="SECONDS",
-        help="no reply for this long counts as a dropped connection (default 60)",
+        help="no reply for this long counts as a dropped connection "
+        f"(default {DEFAULT_STALL_TIMEOUT:g})",
     )
     parser.add_argument(
         "--verify",

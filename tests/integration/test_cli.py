@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from pathlib import Path
 
 import asyncssh
 import pytest
 
+from sshpipe._config import DEFAULT_CHANNELS_PER_CONNECTION, DEFAULT_RETRIES
 from tests.support.cli import assert_one_line_error, run_cli
 from tests.support.peers import Peer
 
@@ -147,6 +149,30 @@ def test_connection_refused_and_unknown_host(tmp_path: Path) -> None:
     assert_one_line_error(result, 5, "connection refused")
     result = run_cli("get", "-F", "/dev/null", "no-such-host.invalid:/x", str(tmp_path / "x"))
     assert_one_line_error(result, 5, "no-such-host.invalid", "resolve")
+
+
+def _option_help(command: str, option: str) -> str:
+    """The help text of one option of ``command --help``, on one line."""
+    done = run_cli(command, "--help")
+    assert done.returncode == 0, done.stderr
+    _, _, listed = done.stdout.partition("\noptions:\n")  # past the usage line
+    text = " ".join(listed.split())  # argparse wraps at the terminal's width
+    found = re.search(rf"{re.escape(option)} \S+ (.*?) (?=-[-\w])", text)
+    assert found is not None, text
+    return found.group(1)
+
+
+@pytest.mark.parametrize("command", ["get", "put"])
+def test_help_gives_the_channels_per_connection_the_library_uses(command: str) -> None:
+    text = _option_help(command, "--channels-per-connection")
+    assert re.findall(r"default (\d+)", text) == [str(DEFAULT_CHANNELS_PER_CONNECTION)], text
+
+
+@pytest.mark.parametrize("command", ["get", "put"])
+def test_help_says_uploads_and_trees_retry_too(command: str) -> None:
+    text = _option_help(command, "--retries")
+    assert "download" in text and "upload" in text and "tree" in text, text
+    assert f"default {DEFAULT_RETRIES}" in text, text
 
 
 def test_usage_errors(tmp_path: Path) -> None:
