@@ -26,7 +26,7 @@ runuser -u "$USER_NAME" -- bash -c "
     set -euo pipefail
     cd '$work'
     '$SYSTEM_PYTHON' -m venv .venv
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[cli,test]'
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration \
         -m 'not root and (openssh or not (asyncssh_server or linkemu))'
 "

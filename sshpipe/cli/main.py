@@ -178,7 +178,7 @@ def _run(command: Callable[[_Interrupts], Coroutine[Any, Any, int]]) -> int:
     interrupts = _Interrupts()
     try:
         import uvloop
-    except ImportError:  # uvloop is optional where it does not build (e.g. Windows)
+    except ImportError:  # the cli extra is not installed (or uvloop does not build there)
         return asyncio.run(interrupts.run(command(interrupts)))
     return uvloop.run(interrupts.run(command(interrupts)))
 

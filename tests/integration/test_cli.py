@@ -41,6 +41,32 @@ def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> N
     assert (openssh_peer.root / "put.bin").read_bytes() == data
 
 
+def test_without_the_cli_extra_the_command_runs_on_the_stock_loop(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """uvloop is the cli extra's; where it cannot be imported, asyncio's loop runs, silently."""
+    shadow = tmp_path / "no-uvloop"
+    shadow.mkdir()
+    tried = tmp_path / "uvloop-tried"
+    # ``python -m`` puts its working directory first on sys.path: this uvloop is found first.
+    (shadow / "uvloop.py").write_text(
+        f"open({str(tried)!r}, 'w').close()\nraise ImportError('no uvloop here')\n"
+    )
+    data = os.urandom(300_000)
+    (openssh_peer.root / "src.bin").write_bytes(data)
+    got = run_cli(
+        "get",
+        *openssh_peer.cli_options(),
+        openssh_peer.spec("src.bin"),
+        str(tmp_path / "got.bin"),
+        cwd=shadow,
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stderr == ""
+    assert tried.exists()  # the command did look for uvloop
+    assert (tmp_path / "got.bin").read_bytes() == data
+
+
 def test_json_stats(openssh_peer: Peer, tmp_path: Path) -> None:
     (openssh_peer.root / "src.bin").write_bytes(b"x" * 100_000)
     result = run_cli(
