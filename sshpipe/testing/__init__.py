@@ -15,6 +15,6 @@
   pytest fixture.
 
 These are servers: they import asyncssh's server side and ``sshpipe.testing.embedded``,
-never the client's modules. Nothing here is imported by sshpipe itself, but
+never the client's modules. Nothing here is imported by sshpipe itself, except by
 the command line's demo, which runs the embedded server.
 """
