@@ -1,7 +1,7 @@
 """bench_tree.py's directory trees: their shapes, deterministic content, and the check
 that a copy holds exactly the source's files (relative paths, sizes, sha256).
 
-Imported by bench_tree.py, which puts the repo root on sys.path first.
+Imported by bench_tree.py (run as a file, so this directory is on sys.path).
 """
 
 from __future__ import annotations

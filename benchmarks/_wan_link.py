@@ -2,7 +2,7 @@
 clients' ssh config and host keys, and the server-side files (local sshd, or an existing
 ``--server``).
 
-Imported by those scripts, which put the repo root on sys.path first.
+Imported by those scripts (run as files, so this directory is on sys.path).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from bench_loopback import (
     write_random_file,
 )
 
-from tests.support.openssh import SSHServerError, SSHServerInfo, ssh_config_lines
+from sshpipe.testing.sshd import SSHServerError, SSHServerInfo, ssh_config_lines
 
 # As the brief for this benchmark: more requests and bigger blocks than stock,
 # nothing else. 261120, not 262144: OpenSSH 9.2 advertises a 261120-byte max

@@ -32,14 +32,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
+
+# sshpipe (with its sshd launcher) must be installed: scripts/test.sh does pip install -e .
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-# The sshd launcher lives in tests/support; the script is run as a file, so
-# the repo root is not on sys.path by itself.
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tests.support.openssh import SSHServerInfo, openssh_server  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30

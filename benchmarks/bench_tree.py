@@ -26,13 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-# Run as a file: the repo root (for tests.support) is not on sys.path by itself;
-# this directory (for the other benchmark modules) is.
-if str(BENCH_DIR.parent) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR.parent))
-
-from _tree_files import (  # noqa: E402
+from _tree_files import (
     Tree,
     TreeSpec,
     compare_tree,
@@ -41,7 +35,7 @@ from _tree_files import (  # noqa: E402
     remove_tree,
     write_tree,
 )
-from _tree_report import (  # noqa: E402
+from _tree_report import (
     PROBE,
     Progress,
     TreeRun,
@@ -52,7 +46,7 @@ from _tree_report import (  # noqa: E402
     summarize,
     write_results,
 )
-from _wan_link import (  # noqa: E402
+from _wan_link import (
     BenchError,
     Link,
     LinkRecord,
@@ -60,8 +54,8 @@ from _wan_link import (  # noqa: E402
     emulated_view,
     last_json_object,
 )
-from _wan_report import format_links  # noqa: E402
-from bench_loopback import (  # noqa: E402
+from _wan_report import format_links
+from bench_loopback import (
     MIB,
     REPO_ROOT,
     Client,
@@ -76,10 +70,13 @@ from bench_loopback import (  # noqa: E402
     scratch_dir,
     sftp_argv,
 )
-from bench_wan import STOCK_MAX_SESSIONS, float_list, name_list  # noqa: E402
+from bench_wan import STOCK_MAX_SESSIONS, float_list, name_list
 
-from tests.support.openssh import SSHServerInfo, openssh_server  # noqa: E402
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 
+# Run as a file, this directory is on sys.path (for the other benchmark modules);
+# sshpipe itself must be installed (scripts/test.sh: pip install -e .).
+BENCH_DIR = Path(__file__).resolve().parent
 KIB = 1 << 10
 RESULTS_DIR = BENCH_DIR / "results"
 DEFAULT_JSON = RESULTS_DIR / "tree-latest.json"

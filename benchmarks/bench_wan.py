@@ -30,13 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-# Run as a file: the repo root (for tests.support) is not on sys.path by itself;
-# this directory (for bench_loopback, _wan_link and _wan_report) is.
-if str(BENCH_DIR.parent) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR.parent))
-
-from _wan_link import (  # noqa: E402
+from _wan_link import (
     SFTP_TUNED_ARGS,
     BenchError,
     Link,
@@ -49,7 +43,7 @@ from _wan_link import (  # noqa: E402
     emulated_view,
     last_json_object,
 )
-from _wan_report import (  # noqa: E402
+from _wan_report import (
     SETUP_SIZE,
     WanRun,
     WanSample,
@@ -60,7 +54,7 @@ from _wan_report import (  # noqa: E402
     summarize,
     write_results,
 )
-from bench_loopback import (  # noqa: E402
+from bench_loopback import (
     GET_NAME,
     MIB,
     PUT_NAME,
@@ -79,8 +73,11 @@ from bench_loopback import (  # noqa: E402
     verify_file,
 )
 
-from tests.support.openssh import SSHServerInfo, openssh_server  # noqa: E402
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 
+# Run as a file, this directory is on sys.path (for bench_loopback, _wan_link and
+# _wan_report); sshpipe itself must be installed (scripts/test.sh: pip install -e .).
+BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 DEFAULT_JSON = RESULTS_DIR / "wan-latest.json"
 QUICK_JSON = RESULTS_DIR / "wan-quick.json"

@@ -23,14 +23,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+import uvloop
 
-import uvloop  # noqa: E402
-
-import sshpipe  # noqa: E402
-from tests.support.openssh import SSHServerInfo, openssh_server  # noqa: E402
+import sshpipe
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 
 KIB, MIB = 1 << 10, 1 << 20
 BASE = sshpipe.TransferConfig()

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Install everything the tests need (openssh-server via apt-get when missing and
-# root; sshpipe[test] in .venv) and run lint, types and the whole test suite.
+# root; sshpipe[cli,test] in .venv) and run lint, types and the whole test suite.
 # Usage: bash scripts/test.sh [extra pytest arguments]
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 if ! [ -x /usr/sbin/sshd ] && ! command -v sshd >/dev/null; then
     apt_install openssh-server openssh-client
 fi
 command -v sftp >/dev/null || apt_install openssh-client
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[test]"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[cli,test]"
 "$VENV/bin/python" -m ruff check sshpipe tests benchmarks
 "$VENV/bin/python" -m mypy
 "$VENV/bin/python" -m pytest "$@"

@@ -1,101 +1,66 @@
-"""Shared fixtures: a real OpenSSH sshd (session-wide) and the in-process asyncssh server."""
+"""Shared fixtures, and the markers they bring.
+
+Fixtures: a real OpenSSH sshd (session-wide, from ``sshpipe.testing.plugin``),
+the in-process asyncssh server, either behind the link emulator, a throwaway
+state directory for journals, and a guard for tests that need root.
+
+Markers (registered in pyproject.toml) are set here from the fixtures a test
+uses, so ``-m`` selects by what a test needs rather than by file: ``openssh``,
+``asyncssh_server``, ``linkemu``, ``root``. A test that starts a server or an
+emulator in its own body gets the marker from its module's ``pytestmark``.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import os
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import sshpipe
-from sshpipe.testing.embedded import (
-    EmbeddedServer,
-    SFTPFactory,
-    chrooted_sftp,
-    cli_options,
-    embedded_server,
-)
-from tests.support.fixtures import openssh
-from tests.support.openssh import SSHServerInfo
+from sshpipe.linkemu import LinkEmulator, LinkSpec
+from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
+from sshpipe.testing.sshd import SSHServerInfo
+from tests.support.peers import PEER_PARAMS, EmulatedLink, Peer, from_embedded, from_openssh
 
-__all__ = ["Peer", "asyncssh_peer", "openssh", "openssh_peer", "peer"]
+# The real sshd: ``openssh`` (session-wide) and ``sshd_executable``.
+pytest_plugins = ["sshpipe.testing.plugin"]
 
+__all__ = [
+    "asyncssh_peer",
+    "emulated_link",
+    "faulty_server",
+    "link",
+    "needs_root",
+    "openssh_peer",
+    "peer",
+    "slow_link",
+    "state_home",
+]
 
-@dataclass(frozen=True)
-class Peer:
-    """A server under test, seen the way a test needs it.
-
-    ``root`` is a local directory the server sees; ``remote(name)`` is the path
-    of ``root / name`` as the client must spell it (the embedded server is
-    chrooted at ``root``, sshd is not).
-    """
-
-    name: str
-    host: str
-    port: int
-    user: str
-    client_key: Path
-    known_hosts: Path
-    root: Path
-    chrooted: bool
-
-    def remote(self, name: str) -> str:
-        return f"/{name}" if self.chrooted else str(self.root / name)
-
-    def client(self, config: sshpipe.TransferConfig | None = None) -> sshpipe.Client:
-        return sshpipe.connect(
-            f"{self.user}@{self.host}",
-            port=self.port,
-            identity_files=[str(self.client_key)],
-            known_hosts=[str(self.known_hosts)],
-            ssh_config=[],
-            config=config,
-        )
-
-    def cli_options(self) -> list[str]:
-        return cli_options(self.port, self.client_key, self.known_hosts)
-
-    def spec(self, name: str) -> str:
-        return f"{self.user}@{self.host}:{self.remote(name)}"
-
-    def behind(self, port: int, workdir: Path) -> Peer:
-        """This peer reached through a proxy (the link emulator) on ``port``.
-
-        The same host key, known under the proxy's port: checking stays on.
-        """
-        known = workdir / "known_hosts_link"
-        text = self.known_hosts.read_text()
-        known.write_text(text.replace(f"]:{self.port} ", f"]:{port} "))
-        return dataclasses.replace(self, port=port, known_hosts=known)
+# The marker each fixture brings to every test that uses it, directly or through
+# another fixture (``item.fixturenames`` is the whole closure). ``peer`` and the
+# like mark each of their params instead (``PEER_PARAMS``).
+FIXTURE_MARKERS = {
+    "sshd_executable": "openssh",
+    "asyncssh_peer": "asyncssh_server",
+    "faulty_server": "asyncssh_server",
+    "emulated_link": "linkemu",
+    "needs_root": "root",
+}
+# pytest-timeout's limit for tests marked slow (the default is in pyproject.toml).
+SLOW_TIMEOUT = 900
 
 
-def _from_openssh(info: SSHServerInfo, root: Path) -> Peer:
-    return Peer(
-        "openssh",
-        info.host,
-        info.port,
-        info.user,
-        info.client_key,
-        info.known_hosts,
-        root,
-        chrooted=False,
-    )
-
-
-def from_embedded(server: EmbeddedServer) -> Peer:
-    return Peer(
-        "asyncssh",
-        server.host,
-        server.port,
-        server.username,
-        server.client_key,
-        server.known_hosts,
-        server.root,
-        chrooted=True,
-    )
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in used:
+                item.add_marker(marker)
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 @pytest.fixture
@@ -103,7 +68,7 @@ def openssh_peer(openssh: SSHServerInfo, tmp_path: Path) -> Peer:
     """The real sshd, with a fresh directory of its own for this test."""
     root = openssh.root / tmp_path.name
     root.mkdir()
-    return _from_openssh(openssh, root)
+    return from_openssh(openssh, root)
 
 
 @pytest.fixture
@@ -112,7 +77,7 @@ async def asyncssh_peer(tmp_path: Path) -> AsyncIterator[Peer]:
         yield from_embedded(server)
 
 
-@pytest.fixture(params=["openssh", "asyncssh"])
+@pytest.fixture(params=PEER_PARAMS)
 def peer(request: pytest.FixtureRequest) -> Peer:
     """Each test taking ``peer`` runs once against each real server."""
     fixture: Peer = request.getfixturevalue(f"{request.param}_peer")
@@ -131,3 +96,50 @@ def faulty_server(
             yield from_embedded(server)
 
     return start
+
+
+@pytest.fixture
+def emulated_link(tmp_path: Path) -> EmulatedLink:
+    """``async with emulated_link(peer, spec) as (emu, far)``: ``peer`` behind the emulator."""
+
+    @contextlib.asynccontextmanager
+    async def behind(peer: Peer, spec: LinkSpec) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+        async with LinkEmulator(peer.host, peer.port, spec) as emu:
+            yield emu, peer.behind(emu.port, tmp_path)
+
+    return behind
+
+
+@pytest.fixture
+async def link(
+    openssh_peer: Peer, emulated_link: EmulatedLink
+) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
+    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
+    async with emulated_link(openssh_peer, LinkSpec(rtt=0.002)) as (emu, far):
+        yield emu, far
+
+
+@pytest.fixture
+async def slow_link(
+    openssh_peer: Peer, emulated_link: EmulatedLink
+) -> AsyncIterator[tuple[Peer, LinkEmulator]]:
+    """sshd behind a 40 Mbit/s link: 24 MiB take ~5 s, time to kill the copy mid-way."""
+    async with emulated_link(openssh_peer, LinkSpec(rtt=0.004, rate=40e6)) as (emu, far):
+        yield far, emu
+
+
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Journals go to a throwaway state directory (CLI subprocesses inherit it).
+
+    Modules whose every test writes journals use it with ``usefixtures``.
+    """
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "sshpipe" / "resume"
+
+
+@pytest.fixture
+def needs_root() -> None:
+    """Skips the test unless it runs as root (scripts/test.sh runs the suite as root first)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root; the root run covers it")

@@ -4,37 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import asyncssh
 import pytest
 
-from tests.conftest import Peer
-
-
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
-    return subprocess.run(
-        [sys.executable, "-m", "sshpipe", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=env,
-    )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *parts: str) -> None:
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("sshpipe: ")
-    for part in parts:
-        assert part in lines[0]
+from sshpipe._config import DEFAULT_CHANNELS_PER_CONNECTION, DEFAULT_RETRIES
+from tests.support.cli import assert_one_line_error, run_cli
+from tests.support.peers import Peer
 
 
 def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> None:
@@ -60,6 +39,32 @@ def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> N
     assert put.returncode == 0, put.stderr
     assert put.stdout == ""
     assert (openssh_peer.root / "put.bin").read_bytes() == data
+
+
+def test_without_the_cli_extra_the_command_runs_on_the_stock_loop(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """uvloop is the cli extra's; where it cannot be imported, asyncio's loop runs, silently."""
+    shadow = tmp_path / "no-uvloop"
+    shadow.mkdir()
+    tried = tmp_path / "uvloop-tried"
+    # ``python -m`` puts its working directory first on sys.path: this uvloop is found first.
+    (shadow / "uvloop.py").write_text(
+        f"open({str(tried)!r}, 'w').close()\nraise ImportError('no uvloop here')\n"
+    )
+    data = os.urandom(300_000)
+    (openssh_peer.root / "src.bin").write_bytes(data)
+    got = run_cli(
+        "get",
+        *openssh_peer.cli_options(),
+        openssh_peer.spec("src.bin"),
+        str(tmp_path / "got.bin"),
+        cwd=shadow,
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stderr == ""
+    assert tried.exists()  # the command did look for uvloop
+    assert (tmp_path / "got.bin").read_bytes() == data
 
 
 def test_json_stats(openssh_peer: Peer, tmp_path: Path) -> None:
@@ -170,6 +175,30 @@ def test_connection_refused_and_unknown_host(tmp_path: Path) -> None:
     assert_one_line_error(result, 5, "connection refused")
     result = run_cli("get", "-F", "/dev/null", "no-such-host.invalid:/x", str(tmp_path / "x"))
     assert_one_line_error(result, 5, "no-such-host.invalid", "resolve")
+
+
+def _option_help(command: str, option: str) -> str:
+    """The help text of one option of ``command --help``, on one line."""
+    done = run_cli(command, "--help")
+    assert done.returncode == 0, done.stderr
+    _, _, listed = done.stdout.partition("\noptions:\n")  # past the usage line
+    text = " ".join(listed.split())  # argparse wraps at the terminal's width
+    found = re.search(rf"{re.escape(option)} \S+ (.*?) (?=-[-\w])", text)
+    assert found is not None, text
+    return found.group(1)
+
+
+@pytest.mark.parametrize("command", ["get", "put"])
+def test_help_gives_the_channels_per_connection_the_library_uses(command: str) -> None:
+    text = _option_help(command, "--channels-per-connection")
+    assert re.findall(r"default (\d+)", text) == [str(DEFAULT_CHANNELS_PER_CONNECTION)], text
+
+
+@pytest.mark.parametrize("command", ["get", "put"])
+def test_help_says_uploads_and_trees_retry_too(command: str) -> None:
+    text = _option_help(command, "--retries")
+    assert "download" in text and "upload" in text and "tree" in text, text
+    assert f"default {DEFAULT_RETRIES}" in text, text
 
 
 def test_usage_errors(tmp_path: Path) -> None:

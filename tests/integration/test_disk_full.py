@@ -12,20 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Peer
-from tests.integration.test_cli import assert_one_line_error, run_cli
-from tests.support.trees import leftover_temps
+from tests.support.cli import assert_one_line_error, run_cli
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer
 
 TMPFS_BYTES = 1024 * 1024
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted under tmp_path, unmounted afterwards."""
+def full_disk(needs_root: None, tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted under tmp_path (mounting needs root), unmounted afterwards."""
     mount = tmp_path / "small-disk"
     mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root; the root run covers it")
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(mount)],
         capture_output=True,

@@ -18,13 +18,14 @@ import pytest
 
 import sshpipe
 from sshpipe.local import target as _localio
+from sshpipe.testing.faults import Tracker, TrackingServer, factory
 from sshpipe.transport.commands import RemoteCommands
 from sshpipe.tree import groupcommit as _groupcommit
 from sshpipe.tree import put as _treeput
-from tests.conftest import Peer
-from tests.integration.test_cli import run_cli
-from tests.integration.test_faults import StartServer, Tracker, TrackingServer, factory
-from tests.support.trees import compare_trees, leftover_temps
+from tests.support.cli import run_cli
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer, StartServer
+from tests.support.trees import compare_trees
 
 Events = list[tuple[str, str]]
 SYNCED = sshpipe.TransferConfig(fsync=True)

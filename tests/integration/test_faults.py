@@ -1,8 +1,9 @@
 """The engine against an in-process asyncssh server that misbehaves on purpose.
 
-Each fault is a subclass of ``asyncssh.SFTPServer`` (or a wrapper around its
-channel) so the bytes cross a real SSH connection; every result is compared
-byte for byte, every failure is checked for what it leaves behind.
+Each fault (``sshpipe.testing.faults``) is a subclass of ``asyncssh.SFTPServer``
+(or a wrapper around its channel) so the bytes cross a real SSH connection;
+every result is compared byte for byte, every failure is checked for what it
+leaves behind.
 """
 
 from __future__ import annotations
@@ -10,124 +11,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import asyncssh
 import pytest
 
 import sshpipe
-from tests.conftest import Peer
-
-BLOCK = 32 * 1024
-StartServer = Callable[..., contextlib.AbstractAsyncContextManager[Peer]]
-
-
-class Tracker:
-    """What the server saw: open handles, reads served, replies reordered."""
-
-    def __init__(self) -> None:
-        self.open_handles = 0
-        self.reads = 0
-        self.writes = 0
-        self.reordered = 0
-
-
-class TrackingServer(asyncssh.SFTPServer):
-    tracker: Tracker
-
-    def __init__(self, chan: Any, root: Path, tracker: Tracker) -> None:
-        super().__init__(chan, chroot=str(root))
-        self.tracker = tracker
-        self.root = root
-
-    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
-        file_obj = super().open(path, pflags, attrs)
-        self.tracker.open_handles += 1
-        return file_obj
-
-    def close(self, file_obj: object) -> None:
-        self.tracker.open_handles -= 1
-        super().close(file_obj)
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        self.tracker.reads += 1
-        return super().read(file_obj, offset, size)
-
-    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
-        self.tracker.writes += 1
-        return super().write(file_obj, offset, data)
-
-
-def factory(cls: type[TrackingServer], tracker: Tracker, **extra: Any) -> Any:
-    def build(chan: Any, root: Path) -> asyncssh.SFTPServer:
-        server = cls(chan, root, tracker)
-        for name, value in extra.items():
-            setattr(server, name, value)
-        return server
-
-    return build
+from sshpipe.testing.faults import (
+    BLOCK,
+    DropsConnection,
+    DropsConnectionOnWrite,
+    FailsReadAt,
+    FailsWriteAt,
+    Grows,
+    OverlongReads,
+    Reordering,
+    ShortReads,
+    Shrinks,
+    Slow,
+    Tracker,
+    factory,
+)
+from tests.support.files import leftover_temps, random_file
+from tests.support.peers import Peer, StartServer
 
 
 def write_source(peer: Peer, size: int, name: str = "src.bin") -> bytes:
-    data = os.urandom(size)
-    (peer.root / name).write_bytes(data)
-    return data
-
-
-def leftovers(*dirs: Path) -> list[str]:
-    return [p.name for d in dirs for p in d.iterdir() if ".sshpipe-" in p.name]
-
-
-# -- servers that answer correctly but awkwardly --------------------------------
-
-
-class ShortReads(TrackingServer):
-    """Never returns more than 4096 bytes, and often fewer (filexfer-02 allows it)."""
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        cap = random.Random(offset).choice([4096, 4096, 1000, 1])
-        return super().read(file_obj, offset, min(size, cap))
-
-
-class Reordering(TrackingServer):
-    """Holds replies back and sends them in a shuffled order."""
-
-    def __init__(self, chan: Any, root: Path, tracker: Tracker) -> None:
-        super().__init__(chan, root, tracker)
-        self._held: list[bytes] = []
-        self._rng = random.Random(7)
-        self._send = chan.write
-        chan.write = self._hold  # every SFTP reply is exactly one channel write
-
-    def _hold(self, data: bytes, datatype: Any = None) -> None:
-        self._held.append(bytes(data))
-        if len(self._held) == 1:
-            asyncio.get_running_loop().call_later(0.002, self._flush)
-        if len(self._held) >= 16:
-            self._flush()
-
-    def _flush(self) -> None:
-        held, self._held = self._held, []
-        order = list(range(len(held)))
-        self._rng.shuffle(order)
-        self.tracker.reordered += sum(1 for pos, idx in enumerate(order) if pos != idx)
-        for idx in order:
-            if not self.channel.is_closing():
-                self._send(held[idx])
-
-
-class Slow(TrackingServer):
-    async def read(self, file_obj: object, offset: int, size: int) -> bytes:  # type: ignore[override]
-        await asyncio.sleep(0.002)
-        data: bytes = super().read(file_obj, offset, size)
-        return data
-
-    async def write(self, file_obj: object, offset: int, data: bytes) -> None:  # type: ignore[override]
-        await asyncio.sleep(0.002)
-        super().write(file_obj, offset, data)
+    return random_file(peer.root / name, size)
 
 
 @pytest.mark.parametrize("requests", [128, 3, 1])
@@ -179,30 +89,6 @@ async def test_slow_server_still_gets_many_requests_in_flight(
 # -- files that change under us ------------------------------------------------
 
 
-class Shrinks(TrackingServer):
-    """Truncates the file to ``keep`` bytes once ``after`` reads were served."""
-
-    after = 3
-    keep = 100_000
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        if self.tracker.reads == self.after:
-            os.truncate(self.root / "src.bin", self.keep)
-        return super().read(file_obj, offset, size)
-
-
-class Grows(TrackingServer):
-    """Appends ``extra`` bytes to the file at the first read."""
-
-    extra = b""
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        if self.tracker.reads == 0:
-            with open(self.root / "src.bin", "ab") as file:
-                file.write(self.extra)
-        return super().read(file_obj, offset, size)
-
-
 @pytest.mark.parametrize("requests", [1, 128])
 async def test_file_truncated_mid_transfer_ends_where_the_server_says(
     faulty_server: StartServer, tmp_path: Path, requests: int
@@ -236,32 +122,6 @@ async def test_file_that_grows_mid_transfer_is_read_to_its_new_end(
 # -- failures: one clear error, nothing left behind ----------------------------
 
 
-class FailsReadAt(TrackingServer):
-    fail_offset = 10 * BLOCK
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        if offset == self.fail_offset:
-            raise asyncssh.SFTPFailure("injected read failure")
-        return super().read(file_obj, offset, size)
-
-
-class FailsWriteAt(TrackingServer):
-    fail_offset = 10 * BLOCK
-
-    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
-        if offset == self.fail_offset:
-            raise asyncssh.SFTPFailure("No space left on device")
-        return super().write(file_obj, offset, data)
-
-
-class OverlongReads(TrackingServer):
-    """Hostile: answers a READ with more bytes than were asked for."""
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        data: bytes = super().read(file_obj, offset, size)
-        return data + b"X" * 10 if offset == 4 * BLOCK else data
-
-
 @pytest.mark.parametrize("channels", [1, 2])
 async def test_failed_read_names_path_offset_and_reason_and_leaves_nothing(
     faulty_server: StartServer, tmp_path: Path, channels: int
@@ -283,7 +143,7 @@ async def test_failed_read_names_path_offset_and_reason_and_leaves_nothing(
     )
     assert str(error) == f"remote: /src.bin at offset {10 * BLOCK}: injected read failure"
     assert (tmp_path / "out.bin").read_bytes() == b"previous version"  # untouched
-    assert leftovers(tmp_path) == []
+    assert leftover_temps(tmp_path) == []
 
 
 async def test_failed_write_removes_the_remote_temp_and_keeps_the_old_file(
@@ -299,7 +159,7 @@ async def test_failed_write_removes_the_remote_temp_and_keeps_the_old_file(
                 await client.put(str(source), "/dest.bin")
         assert caught.value.offset == 10 * BLOCK
         assert (peer.root / "dest.bin").read_bytes() == b"old"
-        assert leftovers(peer.root) == []
+        assert leftover_temps(peer.root) == []
         assert tracker.open_handles == 0
 
 
@@ -315,16 +175,7 @@ async def test_reply_longer_than_the_request_is_a_protocol_error(
             ):
                 await client.get("/src.bin", str(tmp_path / "out.bin"))
     assert not (tmp_path / "out.bin").exists()
-    assert leftovers(tmp_path) == []
-
-
-class DropsConnection(TrackingServer):
-    """Closes the whole SSH connection in the middle of the transfer."""
-
-    def read(self, file_obj: object, offset: int, size: int) -> Any:
-        if self.tracker.reads == 20:
-            self.channel.get_connection().abort()
-        return super().read(file_obj, offset, size)
+    assert leftover_temps(tmp_path) == []
 
 
 async def test_connection_dropped_mid_transfer_raises_broken_and_commits_nothing(
@@ -339,16 +190,7 @@ async def test_connection_dropped_mid_transfer_raises_broken_and_commits_nothing
                 await client.get("/src.bin", str(tmp_path / "out.bin"))
     assert caught.value.retryable
     assert not (tmp_path / "out.bin").exists()
-    assert leftovers(tmp_path) == []
-
-
-class DropsConnectionOnWrite(TrackingServer):
-    """Closes the whole SSH connection at the 20th WRITE of the transfer."""
-
-    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
-        if self.tracker.writes == 20:
-            self.channel.get_connection().abort()
-        return super().write(file_obj, offset, data)
+    assert leftover_temps(tmp_path) == []
 
 
 async def test_a_dropped_upload_reopens_its_temp_file_and_resends_only_the_unacknowledged(
@@ -364,7 +206,7 @@ async def test_a_dropped_upload_reopens_its_temp_file_and_resends_only_the_unack
     assert (peer.root / "up.bin").read_bytes() == data
     assert stats.reconnects == 1
     assert tracker.writes < len(data) // BLOCK + 128 + 2  # not the whole file again
-    assert leftovers(tmp_path, peer.root) == []
+    assert leftover_temps(tmp_path, peer.root) == []
 
 
 async def test_a_stream_upload_cannot_be_resent_and_fails_cleanly(
@@ -397,7 +239,7 @@ async def test_a_dropped_connection_is_reopened_and_only_the_rest_is_read(
     assert stats.reconnects == 1
     # Nothing was read twice but what was in flight when it dropped (< 128 requests).
     assert tracker.reads < len(data) // BLOCK + 128 + 2
-    assert leftovers(tmp_path) == []
+    assert leftover_temps(tmp_path) == []
 
 
 async def test_remote_errors_by_cause(peer: Peer, tmp_path: Path) -> None:
@@ -423,7 +265,7 @@ async def test_remote_errors_by_cause(peer: Peer, tmp_path: Path) -> None:
     assert (peer.root / "adir" / "local.bin").read_bytes() == b"x"
     assert (tmp_path / "sub").read_bytes() == b"x"
     assert (tmp_path / "into" / "local.bin").read_bytes() == b"x"
-    assert leftovers(tmp_path, peer.root) == []
+    assert leftover_temps(tmp_path, peer.root) == []
 
 
 # -- cancellation ----------------------------------------------------------------
@@ -469,6 +311,6 @@ async def test_cancel_at_any_point_leaves_no_task_handle_or_partial(
             assert tracker.open_handles == 0
             # The client is still usable afterwards.
             await client.get("/src.bin", str(tmp_path / "after.bin"))
-    assert leftovers(tmp_path, peer.root) == []
+    assert leftover_temps(tmp_path, peer.root) == []
     assert not (tmp_path / "out.bin").exists()
     assert not (peer.root / "up.bin").exists()

@@ -34,9 +34,12 @@ from sshpipe.testing.attacks import (
 )
 from sshpipe.testing.embedded import ProcessFactory, embedded_server
 from sshpipe.testing.rawsftp import RawOptions, RawServer
-from tests.conftest import Peer, from_embedded
 from tests.support.cli import Run, run_sshpipe
-from tests.support.trees import leftover_temps
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer, from_embedded
+
+# Every test here starts an in-process server of its own (asyncssh-based).
+pytestmark = pytest.mark.asyncssh_server
 
 # What the issue allows a process to reach on endless input, stopped.
 MAX_RSS_MIB = 200

@@ -30,6 +30,9 @@ from sshpipe.linkemu import LinkEmulator, LinkSpec, _pipe, _proxy
 from sshpipe.linkemu._model import LinkModel
 from sshpipe.linkemu._pipe import _Pipe
 
+# Tests here start the link emulator themselves, not only through fixtures.
+pytestmark = pytest.mark.linkemu
+
 TIMEOUT = 10.0
 
 

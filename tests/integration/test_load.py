@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import Peer
+from tests.support.peers import Peer
 
 SCRIPT = textwrap.dedent(
     """

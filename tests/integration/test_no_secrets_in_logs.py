@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Peer
+from tests.support.peers import Peer
 
 
 def _key_body(key: Path) -> list[str]:

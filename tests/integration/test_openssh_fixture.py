@@ -12,14 +12,7 @@ from pathlib import Path
 
 import asyncssh
 
-from tests.support import fixtures
-from tests.support.openssh import SSHServerInfo
-
-# Bound at module level so pytest finds the fixture without a conftest.py. A
-# plain assignment (unlike an import) doesn't trip ruff's F811 on each test's
-# parameter, and unlike pytest_plugins it causes no assertion-rewrite warning
-# once conftest.py imports the fixtures module too.
-openssh = fixtures.openssh
+from sshpipe.testing.sshd import SSHServerInfo
 
 
 def test_server_accepts_ssh_connections(openssh: SSHServerInfo) -> None:

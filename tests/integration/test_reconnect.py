@@ -11,35 +11,24 @@ after its retry budget with a clear error.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import random
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
-from tests.conftest import Peer
-from tests.support.trees import leftover_temps
+from tests.support.files import leftover_temps, sha256_file
+from tests.support.peers import Peer
+
+# Tests here start the link emulator themselves, not only through fixtures.
+pytestmark = pytest.mark.linkemu
 
 MiB = 1024 * 1024
 SIZE = 64 * MiB
 TRANSFERS = 50
 SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))
-
-
-@pytest.fixture
-async def link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[LinkEmulator, Peer]]:
-    """sshd seen through a 2 ms emulated link whose connections the test can cut."""
-    async with LinkEmulator(openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.002)) as emu:
-        yield emu, openssh_peer.behind(emu.port, tmp_path)
-
-
-def _digest(path: Path) -> str:
-    with path.open("rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 async def test_fifty_cut_connections_all_end_byte_identical(
@@ -50,7 +39,7 @@ async def test_fifty_cut_connections_all_end_byte_identical(
     with source.open("wb") as out:
         for _ in range(SIZE // MiB):
             out.write(os.urandom(MiB))
-    expected = _digest(source)
+    expected = sha256_file(source)
     rng = random.Random(SEED)
     print(f"cut offsets from seed {SEED} (SSHPIPE_CUT_SEED)")
     survived = 0
@@ -60,7 +49,7 @@ async def test_fifty_cut_connections_all_end_byte_identical(
         async with peer.client() as sp:
             emu.cut_after(cut, direction="down")
             stats = await sp.get(peer.remote("big.bin"), str(target))
-        assert _digest(target) == expected, f"transfer {number} (cut at {cut}) differs"
+        assert sha256_file(target) == expected, f"transfer {number} (cut at {cut}) differs"
         assert stats.reconnects == 1, f"transfer {number} (cut at {cut}): {stats.reconnects}"
         survived += 1
         target.unlink()
@@ -128,7 +117,7 @@ async def test_cut_uploads_reopen_their_temp_file_and_end_byte_identical(
     with source.open("wb") as out:
         for _ in range(UP_SIZE // MiB):
             out.write(os.urandom(MiB))
-    expected = _digest(source)
+    expected = sha256_file(source)
     rng = random.Random(SEED + 1)
     print(f"upload cut offsets from seed {SEED + 1}")
     for number in range(UPLOADS):
@@ -137,7 +126,7 @@ async def test_cut_uploads_reopen_their_temp_file_and_end_byte_identical(
             emu.cut_after(cut, direction="up")
             stats = await sp.put(str(source), peer.remote(f"copy-{number}.bin"))
         copy = peer.root / f"copy-{number}.bin"
-        assert _digest(copy) == expected, f"upload {number} (cut at {cut}) differs"
+        assert sha256_file(copy) == expected, f"upload {number} (cut at {cut}) differs"
         assert stats.reconnects == 1, f"upload {number} (cut at {cut}): {stats.reconnects}"
         copy.unlink()
     assert leftover_temps(peer.root) == []

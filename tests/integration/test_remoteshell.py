@@ -10,7 +10,7 @@ import pytest
 
 import sshpipe
 from sshpipe.transport.sftp import RunCommand, Shell
-from tests.conftest import Peer
+from tests.support.peers import Peer
 
 BOUNDS: dict[str, Any] = {"within": 30.0, "max_output": 4096}
 

@@ -24,13 +24,14 @@ import sshpipe
 from sshpipe.core.readback import ReadBackCheck, latest_disjoint
 from sshpipe.core.readplan import Range, ReadPlan, missing
 from sshpipe.durability.putresume import remote_resume_name, state_dir
-from sshpipe.linkemu import LinkEmulator, LinkSpec
-from tests.conftest import Peer
-from tests.integration.test_cli import assert_one_line_error, run_cli
-from tests.integration.test_tree import run_cli_async
+from sshpipe.linkemu import LinkEmulator
+from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
+from tests.support.peers import Peer
 
 MiB = 1024 * 1024
 SIZE = 24 * MiB
+# Upload journals go to a throwaway state directory (CLI subprocesses inherit it).
+pytestmark = pytest.mark.usefixtures("state_home")
 
 
 def test_a_resumed_plan_asks_only_for_the_gaps_then_probes() -> None:
@@ -110,15 +111,6 @@ def test_read_back_check_keeps_nothing_never_read_back_whole() -> None:
     check = ReadBackCheck([(0, 100, hashlib.sha256(data).hexdigest())])
     check.add(0, data[:60])  # the partial ended there
     assert check.kept == []
-
-
-@pytest.fixture
-async def slow_link(openssh_peer: Peer, tmp_path: Path) -> AsyncIterator[tuple[Peer, LinkEmulator]]:
-    """sshd behind a 40 Mbit/s link: 24 MiB take ~5 s, time to kill the copy mid-way."""
-    async with LinkEmulator(
-        openssh_peer.host, openssh_peer.port, LinkSpec(rtt=0.004, rate=40e6)
-    ) as emu:
-        yield openssh_peer.behind(emu.port, tmp_path), emu
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:
@@ -203,13 +195,6 @@ async def test_resume_refuses_a_source_that_changed(
     assert code == 0, err
     assert target.read_bytes() == (peer.root / "src.bin").read_bytes()
     assert not partial.exists() and not target.with_name(".out.bin.sshpipe.journal").exists()
-
-
-@pytest.fixture(autouse=True)
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Upload journals go to a throwaway state directory (CLI subprocesses inherit it)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    return tmp_path / "state" / "sshpipe" / "resume"
 
 
 def test_remote_partial_name_and_state_dir(state_home: Path) -> None:

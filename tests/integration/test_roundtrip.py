@@ -10,26 +10,17 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from tests.conftest import Peer
+from tests.support.files import leftover_temps, random_file
+from tests.support.peers import Peer
 
 BLOCK = 32 * 1024  # a block size every server accepts, so edges are where we expect
 SIZES = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 10 * 1024 * 1024 + 7]
 
 
-def _random_file(path: Path, size: int) -> bytes:
-    data = os.urandom(size)
-    path.write_bytes(data)
-    return data
-
-
-def _no_partials(*dirs: Path) -> list[str]:
-    return [p.name for d in dirs for p in d.iterdir() if p.name.endswith(".partial")]
-
-
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("requests", [128, 1])
 async def test_get_and_put_round_trip(peer: Peer, tmp_path: Path, size: int, requests: int) -> None:
-    data = _random_file(peer.root / "src.bin", size)
+    data = random_file(peer.root / "src.bin", size)
     config = sshpipe.TransferConfig(requests=requests, block_size=BLOCK)
     async with peer.client(config) as client:
         got = await client.get(peer.remote("src.bin"), str(tmp_path / "got.bin"))
@@ -41,13 +32,13 @@ async def test_get_and_put_round_trip(peer: Peer, tmp_path: Path, size: int, req
     assert got.peak_requests_in_flight <= requests * got.channels
     assert sent.peak_requests_in_flight <= requests * sent.channels
     assert got.short_reads_reissued == 0
-    assert _no_partials(tmp_path, peer.root) == []
+    assert leftover_temps(tmp_path, peer.root) == []
 
 
 async def test_defaults_use_server_limits_and_keep_many_requests_in_flight(
     peer: Peer, tmp_path: Path
 ) -> None:
-    data = _random_file(peer.root / "big.bin", 24 * 1024 * 1024 + 3)
+    data = random_file(peer.root / "big.bin", 24 * 1024 * 1024 + 3)
     async with peer.client() as client:
         stats = await client.get(peer.remote("big.bin"), str(tmp_path / "big.bin"))
         up = await client.put(str(tmp_path / "big.bin"), peer.remote("up.bin"))
@@ -63,7 +54,7 @@ async def test_defaults_use_server_limits_and_keep_many_requests_in_flight(
 
 @pytest.mark.parametrize("channels", [2, 3])
 async def test_requests_spread_over_channels(peer: Peer, tmp_path: Path, channels: int) -> None:
-    data = _random_file(peer.root / "src.bin", 3 * 1024 * 1024 + 5)
+    data = random_file(peer.root / "src.bin", 3 * 1024 * 1024 + 5)
     config = sshpipe.TransferConfig(channels=channels, block_size=BLOCK)
     async with peer.client(config) as client:
         got = await client.get(peer.remote("src.bin"), str(tmp_path / "got.bin"))
@@ -77,7 +68,7 @@ async def test_requests_spread_over_channels(peer: Peer, tmp_path: Path, channel
 
 @pytest.mark.parametrize("size", [0, BLOCK + 1, 5 * 1024 * 1024 + 11])
 async def test_stream_delivers_bytes_in_order(peer: Peer, size: int) -> None:
-    data = _random_file(peer.root / "src.bin", size)
+    data = random_file(peer.root / "src.bin", size)
     config = sshpipe.TransferConfig(block_size=BLOCK, max_bytes_in_flight=8 * BLOCK)
     digest = hashlib.sha256()
     total = 0
@@ -90,7 +81,7 @@ async def test_stream_delivers_bytes_in_order(peer: Peer, size: int) -> None:
 
 
 async def test_stream_stopped_early_releases_its_channel(peer: Peer) -> None:
-    _random_file(peer.root / "src.bin", 4 * 1024 * 1024)
+    random_file(peer.root / "src.bin", 4 * 1024 * 1024)
     async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
         pieces = client.stream(peer.remote("src.bin"))
         async for _ in pieces:
@@ -132,13 +123,13 @@ async def test_put_replaces_an_existing_file_atomically(peer: Peer, tmp_path: Pa
         await client.put(str(tmp_path / "new.bin"), peer.remote("dest.bin"))
         await client.get(peer.remote("dest.bin"), str(tmp_path / "new.bin"))
     assert (peer.root / "dest.bin").read_bytes() == b"new"
-    assert _no_partials(peer.root, tmp_path) == []
+    assert leftover_temps(peer.root, tmp_path) == []
 
 
 async def test_many_transfers_share_one_connection(peer: Peer, tmp_path: Path) -> None:
     import asyncio
 
-    files = {f"f{i}.bin": _random_file(peer.root / f"f{i}.bin", 100_000 * i + 1) for i in range(8)}
+    files = {f"f{i}.bin": random_file(peer.root / f"f{i}.bin", 100_000 * i + 1) for i in range(8)}
     async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
         await asyncio.gather(
             *(client.get(peer.remote(name), str(tmp_path / name)) for name in files)
@@ -149,7 +140,7 @@ async def test_many_transfers_share_one_connection(peer: Peer, tmp_path: Path) -
 
 @pytest.mark.parametrize("size", [0, BLOCK + 1, 3 * 1024 * 1024 + 5])
 async def test_local_io_on_the_loop_thread(peer: Peer, tmp_path: Path, size: int) -> None:
-    data = _random_file(peer.root / "src.bin", size)
+    data = random_file(peer.root / "src.bin", size)
     config = sshpipe.TransferConfig(block_size=BLOCK, local_io_in_thread=False)
     async with peer.client(config) as client:
         await client.get(peer.remote("src.bin"), str(tmp_path / "got.bin"))

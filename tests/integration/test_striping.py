@@ -11,23 +11,25 @@ speed is measured by benchmarks/bench_wan.py.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 import sshpipe
-from sshpipe.linkemu import LinkEmulator, LinkSpec
-from tests.conftest import Peer, _from_openssh
-from tests.support.openssh import SSHServerInfo, openssh_server
+from sshpipe.linkemu import LinkSpec
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
+from tests.support.files import leftover_temps, random_file
+from tests.support.peers import EmulatedLink, Peer, from_openssh
 
 RTT = 0.06  # long enough that one channel's window visibly caps a transfer
 MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def sshd_two_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServerInfo]:
+def sshd_two_sessions(
+    sshd_executable: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SSHServerInfo]:
     """A real sshd that allows only 2 channels per connection (stock is 10)."""
     with openssh_server(tmp_path_factory.mktemp("sshd2"), max_sessions=2) as info:
         yield info
@@ -37,35 +39,20 @@ def sshd_two_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHS
 def small_sshd_peer(sshd_two_sessions: SSHServerInfo, tmp_path: Path) -> Peer:
     root = sshd_two_sessions.root / tmp_path.name
     root.mkdir()
-    return _from_openssh(sshd_two_sessions, root)
-
-
-async def _behind_link(peer: Peer, tmp_path: Path, spec: LinkSpec) -> AsyncIterator[Peer]:
-    async with LinkEmulator(peer.host, peer.port, spec) as link:
-        yield peer.behind(link.port, tmp_path)
+    return from_openssh(sshd_two_sessions, root)
 
 
 @pytest.fixture
-async def far_peer(peer: Peer, tmp_path: Path) -> AsyncIterator[Peer]:
+async def far_peer(peer: Peer, emulated_link: EmulatedLink) -> AsyncIterator[Peer]:
     """``peer`` (sshd, then asyncssh) seen across a 60 ms link."""
-    async for far in _behind_link(peer, tmp_path, LinkSpec(rtt=RTT)):
+    async with emulated_link(peer, LinkSpec(rtt=RTT)) as (_, far):
         yield far
 
 
 @pytest.fixture
-async def far_small_sshd(small_sshd_peer: Peer, tmp_path: Path) -> AsyncIterator[Peer]:
-    async for far in _behind_link(small_sshd_peer, tmp_path, LinkSpec(rtt=RTT)):
+async def far_small_sshd(small_sshd_peer: Peer, emulated_link: EmulatedLink) -> AsyncIterator[Peer]:
+    async with emulated_link(small_sshd_peer, LinkSpec(rtt=RTT)) as (_, far):
         yield far
-
-
-def _random_file(path: Path, size: int) -> bytes:
-    data = os.urandom(size)
-    path.write_bytes(data)
-    return data
-
-
-def _leftovers(*dirs: Path) -> list[str]:
-    return [p.name for d in dirs for p in d.iterdir() if ".sshpipe-" in p.name]
 
 
 async def test_download_opens_channels_when_one_window_is_too_small(
@@ -73,7 +60,7 @@ async def test_download_opens_channels_when_one_window_is_too_small(
 ) -> None:
     # 1 MiB windows at 60 ms hold ~17 MB/s each: the controller's first guess
     # (60 ms x 1 Gbit/s = 7.5 MB) needs several.
-    data = _random_file(far_peer.root / "src.bin", 24 * MiB + 5)
+    data = random_file(far_peer.root / "src.bin", 24 * MiB + 5)
     config = sshpipe.TransferConfig(window=MiB)
     async with far_peer.client(config) as client:
         stats = await client.get(far_peer.remote("src.bin"), str(tmp_path / "got.bin"))
@@ -81,22 +68,22 @@ async def test_download_opens_channels_when_one_window_is_too_small(
     assert stats.channels >= 4, stats
     assert stats.receive_window == MiB
     assert stats.flow_phase in ("startup", "steady")
-    assert _leftovers(tmp_path, far_peer.root) == []
+    assert leftover_temps(tmp_path, far_peer.root) == []
 
 
 async def test_upload_stripes_over_channels(far_peer: Peer, tmp_path: Path) -> None:
-    data = _random_file(tmp_path / "src.bin", 24 * MiB + 3)
+    data = random_file(tmp_path / "src.bin", 24 * MiB + 3)
     async with far_peer.client() as client:
         stats = await client.put(str(tmp_path / "src.bin"), far_peer.remote("up.bin"))
     assert (far_peer.root / "up.bin").read_bytes() == data
     # 7.5 MB wanted in flight over 2 MiB server windows: more than one channel.
     assert stats.channels >= 3, stats
     assert stats.peer_window > 0
-    assert _leftovers(tmp_path, far_peer.root) == []
+    assert leftover_temps(tmp_path, far_peer.root) == []
 
 
 async def test_stats_report_the_link(far_peer: Peer, tmp_path: Path) -> None:
-    _random_file(far_peer.root / "src.bin", 4 * MiB)
+    random_file(far_peer.root / "src.bin", 4 * MiB)
     async with far_peer.client() as client:
         stats = await client.get(far_peer.remote("src.bin"), str(tmp_path / "got.bin"))
     # One idle round trip at set-up, and no request faster than the link.
@@ -109,7 +96,7 @@ async def test_stats_report_the_link(far_peer: Peer, tmp_path: Path) -> None:
 
 
 async def test_memory_budget_bounds_what_is_in_flight(far_peer: Peer, tmp_path: Path) -> None:
-    data = _random_file(far_peer.root / "src.bin", 16 * MiB)
+    data = random_file(far_peer.root / "src.bin", 16 * MiB)
     config = sshpipe.TransferConfig(max_bytes_in_flight=2 * MiB, min_bytes_in_flight=MiB)
     async with far_peer.client(config) as client:
         got = await client.get(far_peer.remote("src.bin"), str(tmp_path / "got.bin"))
@@ -123,7 +110,7 @@ async def test_memory_budget_bounds_what_is_in_flight(far_peer: Peer, tmp_path: 
 
 
 async def test_fixed_channels_do_not_grow(far_peer: Peer, tmp_path: Path) -> None:
-    data = _random_file(tmp_path / "src.bin", 8 * MiB)
+    data = random_file(tmp_path / "src.bin", 8 * MiB)
     config = sshpipe.TransferConfig(channels=1)
     async with far_peer.client(config) as client:
         stats = await client.put(str(tmp_path / "src.bin"), far_peer.remote("up.bin"))
@@ -137,7 +124,7 @@ async def test_upload_opens_connections_past_max_sessions(
     # sshd refuses a third channel per connection; we assume 10 until it does,
     # then learn its limit and open more connections with the same settings.
     # Large enough to outlast a second connection's ten round trips.
-    data = _random_file(tmp_path / "src.bin", 64 * MiB + 1)
+    data = random_file(tmp_path / "src.bin", 64 * MiB + 1)
     async with far_small_sshd.client() as client:
         stats = await client.put(str(tmp_path / "src.bin"), far_small_sshd.remote("up.bin"))
         assert client.connections >= 2
@@ -149,11 +136,11 @@ async def test_upload_opens_connections_past_max_sessions(
     assert (far_small_sshd.root / "again.bin").read_bytes() == data
     assert stats.channels >= 3 and stats.connections >= 2, stats
     assert again.channels >= 3
-    assert _leftovers(tmp_path, far_small_sshd.root) == []
+    assert leftover_temps(tmp_path, far_small_sshd.root) == []
 
 
 async def test_connections_can_be_capped(far_small_sshd: Peer, tmp_path: Path) -> None:
-    data = _random_file(tmp_path / "src.bin", 8 * MiB)
+    data = random_file(tmp_path / "src.bin", 8 * MiB)
     config = sshpipe.TransferConfig(max_connections=1)
     async with far_small_sshd.client(config) as client:
         stats = await client.put(str(tmp_path / "src.bin"), far_small_sshd.remote("up.bin"))
@@ -168,8 +155,8 @@ async def test_cancel_while_channels_are_opening(
     far_small_sshd: Peer, tmp_path: Path, direction: str, after: float
 ) -> None:
     """Cancelled at any point of the growth: no task left, no temp file, clean close."""
-    _random_file(far_small_sshd.root / "src.bin", 32 * MiB)
-    _random_file(tmp_path / "src.bin", 32 * MiB)
+    random_file(far_small_sshd.root / "src.bin", 32 * MiB)
+    random_file(tmp_path / "src.bin", 32 * MiB)
     before = asyncio.all_tasks()
     async with far_small_sshd.client() as client:
         if direction == "get":
@@ -185,14 +172,14 @@ async def test_cancel_while_channels_are_opening(
     assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
     assert not (tmp_path / "got.bin").exists()
     assert not (far_small_sshd.root / "up.bin").exists()
-    assert _leftovers(tmp_path, far_small_sshd.root) == []
+    assert leftover_temps(tmp_path, far_small_sshd.root) == []
 
 
 async def test_more_transfers_than_channels_wait_for_one(
     openssh_peer: Peer, tmp_path: Path
 ) -> None:
     """Ten transfers at once on a client allowed two channels in all: none fails, all wait."""
-    data = _random_file(openssh_peer.root / "src.bin", 3 * MiB + 7)
+    data = random_file(openssh_peer.root / "src.bin", 3 * MiB + 7)
     config = sshpipe.TransferConfig(max_connections=1, channels_per_connection=2)
     async with openssh_peer.client(config) as client:
         results = await asyncio.gather(

@@ -2,7 +2,7 @@
 
 Peers: the real OpenSSH sshd and asyncssh's in-process server. asyncssh 2.24's
 chrooted readlink cannot serve a relative link's text (see
-tests/support/hostile.py), so tree tests use a subclass that serves it as stored;
+``sshpipe.testing.hostile``), so tree tests use a subclass that serves it as stored;
 symlink *creation* goes to the stock code, whose argument order differs from
 OpenSSH's (the client must send each server its own order).
 
@@ -18,10 +18,9 @@ import logging
 import os
 import stat
 import subprocess
-import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +29,8 @@ import pytest
 import sshpipe
 import sshpipe.tree.run
 from sshpipe.testing.embedded import embedded_server
-from tests.conftest import Peer, from_embedded
-from tests.integration.test_cli import assert_one_line_error, run_cli
-from tests.integration.test_faults import Slow, Tracker, factory
-from tests.support.hostile import (
+from sshpipe.testing.faults import Slow, Tracker, factory
+from sshpipe.testing.hostile import (
     HOSTILE_DIR,
     HOSTILE_ENTRIES,
     MARKER,
@@ -44,10 +41,12 @@ from tests.support.hostile import (
     hostile_listing,
     populate_hostile,
 )
+from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
+from tests.support.files import leftover_temps
+from tests.support.peers import PEER_PARAMS, Peer, StartServer, from_embedded
 from tests.support.trees import (
     GeneratedTree,
     compare_trees,
-    leftover_temps,
     make_small_tree,
     make_tree,
     set_times,
@@ -55,7 +54,6 @@ from tests.support.trees import (
     summarize,
 )
 
-StartServer = Callable[..., contextlib.AbstractAsyncContextManager[Peer]]
 NOT_ROOT = pytest.mark.skipif(
     os.geteuid() == 0, reason="root reads chmod 000 files; covered by the ordinary-user run"
 )
@@ -72,7 +70,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> GeneratedTree:
     return make_tree(tmp_path_factory.mktemp("generated") / "src")
 
 
-@pytest.fixture(params=["openssh", "asyncssh"])
+@pytest.fixture(params=PEER_PARAMS)
 async def tree_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Peer]:
     """sshd, or asyncssh's server with readlink serving link text as stored."""
     if request.param == "openssh":
@@ -95,29 +93,6 @@ def failures_of(error: BaseException) -> list[Any]:
 
 def describe(failures: list[Any]) -> str:
     return "\n".join(f"{f.path!r}: {f.error!r} ({f.exit_code})" for f in failures)
-
-
-async def run_cli_async(*args: str) -> subprocess.CompletedProcess[str]:
-    """``run_cli`` for in-process servers: the event loop must keep serving meanwhile."""
-    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "sshpipe",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    try:
-        async with asyncio.timeout(60):  # as run_cli
-            out, err = await proc.communicate()
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    assert proc.returncode is not None
-    return subprocess.CompletedProcess(list(args), proc.returncode, out.decode(), err.decode())
 
 
 def assert_clean_failure_output(result: subprocess.CompletedProcess[str]) -> list[str]:

@@ -20,9 +20,12 @@ import pytest
 
 import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
-from tests.conftest import Peer
-from tests.integration.test_reconnect import link  # noqa: F401 - a fixture: sshd behind a cuttable link
-from tests.support.trees import compare_trees, leftover_temps, make_tree
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer
+from tests.support.trees import compare_trees, make_tree
+
+# Tests here start the link emulator themselves, not only through fixtures.
+pytestmark = pytest.mark.linkemu
 
 MiB = 1024 * 1024
 CUTS = 6  # per direction
@@ -40,7 +43,7 @@ def _tree_with_big_files(root: Path) -> int:
 
 
 async def test_tree_downloads_survive_cuts(
-    link: tuple[LinkEmulator, Peer],  # noqa: F811
+    link: tuple[LinkEmulator, Peer],
     tmp_path: Path,
 ) -> None:
     emu, peer = link
@@ -66,7 +69,7 @@ async def test_tree_downloads_survive_cuts(
 
 
 async def test_tree_uploads_survive_cuts(
-    link: tuple[LinkEmulator, Peer],  # noqa: F811
+    link: tuple[LinkEmulator, Peer],
     tmp_path: Path,
 ) -> None:
     emu, peer = link

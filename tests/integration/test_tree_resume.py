@@ -19,20 +19,16 @@ from pathlib import Path
 import pytest
 
 from sshpipe.linkemu import LinkEmulator
-from tests.conftest import Peer
-from tests.integration.test_resume import slow_link  # noqa: F401 - a fixture
-from tests.integration.test_tree import run_cli_async
-from tests.support.trees import compare_trees, leftover_temps
+from tests.support.cli import run_cli_async
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer
+from tests.support.trees import compare_trees
 
 MiB = 1024 * 1024
 SMALL = 40
 
 
-@pytest.fixture(autouse=True)
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Journals go to a throwaway state directory (CLI subprocesses inherit it)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    return tmp_path / "state" / "sshpipe" / "resume"
+pytestmark = pytest.mark.usefixtures("state_home")
 
 
 def _make(root: Path) -> None:
@@ -65,7 +61,7 @@ async def _killed_once_some_are_done(argv: list[str], state_home: Path) -> int:
 
 @pytest.mark.parametrize("direction", ["get", "put"])
 async def test_a_killed_tree_resumes_where_it_stopped(
-    slow_link: tuple[Peer, LinkEmulator],  # noqa: F811
+    slow_link: tuple[Peer, LinkEmulator],
     tmp_path: Path,
     state_home: Path,
     direction: str,

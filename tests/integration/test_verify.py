@@ -20,12 +20,13 @@ import pytest
 
 import sshpipe
 import sshpipe.transfer.verify
+from sshpipe.testing.faults import Tracker, TrackingServer, factory
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from sshpipe.transport.commands import RemoteCommands
-from tests.conftest import Peer, _from_openssh
-from tests.integration.test_cli import run_cli
-from tests.integration.test_faults import StartServer, Tracker, TrackingServer, factory
-from tests.support.openssh import SSHServerInfo, openssh_server
-from tests.support.trees import compare_trees, leftover_temps, make_tree
+from tests.support.cli import run_cli
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer, StartServer, from_openssh
+from tests.support.trees import compare_trees, make_tree
 
 SIZE = 3 * 1024 * 1024 + 123
 HASHED = sshpipe.TransferConfig(verify="hash")
@@ -312,7 +313,9 @@ def test_cli_verify_before_the_paths_takes_no_path_for_a_level(
 
 
 @pytest.fixture(scope="module")
-def stock_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServerInfo]:
+def stock_sshd(
+    sshd_executable: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SSHServerInfo]:
     """sshd with its stock MaxSessions 10 (the shared fixture allows 64)."""
     with openssh_server(tmp_path_factory.mktemp("sshd10"), max_sessions=10) as info:
         yield info
@@ -325,7 +328,7 @@ async def test_a_file_striped_over_many_channels_is_still_hashed_on_the_server(
     the sha256sum exec (the check fell back to the size): one is kept free for it."""
     root = stock_sshd.root / tmp_path.name
     root.mkdir()
-    peer = _from_openssh(stock_sshd, root)
+    peer = from_openssh(stock_sshd, root)
     data = os.urandom(8 * 1024 * 1024)
     (tmp_path / "a.bin").write_bytes(data)
     config = sshpipe.TransferConfig(verify="hash", channels=10)

@@ -1,7 +1,8 @@
 """``python -m sshpipe`` as a user runs it, measured: exit code, output, peak memory, Ctrl-C.
 
-For in-process servers the event loop must keep serving while the command
-runs, so the command is an asyncio subprocess. Its peak RSS is reported by
+``run_cli`` blocks (for sshd, a server in another process). For in-process
+servers the event loop must keep serving while the command runs, so the
+command is an asyncio subprocess (``run_sshpipe``, ``run_cli_async``). Its peak RSS is reported by
 the child itself at exit: ``VmHWM`` of /proc/self/status, the high-water mark
 of its own memory since exec. Not ``ru_maxrss``: Linux carries the forked
 parent's (pytest's) peak into it across the exec. And asyncio reaps the child,
@@ -15,11 +16,15 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Run", "run_sshpipe"]
+__all__ = ["Run", "assert_one_line_error", "run_cli", "run_cli_async", "run_sshpipe"]
+
+# The seconds a command gets before it is killed and its test fails.
+CLI_LIMIT = 60.0
 
 # Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
 # by argv[1] as it exits, whatever the exit.
@@ -48,25 +53,60 @@ class Run:
 
     @property
     def completed(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess([], self.returncode, self.stdout, self.stderr)
+        return subprocess.CompletedProcess(["sshpipe"], self.returncode, self.stdout, self.stderr)
+
+
+def _environment() -> dict[str, str]:
+    # SSHPIPE_DEBUG would turn the one-line errors the tests check into tracebacks.
+    return {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m sshpipe ARGS``, blocking: for servers in other processes (sshd)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sshpipe", *args],
+        capture_output=True,
+        text=True,
+        timeout=CLI_LIMIT,
+        cwd=cwd,
+        env=_environment(),
+    )
+
+
+async def run_cli_async(*args: str) -> subprocess.CompletedProcess[str]:
+    """``run_cli`` for in-process servers: the event loop keeps serving meanwhile."""
+    return (await run_sshpipe(*args, limit=CLI_LIMIT)).completed
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, *parts: str) -> None:
+    """Exit ``code``, and stderr one ``sshpipe:`` line, no traceback, holding every part."""
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("sshpipe: ")
+    for part in parts:
+        assert part in lines[0]
 
 
 async def run_sshpipe(
     *args: str,
-    workdir: Path,
+    workdir: Path | None = None,
     limit: float = 120.0,
     interrupt_after: float | None = None,
     interrupts: int = 1,
 ) -> Run:
     """Run ``python -m sshpipe ARGS``; with ``interrupt_after``, send SIGINT then.
 
+    ``workdir``: where the child leaves its peak RSS (default: the temp directory).
+
     ``limit``: seconds before the command is killed (and the test fails).
 
     ``interrupts``: how many SIGINTs, 0.1 s apart. ``seconds`` then counts from
     the first: how long the command took to stop.
     """
-    rss_file = workdir / f"rss-{os.getpid()}-{time.monotonic_ns()}"
-    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+    where = Path(tempfile.gettempdir()) if workdir is None else workdir
+    rss_file = where / f"rss-{os.getpid()}-{time.monotonic_ns()}"
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -76,7 +116,7 @@ async def run_sshpipe(
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=env,
+        env=_environment(),
     )
     communicating = asyncio.ensure_future(proc.communicate())
     try:

@@ -13,7 +13,6 @@ per difference; an empty list means the trees match.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import stat
@@ -21,11 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.files import sha256_file
+
 __all__ = [
     "Entry",
     "GeneratedTree",
     "compare_trees",
-    "leftover_temps",
     "make_small_tree",
     "make_tree",
     "set_times",
@@ -286,11 +286,6 @@ def set_times(root: Path, mtime: int) -> None:
 # -- comparison ------------------------------------------------------------------
 
 
-def _digest(path: Path) -> str:
-    with path.open("rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
-
-
 def _entry(path: Path, st: os.stat_result, target: str | None) -> Entry:
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
@@ -298,7 +293,7 @@ def _entry(path: Path, st: os.stat_result, target: str | None) -> Entry:
     if stat.S_ISDIR(st.st_mode):
         return Entry("dir", mode, int(st.st_mtime))
     if stat.S_ISREG(st.st_mode):
-        return Entry("file", mode, int(st.st_mtime), st.st_size, _digest(path))
+        return Entry("file", mode, int(st.st_mtime), st.st_size, sha256_file(path))
     return Entry("other", mode, int(st.st_mtime))
 
 
@@ -393,14 +388,3 @@ def summarize(diffs: list[str], limit: int = 25) -> str:
     head = "\n".join(diffs[:limit])
     more = len(diffs) - limit
     return f"{len(diffs)} differences:\n{head}" + (f"\n... and {more} more" if more > 0 else "")
-
-
-def leftover_temps(*roots: Path) -> list[str]:
-    """sshpipe's temporary names (``.NAME.sshpipe-XXXXXX.partial``) anywhere under ``roots``."""
-    found: list[str] = []
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root):
-            found.extend(
-                os.path.join(dirpath, n) for n in [*dirnames, *filenames] if ".sshpipe-" in n
-            )
-    return found

@@ -1,7 +1,7 @@
 """In-process asyncssh SFTP servers for the tree tests: hostile listings, refused opens.
 
 All of them are chrooted at the served root, like the embedded server, and are
-built by factories that ``faulty_server`` (tests/conftest.py) accepts.
+built by factories that ``embedded_server`` takes as its ``sftp_factory``.
 
 - ``HostileListing``: the listing of ``/hostile`` carries, beside real files,
   names a client must never turn into local paths ('../escape', 'a/b', '.' and
@@ -22,11 +22,14 @@ import io
 import os
 import posixpath
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
 import asyncssh
+
+from .embedded import SFTPFactory
+from .faults import factory
 
 __all__ = [
     "HOSTILE_DIR",
@@ -42,8 +45,6 @@ __all__ = [
     "hostile_listing",
     "populate_hostile",
 ]
-
-Factory = Callable[[Any, Path], asyncssh.SFTPServer]
 
 HOSTILE_DIR = "hostile"
 MARKER = b"SSHPIPE-HOSTILE-MARKER:"
@@ -113,8 +114,8 @@ class HostileListing(_Chrooted):
 
     async def scandir(self, path: bytes) -> AsyncIterator[asyncssh.SFTPName]:
         if posixpath.normpath(posixpath.join(b"/", path)) != b"/" + HOSTILE_DIR.encode():
-            async for name in super().scandir(path):
-                yield name
+            async for listed in super().scandir(path):
+                yield listed
             return
         local = self.map_path(path)
         for dot in (b".", b".."):
@@ -173,30 +174,20 @@ class DeniesOpen(_Chrooted):
 class FaithfulLinks(_Chrooted):
     """Serves a symlink's target text as stored (relative stays relative)."""
 
-    def readlink(self, path: bytes) -> bytes:
+    def readlink(self, path: bytes) -> bytes | Awaitable[bytes]:
         target = os.readlink(self.map_path(path))
         if posixpath.isabs(target):
-            return super().readlink(path)  # type: ignore[no-any-return]
+            return super().readlink(path)
         return target
 
 
-def _factory(cls: type[_Chrooted], recorder: Recorder, **extra: Any) -> Factory:
-    def build(chan: Any, root: Path) -> asyncssh.SFTPServer:
-        server = cls(chan, root, recorder)
-        for name, value in extra.items():
-            setattr(server, name, value)
-        return server
-
-    return build
+def hostile_listing(recorder: Recorder) -> SFTPFactory:
+    return factory(HostileListing, recorder)
 
 
-def hostile_listing(recorder: Recorder) -> Factory:
-    return _factory(HostileListing, recorder)
+def denies_open(recorder: Recorder, name: str = "locked.bin") -> SFTPFactory:
+    return factory(DeniesOpen, recorder, denied=name.encode())
 
 
-def denies_open(recorder: Recorder, name: str = "locked.bin") -> Factory:
-    return _factory(DeniesOpen, recorder, denied=name.encode())
-
-
-def faithful_links(recorder: Recorder | None = None) -> Factory:
-    return _factory(FaithfulLinks, recorder or Recorder())
+def faithful_links(recorder: Recorder | None = None) -> SFTPFactory:
+    return factory(FaithfulLinks, recorder or Recorder())

@@ -1,0 +1,120 @@
+"""What the command line prints: results, the tree progress line, errors, log lines.
+
+Everything that reaches the terminal is escaped first (``core.untrusted.printable``):
+names and messages come from the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+
+from .._errors import IncompleteTransfer
+from .._stats import TransferStats, TreeProgress, TreeStats
+from ..core.untrusted import printable
+
+__all__ = [
+    "Escaped",
+    "end_progress",
+    "progress_printer",
+    "report",
+    "report_failures",
+    "report_tree",
+    "say",
+    "show_progress",
+]
+
+# Failures of a tree printed one by one; the rest are counted.
+FAILURES_SHOWN = 100
+
+
+def say(message: str) -> None:
+    """One line on stderr, escaped: it may quote what a server sent."""
+    print(f"sshpipe: {printable(message)}", file=sys.stderr)
+
+
+def report(args: argparse.Namespace, source: str, target: str, stats: TransferStats) -> None:
+    if args.json:
+        print(json.dumps({"source": source, "target": target, **stats.as_dict()}))
+    elif not args.quiet:
+        print(
+            f"{printable(source)} -> {printable(target)}: {_human(stats.bytes)} "
+            f"in {stats.seconds:.2f} s "
+            f"({stats.throughput / 1e6:.1f} MB/s), {stats.requests} requests, "
+            f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
+            f"{stats.connections} connection(s), RTT {stats.rtt_min * 1000:.1f} ms"
+            + (f"; verified: {stats.verified}" if stats.verified != "none" else "")
+        )
+
+
+def _human(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    return not (args.quiet or args.json) and sys.stderr.isatty()
+
+
+def progress_printer() -> Callable[[TreeProgress], None]:
+    def show(progress: TreeProgress) -> None:
+        total = "" if progress.scan_done else "+"
+        print(
+            f"\r{progress.files_done}/{progress.files_total}{total} files, "
+            f"{_human(progress.bytes_done)}/{_human(progress.bytes_total)}{total}, "
+            f"{progress.rate / 1e6:.1f} MB/s   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show
+
+
+def end_progress(args: argparse.Namespace) -> None:
+    if show_progress(args):
+        print(file=sys.stderr)
+
+
+def report_tree(
+    args: argparse.Namespace, sources: list[str], target: str, stats: TreeStats
+) -> None:
+    if args.json:
+        print(json.dumps({"source": sources, "target": target, **stats.as_dict()}))
+    elif not args.quiet:
+        failed = f", {len(stats.failures)} failed" if stats.failures else ""
+        skipped = f", {stats.skipped} skipped" if stats.skipped else ""
+        if stats.resumed_files:
+            skipped += f", {stats.resumed_files} already copied by an earlier run"
+        if stats.verified != "none":
+            skipped += f", verified: {stats.verified}"
+        print(
+            f"{printable(' '.join(sources))} -> {printable(target)}: {stats.files_done} files "
+            f"({_human(stats.bytes)}), {stats.directories} directories, "
+            f"{stats.symlinks} symlinks{skipped}{failed} in {stats.seconds:.2f} s "
+            f"({stats.files_per_second:.0f} files/s, {stats.throughput / 1e6:.1f} MB/s)"
+        )
+
+
+def report_failures(args: argparse.Namespace, exc: IncompleteTransfer) -> None:
+    """A tree that did not copy everything: its failures, one line each, then its stats."""
+    end_progress(args)
+    for failure in exc.failures[:FAILURES_SHOWN]:
+        say(f"failed: {failure.error}")
+    unlisted = len(exc.failures) - FAILURES_SHOWN + exc.stats.failures_unlisted
+    if unlisted > 0:
+        say(f"failed: {unlisted} more (--json lists the first 1,000)")
+    report_tree(args, args.sources, args.target, exc.stats)
+
+
+class Escaped(logging.Formatter):
+    """Log lines escaped as everything else on the terminal (a message may quote a server)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))

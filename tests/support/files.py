@@ -1,0 +1,33 @@
+"""Single files for the tests: random contents written, digested, and sshpipe's leftovers found."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+__all__ = ["leftover_temps", "random_file", "sha256_file"]
+
+
+def random_file(path: Path, size: int) -> bytes:
+    """Write ``size`` random bytes to ``path`` and return them."""
+    data = os.urandom(size)
+    path.write_bytes(data)
+    return data
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file's contents, hex, read in pieces (files here reach 64 MiB)."""
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def leftover_temps(*roots: Path) -> list[str]:
+    """sshpipe's temporary names (``.NAME.sshpipe-XXXXXX.partial``) anywhere under ``roots``."""
+    found: list[str] = []
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            found.extend(
+                os.path.join(dirpath, n) for n in [*dirnames, *filenames] if ".sshpipe-" in n
+            )
+    return found

@@ -1,0 +1,113 @@
+"""A server under test as a test sees it (``Peer``), made from sshd's or the embedded server's.
+
+The fixtures that start them live in tests/conftest.py; this is what they hand out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import sshpipe
+from sshpipe.linkemu import LinkEmulator, LinkSpec
+from sshpipe.testing.embedded import EmbeddedServer, cli_options
+from sshpipe.testing.sshd import SSHServerInfo
+
+__all__ = ["PEER_PARAMS", "EmulatedLink", "Peer", "StartServer", "from_embedded", "from_openssh"]
+
+# The params of a fixture that runs each test against both real servers, each
+# param carrying the marker of the server it starts.
+PEER_PARAMS = [
+    pytest.param("openssh", marks=pytest.mark.openssh),
+    pytest.param("asyncssh", marks=pytest.mark.asyncssh_server),
+]
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A server under test, seen the way a test needs it.
+
+    ``root`` is a local directory the server sees; ``remote(name)`` is the path
+    of ``root / name`` as the client must spell it (the embedded server is
+    chrooted at ``root``, sshd is not).
+    """
+
+    name: str
+    host: str
+    port: int
+    user: str
+    client_key: Path
+    known_hosts: Path
+    root: Path
+    chrooted: bool
+
+    def remote(self, name: str) -> str:
+        return f"/{name}" if self.chrooted else str(self.root / name)
+
+    def client(self, config: sshpipe.TransferConfig | None = None) -> sshpipe.Client:
+        return sshpipe.connect(
+            f"{self.user}@{self.host}",
+            port=self.port,
+            identity_files=[str(self.client_key)],
+            known_hosts=[str(self.known_hosts)],
+            ssh_config=[],
+            config=config,
+        )
+
+    def cli_options(self) -> list[str]:
+        return cli_options(self.port, self.client_key, self.known_hosts)
+
+    def spec(self, name: str) -> str:
+        return f"{self.user}@{self.host}:{self.remote(name)}"
+
+    def behind(self, port: int, workdir: Path) -> Peer:
+        """This peer reached through a proxy (the link emulator) on ``port``.
+
+        The same host key, known under the proxy's port: checking stays on.
+        """
+        known = workdir / "known_hosts_link"
+        text = self.known_hosts.read_text()
+        known.write_text(text.replace(f"]:{self.port} ", f"]:{port} "))
+        return dataclasses.replace(self, port=port, known_hosts=known)
+
+
+# What the ``faulty_server`` fixture hands a test: start the embedded server with
+# this SFTP factory (a fault-injecting one) for the ``async with`` block.
+StartServer = Callable[..., contextlib.AbstractAsyncContextManager[Peer]]
+# What the ``emulated_link`` fixture hands a test: ``async with emulated_link(peer,
+# spec) as (emu, far)`` puts ``peer`` behind the link emulator, seen as ``far``.
+EmulatedLink = Callable[
+    [Peer, LinkSpec], contextlib.AbstractAsyncContextManager[tuple[LinkEmulator, Peer]]
+]
+
+
+def from_openssh(info: SSHServerInfo, root: Path) -> Peer:
+    """sshd, with ``root`` (a directory it can reach, unchrooted) as the test's own."""
+    return Peer(
+        "openssh",
+        info.host,
+        info.port,
+        info.user,
+        info.client_key,
+        info.known_hosts,
+        root,
+        chrooted=False,
+    )
+
+
+def from_embedded(server: EmbeddedServer) -> Peer:
+    return Peer(
+        "asyncssh",
+        server.host,
+        server.port,
+        server.username,
+        server.client_key,
+        server.known_hosts,
+        server.root,
+        chrooted=True,
+    )
