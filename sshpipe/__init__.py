@@ -14,7 +14,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig
-from ._errors import AuthenticationError, ClosedError, ConnectError, ConnectionBroken, HostKeyError, HostKeyMismatch, IncompleteTransfer, IntegrityError, LocalError, LocalNoSpace, ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, RemotePermissionDenied, SSHPipeError, TransferError, UnknownHostKey, UnsafePath, UsageError
+from ._errors import (
+    AuthenticationError,
+    ClosedError,
+    ConnectError,
+    ConnectionBroken,
+    HostKeyError,
+    HostKeyMismatch,
+    IncompleteTransfer,
+    IntegrityError,
+    LocalError,
+    LocalNoSpace,
+    ProtocolError,
+    RemoteError,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    RemotePermissionDenied,
+    SSHPipeError,
+    TransferError,
+    UnknownHostKey,
+    UnsafePath,
+    UsageError,
+)
 from ._stats import TransferStats, TreeFailure, TreeProgress, TreeStats
 
 if TYPE_CHECKING:

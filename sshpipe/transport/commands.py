@@ -2,7 +2,7 @@
 
 An exec per command costs about six round trips (channel, exec, exit status,
 close: 130 ms at 20 ms); a command written to a shell that is already there
-answers in one (``_ssh.RemoteShell``). After a dropped connection the next
+answers in one (``shell.RemoteShell``). After a dropped connection the next
 command opens a shell on the live one. Each tool is probed once (its
 ``--version``), so only what we know how to read is trusted.
 """

@@ -2,7 +2,7 @@
 
 This layer does I/O only through the pipe it is given (``write``/``close``)
 and the two calls the pipe makes back (``data_received``/``connection_lost``),
-so it never sees asyncssh; ``_ssh.py`` plugs an SSH channel in.
+so it never sees asyncssh; ``ssh.py`` plugs an SSH channel in.
 
 Hot-path requests (READ, WRITE) take a callback instead of returning a future:
 a transfer keeps 128 of them in flight and a future plus a task per request is
@@ -18,7 +18,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from .._errors import ConnectionBroken, ProtocolError, RemoteError, RemoteNotFound, RemotePermissionDenied, Stalled
+from .._errors import (
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteNotFound,
+    RemotePermissionDenied,
+    Stalled,
+)
 from ..core import codec
 
 logger = logging.getLogger("sshpipe.sftp")
