@@ -32,7 +32,7 @@ from .._errors import (
     UnknownHostKey,
 )
 from ..core.codec import Limits
-from .asyncssh_patches import WindowTopUp, peer_window, tune_connection
+from .asyncssh_patches import ChannelTuning, tune_connection
 from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
 from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
@@ -43,25 +43,28 @@ logger = logging.getLogger("sshpipe.ssh")
 class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
     """Feeds an SSH channel's bytes to an SFTPSession and writes its requests.
 
-    It also tops the receive window up early (``asyncssh_patches.WindowTopUp``).
+    It also tops the receive window up early (``asyncssh_patches.ChannelTuning``).
+
+    Args:
+        patches: the patches in force on the connection.
     """
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int, patches: frozenset[str]) -> None:
         self.sftp: SFTPSession | None = None
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
         self._window = window
-        self._top_up: WindowTopUp | None = None
+        self._patches = patches
+        self._tuning: ChannelTuning | None = None
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
-        if WindowTopUp.fits(chan):
-            self._top_up = WindowTopUp(chan, self._window)
+        self._tuning = ChannelTuning(chan, self._window, self._patches)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None and self.sftp is not None:
             self.sftp.data_received(data)
-        if self._top_up is not None:
-            self._top_up.after_data()
+        if self._tuning is not None:
+            self._tuning.after_data()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.sftp is not None:
@@ -69,8 +72,8 @@ class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
 
     @property
     def peer_window(self) -> int:
-        """The send window the server granted (0 if asyncssh hides it)."""
-        return peer_window(self._chan)
+        """The send window the server granted (0 if it is not read)."""
+        return self._tuning.peer_window if self._tuning is not None else 0
 
     def write(self, data: bytes) -> None:
         assert self._chan is not None
@@ -91,11 +94,19 @@ def _broken(exc: BaseException | None, default: str) -> ConnectionBroken:
 
 
 class SSHLink:
-    """One authenticated SSH connection, able to open SFTP channels."""
+    """One authenticated SSH connection, able to open SFTP channels.
 
-    def __init__(self, conn: asyncssh.SSHClientConnection, label: str) -> None:
+    Attributes:
+        patches: the names of the asyncssh patches in force on it
+            (``asyncssh_patches``): empty on an unchecked asyncssh release.
+    """
+
+    def __init__(
+        self, conn: asyncssh.SSHClientConnection, label: str, patches: frozenset[str] = frozenset()
+    ) -> None:
         self._conn = conn
         self.label = label
+        self.patches = patches
         self.channels_opened = 0
 
     def __repr__(self) -> str:
@@ -122,7 +133,7 @@ class SSHLink:
             ConnectionBroken: the connection went away; Stalled: the server
                 did not answer.
         """
-        pipe = _ChannelPipe(window)
+        pipe = _ChannelPipe(window, self.patches)
         try:
             async with asyncio.timeout(stall_timeout):
                 await self._conn.create_session(
@@ -276,6 +287,6 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
     except (asyncssh.Error, OSError) as exc:
         raise ConnectError(f"{label}: {exc}") from exc
-    tune_connection(conn)
+    patches = tune_connection(conn)
     port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[1]
-    return SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}")
+    return SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}", patches)
