@@ -104,16 +104,21 @@ def _batch_sends(conn: asyncssh.SSHClientConnection) -> bool:
         and callable(getattr(transport, "is_closing", None))
     ):
         return False
+    assert transport is not None
     loop = asyncio.get_running_loop()
     pending: list[bytes] = []
 
     def flush() -> None:
-        transport = getattr(conn, "_transport", None)
-        if transport is not None and not transport.is_closing():
+        # To the transport the packets were sent to: as it closes, asyncssh
+        # queues DISCONNECT, lets go of conn._transport at once and aborts the
+        # transport a loop turn later, so looking it up here lost the DISCONNECT.
+        if not transport.is_closing():
             transport.writelines(pending)
         pending.clear()
 
     def send(data: bytes) -> None:
+        if conn._transport is None:  # closed: asyncssh's own _send drops it too
+            return
         if not pending:
             loop.call_soon(flush)
         pending.append(data)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncssh
@@ -22,6 +24,7 @@ from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.sftp import SFTPSession
 from sshpipe.transport.ssh import SSHLink, open_link
 from tests.conftest import Peer
+from tests.support.openssh import SSHServerInfo
 
 WINDOW = 1024 * 1024
 # OpenSSH's CHAN_SES_WINDOW_DEFAULT: what sshd grants a session channel.
@@ -147,6 +150,36 @@ async def test_the_peer_window_is_what_sshd_granted(
     assert granted[:2] == [0, SSHD_SESSION_WINDOW], granted
     assert sftp.peer_window == SSHD_SESSION_WINDOW  # read before INIT used any of it
     sftp.close()
+
+
+async def test_closing_a_client_sends_disconnect_to_sshd(
+    openssh: SSHServerInfo, openssh_peer: Peer
+) -> None:
+    """sshd logs "Received disconnect" for a client that said goodbye, not a reset."""
+    start = openssh.log_file.stat().st_size
+    (openssh_peer.root / "here").write_bytes(b"")
+    async with openssh_peer.client() as client:
+        assert await client.glob(str(openssh_peer.root / "*")) == [str(openssh_peer.root / "here")]
+    lines = await _log_of_last_connection(openssh.log_file, start)
+    assert any("Received disconnect" in line for line in lines), lines
+    assert not any("Connection reset" in line or "Connection closed" in line for line in lines)
+
+
+async def _log_of_last_connection(log: Path, start: int) -> list[str]:
+    """sshd's lines about the connection opened after ``start``, once it logged its end."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        with log.open(errors="replace") as file:
+            file.seek(start)
+            text = file.read()
+        opened = re.findall(r"Connection from \S+ port (\d+)", text)
+        assert opened, text
+        port = opened[-1]
+        lines = [line for line in text.splitlines() if f"port {port}" in line]
+        if any(re.search(r"Received disconnect|Connection (reset|closed)", x) for x in lines):
+            return lines
+        assert time.monotonic() < deadline, lines
+        await asyncio.sleep(0.05)
 
 
 class _FakeConnection:
