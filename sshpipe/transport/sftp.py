@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from .._errors import (
+    ClosedError,
     ConnectionBroken,
     ProtocolError,
     RemoteError,
@@ -196,7 +197,11 @@ class SFTPSession:
         return now - self._last_heard if self._pending else 0.0
 
     def abort(self, exc: BaseException) -> None:
-        """Give up on the session: every request in flight fails with ``exc`` at once."""
+        """Give up on the session: every request in flight fails with ``exc`` at once.
+
+        ``exc`` says why (``Stalled``, ``ConnectionBroken``), so the work in
+        flight knows whether to retry; ``close`` is for closing on purpose.
+        """
         self._fail(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -447,8 +452,13 @@ class SFTPSession:
         self.check_status(reply, path)
 
     def close(self) -> None:
-        """Close the channel; pending requests fail with ConnectionBroken."""
-        self._fail(ConnectionBroken(f"{self.name}: closed"))
+        """Close the channel; pending requests fail with ClosedError (not retried).
+
+        For a channel given up on because of the network or the server (it
+        stalled, its connection died), ``abort`` with that cause instead: the
+        work in flight on it is then retried.
+        """
+        self._fail(ClosedError(f"{self.name}: closed"))
 
     @staticmethod
     def check_status(

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import socket
+import weakref
 from typing import Any
 
 import asyncssh
@@ -108,6 +109,7 @@ class SSHLink:
         self.label = label
         self.patches = patches
         self.channels_opened = 0
+        self._sessions: weakref.WeakSet[SFTPSession] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
@@ -169,6 +171,7 @@ class SSHLink:
         # Read before INIT is sent: nothing has used the server's grant yet.
         sftp.peer_window = pipe.peer_window
         pipe.sftp = sftp
+        self._sessions.add(sftp)
         try:
             await sftp.start(known_limits=known_limits)
         except BaseException:
@@ -182,7 +185,11 @@ class SSHLink:
         return bool(self._conn.is_closed())
 
     def abort(self) -> None:
-        """Drop the connection now (it stalled): every channel on it fails at once."""
+        """Drop the connection now (it stalled): every channel on it fails at once.
+
+        With ``ConnectionBroken``, as for a connection the network dropped:
+        the work in flight on it is retried.
+        """
         self._conn.abort()
 
     async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
@@ -223,6 +230,13 @@ class SSHLink:
         return RemoteShell(process, self.label)
 
     async def close(self) -> None:
+        """Close the connection on purpose: requests in flight fail with ClosedError.
+
+        The sessions are closed first: asyncssh would tell them the channel
+        closed, which reads as the server's doing (``ConnectionBroken``).
+        """
+        for sftp in list(self._sessions):
+            sftp.close()
         self._conn.close()
         # Closing a connection that already broke is not an error.
         with contextlib.suppress(asyncssh.Error, OSError):
