@@ -29,6 +29,7 @@ from .._errors import (
     ChannelRefused,
     ConnectError,
     ConnectionBroken,
+    ConnectTimeout,
     Stalled,
     UnknownHostKey,
 )
@@ -248,7 +249,8 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
 
     Raises:
         UsageError: for options asyncssh rejects.
-        ConnectError: DNS failure, refused, timeout, handshake failure.
+        ConnectError: DNS failure, refused, handshake failure;
+            ConnectTimeout: no connection within ``connect_timeout``.
         AuthenticationError, UnknownHostKey, HostKeyMismatch.
     """
     kwargs: dict[str, Any] = {
@@ -296,7 +298,7 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     except ConnectionRefusedError as exc:
         raise ConnectError(f"{label}: connection refused") from exc
     except TimeoutError as exc:
-        raise ConnectError(f"{label}: timed out after {cfg.connect_timeout:g} s") from exc
+        raise ConnectTimeout(f"{label}: timed out after {cfg.connect_timeout:g} s") from exc
     except asyncssh.DisconnectError as exc:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
     except (asyncssh.Error, OSError) as exc:

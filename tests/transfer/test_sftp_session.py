@@ -12,7 +12,6 @@ import struct
 import pytest
 
 import sshpipe
-from sshpipe._errors import Stalled
 from sshpipe.core import codec
 from sshpipe.transport.sftp import SFTPSession
 
@@ -112,18 +111,18 @@ async def test_a_session_we_close_fails_its_requests_as_closed_not_broken() -> N
 async def test_a_session_given_up_on_fails_its_requests_with_the_cause() -> None:
     sftp, _ = await _session()
     pending = sftp.request(_stat)
-    sftp.abort(Stalled("no reply"))
-    with pytest.raises(Stalled) as raised:
+    sftp.abort(sshpipe.Stalled("no reply"))
+    with pytest.raises(sshpipe.Stalled) as raised:
         await pending
     assert raised.value.retryable
     sftp.close()  # after the cause: the cause stays
-    assert isinstance(sftp.broken, Stalled)
+    assert isinstance(sftp.broken, sshpipe.Stalled)
 
 
 async def test_the_watchdog_fails_a_silent_session_as_stalled() -> None:
     pipe = Pipe()
     sftp = SFTPSession(pipe, name="test", stall_timeout=0.05)
-    with pytest.raises(Stalled) as raised:
+    with pytest.raises(sshpipe.Stalled) as raised:
         async with asyncio.timeout(5):
             await sftp.request(_stat)
     assert raised.value.retryable and pipe.closed
