@@ -80,7 +80,9 @@ class RemoteShell:
                 )
                 async with asyncio.timeout(within):  # not wait_for: it can eat a cancel
                     return await self._result(max_output + len(self._marker) + 16)
-            except ProtocolError:
+            except (ProtocolError, asyncio.CancelledError):
+                # Cancelled mid-command, the shell is still running it: its
+                # marker would answer the next command, so the shell goes.
                 self.close()
                 raise
             except (asyncssh.Error, OSError, ValueError, IndexError, TimeoutError) as exc:
