@@ -14,7 +14,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig
-from ._errors import AuthenticationError, ClosedError, ConnectError, ConnectionBroken, HostKeyError, HostKeyMismatch, IncompleteTransfer, IntegrityError, LocalError, LocalNoSpace, ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, RemotePermissionDenied, SSHPipeError, TransferError, UnknownHostKey, UnsafePath, UsageError
+from ._errors import (
+    AuthenticationError,
+    ChannelRefused,
+    ClosedError,
+    ConnectError,
+    ConnectionBroken,
+    ConnectTimeout,
+    HostKeyError,
+    HostKeyMismatch,
+    IncompleteTransfer,
+    IntegrityError,
+    LocalError,
+    LocalNoSpace,
+    ProtocolError,
+    RemoteError,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    RemotePermissionDenied,
+    SSHPipeError,
+    Stalled,
+    TimedOut,
+    TransferError,
+    UnknownHostKey,
+    UnsafePath,
+    UsageError,
+)
 from ._stats import TransferStats, TreeFailure, TreeProgress, TreeStats
 
 if TYPE_CHECKING:
@@ -36,10 +61,12 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_REQUESTS",
     "AuthenticationError",
+    "ChannelRefused",
     "Client",
     "ClosedError",
     "ConnectConfig",
     "ConnectError",
+    "ConnectTimeout",
     "ConnectionBroken",
     "HostKeyError",
     "HostKeyMismatch",
@@ -53,6 +80,8 @@ __all__ = [
     "RemoteNotFound",
     "RemotePermissionDenied",
     "SSHPipeError",
+    "Stalled",
+    "TimedOut",
     "TransferConfig",
     "TransferError",
     "TransferStats",

@@ -13,12 +13,13 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │   ├── RemotePermissionDenied
     │   └── RemoteIsADirectory
     ├── ConnectError               no session could be set up (exit 5, retryable)
+    │   ├── ConnectTimeout         TCP connect plus handshake took over connect_timeout (T)
     │   ├── AuthenticationError    keys/password refused (exit 6)
     │   └── HostKeyError           host key not trusted (exit 7)
     │       ├── UnknownHostKey
     │       └── HostKeyMismatch
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
-    │   ├── Stalled                no reply for stall_timeout seconds
+    │   ├── Stalled                no reply for stall_timeout seconds (T)
     │   └── ChannelRefused         no more channels on this connection (MaxSessions)
     ├── ProtocolError              the server broke the SFTP protocol (exit 8), or sent
     │   │                          more than sshpipe holds (an endless output, a huge handle)
@@ -27,6 +28,10 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── ClosedError                you closed the session and then used it (exit 9)
     ├── IntegrityError             what arrived is not what the source holds (exit 10)
     └── IncompleteTransfer         some files of a tree failed (their common exit code, else 1)
+
+(T): also a :class:`TimedOut`, so ``except sshpipe.TimedOut`` catches every
+deadline that passed, whichever stage it was at. None is a builtin
+``TimeoutError``: that stays asyncio's, inside sshpipe.
 
 *Closed* is what you did; *broken* is what the world did (trio's split).
 
@@ -121,11 +126,23 @@ class RemoteIsADirectory(RemoteError):
     """A file was expected at the remote path but it is a directory."""
 
 
+class TimedOut(SSHPipeError):
+    """A deadline passed: a connect or handshake, or a reply the server owed.
+
+    A base for catching, not raised itself: the exit code and ``retryable``
+    are those of the concrete class (``ConnectTimeout``, ``Stalled``).
+    """
+
+
 class ConnectError(SSHPipeError):
     """The SSH session could not be set up (DNS, refused, timeout, handshake)."""
 
     exit_code = 5
     retryable = True
+
+
+class ConnectTimeout(ConnectError, TimedOut):
+    """TCP connect plus the SSH handshake took longer than ``connect_timeout``."""
 
 
 class AuthenticationError(ConnectError):
@@ -157,7 +174,7 @@ class ConnectionBroken(SSHPipeError):
     retryable = True
 
 
-class Stalled(ConnectionBroken):
+class Stalled(ConnectionBroken, TimedOut):
     """No reply came for ``stall_timeout`` seconds: the connection counts as dropped."""
 
 

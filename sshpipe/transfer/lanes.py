@@ -231,7 +231,7 @@ class Pump:
             stalled = Stalled(f"{self.handles.path}: no reply for {stall_after:g} s")
             self.fail(stalled)
             for lane in self.handles.lanes:
-                lane.sftp.close()
+                lane.sftp.abort(stalled)  # not close(): what was in flight is retried
             raise stalled from None
 
     def flow_stats(self, lease: Lease) -> dict[str, object]:

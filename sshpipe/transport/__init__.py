@@ -1,12 +1,16 @@
 """The network edge: the only client-side importer of ``asyncssh``.
 
 - ``ssh``: connecting (``open_link``), one SSH connection (``SSHLink``), its
-  channels opened with a chosen window and packet size;
+  channels opened with a chosen window and packet size, asyncssh's errors
+  translated;
 - ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking);
-- ``asyncssh_patches``: the version-gated tuning of asyncssh internals;
+- ``asyncssh_patches``: the tuning of asyncssh internals, gated by release and
+  by shape: the one module that touches asyncssh's private attributes;
 - ``shell``: a remote shell for batched commands (``RemoteShell``);
-- ``sftp``: ``SFTPSession``, one SFTP channel with requests pipelined on it;
-- ``commands``: running remote commands (fsync, hashes) with caps and timeouts;
+- ``sftp``: ``SFTPSession``, one SFTP channel with requests pipelined on it
+  (it never sees asyncssh);
+- ``commands``: a tree's remote commands (``sync -f``, ``sha256sum``) with caps
+  and timeouts;
 - ``pool``: the client's connections and channels, handed out as a ``Lease``;
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename.
 

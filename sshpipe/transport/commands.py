@@ -2,7 +2,7 @@
 
 An exec per command costs about six round trips (channel, exec, exit status,
 close: 130 ms at 20 ms); a command written to a shell that is already there
-answers in one (``_ssh.RemoteShell``). After a dropped connection the next
+answers in one (``shell.RemoteShell``). After a dropped connection the next
 command opens a shell on the live one. Each tool is probed once (its
 ``--version``), so only what we know how to read is trusted.
 """
@@ -33,27 +33,27 @@ class RemoteCommands:
         self._channel = channel
         self._shell: Shell | None = None
         self._shell_on = channel()  # the channel whose connection runs the shell
-        self._probes: dict[str, asyncio.Task[bool]] = {}
+        self._known: dict[str, bool] = {}  # tool: usable, once asked
+        self._asking: dict[str, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
-        return f"<RemoteCommands shell={self._shell!r} probed={sorted(self._probes)}>"
+        return f"<RemoteCommands shell={self._shell!r} probed={sorted(self._known)}>"
 
     async def has(self, tool: str, marker: str = "GNU coreutils") -> bool:
         """Whether ``tool --version`` runs and says ``marker`` (asked once; a drop asks again).
 
+        Callers asking at once share one probe: the others wait for its answer
+        (in the caller's own task: a cancelled caller stops only its own probe,
+        and the next caller asks again).
+
         Raises:
             ConnectionBroken: the connection went while asking.
         """
-        probe = self._probes.get(tool)
-        if probe is None:
-            probe = asyncio.get_running_loop().create_task(self._probe(tool, marker))
-            self._probes[tool] = probe
-        try:
-            return await asyncio.shield(probe)
-        except ConnectionBroken:
-            if self._probes.get(tool) is probe:  # not an answer: ask again on the new connection
-                del self._probes[tool]
-            raise
+        async with self._asking.setdefault(tool, asyncio.Lock()):
+            if tool not in self._known:
+                # A ConnectionBroken is not an answer: nothing is kept, the next asks again.
+                self._known[tool] = await self._probe(tool, marker)
+            return self._known[tool]
 
     async def _probe(self, tool: str, marker: str) -> bool:
         result = await self.run(f"{tool} --version", max_output=COMMAND_OUTPUT_SLACK)
@@ -83,23 +83,29 @@ class RemoteCommands:
             self._shell = await self._shell_on.open_shell()
             if self._shell is None:
                 return None
+        shell = self._shell
         stall = self._shell_on.stall_timeout or DEFAULT_STALL_TIMEOUT
-        result = await self._shell.run(
-            command, within=command_timeout(stall, reads), max_output=max_output
-        )
+        try:
+            result = await shell.run(
+                command, within=command_timeout(stall, reads), max_output=max_output
+            )
+        except asyncio.CancelledError:
+            # The shell went with the command (it would answer the next with
+            # this one's marker): the next command opens a new one.
+            shell.close()
+            if self._shell is shell:
+                self._shell = None
+            raise
         if result is None:
-            self._shell.close()
-            self._shell = None
+            shell.close()
+            if self._shell is shell:
+                self._shell = None
             if self._shell_on.broken is not None:
                 raise ConnectionBroken(f"connection lost while running {command.split()[0]}")
         return result
 
     async def close(self) -> None:
-        """Stop the probes still asking, and close the shell."""
-        for probe in self._probes.values():
-            probe.cancel()
-        if self._probes:
-            await asyncio.wait(self._probes.values())
+        """Close the shell (a command still running in it ends with no answer)."""
         if self._shell is not None:
             self._shell.close()
             self._shell = None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .._config import ConnectConfig, TransferConfig
-from .._errors import ChannelRefused, ClosedError, SSHPipeError
+from .._errors import ChannelRefused, ClosedError, ConnectionBroken, SSHPipeError
 from ..core.codec import Limits, reply_cap
 from .sftp import SFTPSession
 from .ssh import SSHLink, open_link
@@ -341,7 +341,9 @@ class ChannelPool:
         for sessions in self._idle.values():
             sessions[:] = [sftp for sftp in sessions if self._slot_of.get(sftp) not in dead]
         for sftp in [s for s, slot in self._slot_of.items() if slot in dead]:
-            sftp.close()
+            # Its connection is gone (dropped, or aborted as stalled): work in
+            # flight on it, of any transfer, is retried, so not close().
+            sftp.abort(ConnectionBroken(f"{sftp.name}: connection lost"))
             del self._slot_of[sftp]
         self._freed.set()  # room for new connections
 

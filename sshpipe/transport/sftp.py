@@ -2,7 +2,7 @@
 
 This layer does I/O only through the pipe it is given (``write``/``close``)
 and the two calls the pipe makes back (``data_received``/``connection_lost``),
-so it never sees asyncssh; ``_ssh.py`` plugs an SSH channel in.
+so it never sees asyncssh; ``ssh.py`` plugs an SSH channel in.
 
 Hot-path requests (READ, WRITE) take a callback instead of returning a future:
 a transfer keeps 128 of them in flight and a future plus a task per request is
@@ -18,7 +18,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from .._errors import ConnectionBroken, ProtocolError, RemoteError, RemoteNotFound, RemotePermissionDenied, Stalled
+from .._errors import (
+    ClosedError,
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteNotFound,
+    RemotePermissionDenied,
+    Stalled,
+)
 from ..core import codec
 
 logger = logging.getLogger("sshpipe.sftp")
@@ -189,7 +197,11 @@ class SFTPSession:
         return now - self._last_heard if self._pending else 0.0
 
     def abort(self, exc: BaseException) -> None:
-        """Give up on the session: every request in flight fails with ``exc`` at once."""
+        """Give up on the session: every request in flight fails with ``exc`` at once.
+
+        ``exc`` says why (``Stalled``, ``ConnectionBroken``), so the work in
+        flight knows whether to retry; ``close`` is for closing on purpose.
+        """
         self._fail(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -440,8 +452,13 @@ class SFTPSession:
         self.check_status(reply, path)
 
     def close(self) -> None:
-        """Close the channel; pending requests fail with ConnectionBroken."""
-        self._fail(ConnectionBroken(f"{self.name}: closed"))
+        """Close the channel; pending requests fail with ClosedError (not retried).
+
+        For a channel given up on because of the network or the server (it
+        stalled, its connection died), ``abort`` with that cause instead: the
+        work in flight on it is then retried.
+        """
+        self._fail(ClosedError(f"{self.name}: closed"))
 
     @staticmethod
     def check_status(

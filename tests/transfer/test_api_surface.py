@@ -11,10 +11,12 @@ import sshpipe
 PUBLIC = [
     "DEFAULT_REQUESTS",
     "AuthenticationError",
+    "ChannelRefused",
     "Client",
     "ClosedError",
     "ConnectConfig",
     "ConnectError",
+    "ConnectTimeout",
     "ConnectionBroken",
     "HostKeyError",
     "HostKeyMismatch",
@@ -28,6 +30,8 @@ PUBLIC = [
     "RemoteNotFound",
     "RemotePermissionDenied",
     "SSHPipeError",
+    "Stalled",
+    "TimedOut",
     "TransferConfig",
     "TransferError",
     "TransferStats",
@@ -66,6 +70,19 @@ def test_errors_say_whether_to_retry_and_how_to_exit() -> None:
         )
     }
     assert len(codes) == 7  # one distinct exit code per cause
+
+
+def test_every_deadline_is_one_catchable_class_with_its_own_exit_code() -> None:
+    for timeout, parent in (
+        (sshpipe.ConnectTimeout, sshpipe.ConnectError),
+        (sshpipe.Stalled, sshpipe.ConnectionBroken),
+    ):
+        assert issubclass(timeout, sshpipe.TimedOut) and issubclass(timeout, parent)
+        assert timeout.retryable and timeout.exit_code == parent.exit_code == 5
+        # Not the builtin: sshpipe catches TimeoutError around asyncio.timeout.
+        assert not issubclass(timeout, TimeoutError)
+    assert issubclass(sshpipe.ChannelRefused, sshpipe.ConnectionBroken)
+    assert not issubclass(sshpipe.ChannelRefused, sshpipe.TimedOut)
 
 
 def test_configs_are_frozen_and_validated() -> None:

@@ -89,3 +89,40 @@ async def test_malformed_bytes_fail_every_pending_request(garbage: bytes) -> Non
         with pytest.raises(sshpipe.ProtocolError, match="malformed"):
             await asyncio.wait_for(future, 1)
     assert pipe.closed
+
+
+def _stat(rid: int) -> bytes:
+    return codec.encode_path_request(codec.FXP_STAT, rid, b"/")
+
+
+async def test_a_session_we_close_fails_its_requests_as_closed_not_broken() -> None:
+    sftp, pipe = await _session()
+    pending = sftp.request(_stat)
+    sftp.close()
+    with pytest.raises(sshpipe.ClosedError) as raised:
+        await pending
+    assert not isinstance(raised.value, sshpipe.ConnectionBroken)
+    assert not raised.value.retryable  # nothing to reconnect for: we closed it
+    assert pipe.closed
+    with pytest.raises(sshpipe.ClosedError):
+        sftp.request(_stat)  # and it stays closed
+
+
+async def test_a_session_given_up_on_fails_its_requests_with_the_cause() -> None:
+    sftp, _ = await _session()
+    pending = sftp.request(_stat)
+    sftp.abort(sshpipe.Stalled("no reply"))
+    with pytest.raises(sshpipe.Stalled) as raised:
+        await pending
+    assert raised.value.retryable
+    sftp.close()  # after the cause: the cause stays
+    assert isinstance(sftp.broken, sshpipe.Stalled)
+
+
+async def test_the_watchdog_fails_a_silent_session_as_stalled() -> None:
+    pipe = Pipe()
+    sftp = SFTPSession(pipe, name="test", stall_timeout=0.05)
+    with pytest.raises(sshpipe.Stalled) as raised:
+        async with asyncio.timeout(5):
+            await sftp.request(_stat)
+    assert raised.value.retryable and pipe.closed

@@ -1,0 +1,118 @@
+"""Host keys the OpenSSH way: known_hosts files read and recorded, StrictHostKeyChecking.
+
+``open_link`` hands asyncssh the keys known_hosts trusts and this policy for
+every key it does not: a changed key is refused whatever the policy, a new
+host is refused or recorded as ``StrictHostKeyChecking`` says.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import asyncssh
+
+from .._config import ConnectConfig
+from .._errors import ConnectError, HostKeyMismatch, SSHPipeError, UnknownHostKey
+
+logger = logging.getLogger("sshpipe.ssh")
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+
+class HostKeyPolicy(asyncssh.SSHClient):
+    """OpenSSH's StrictHostKeyChecking for keys known_hosts does not already trust.
+
+    asyncssh calls ``validate_host_public_key`` only for a key that matched no
+    known_hosts entry. If the host has *other* keys there, the key changed: that
+    is refused whatever the policy (OpenSSH refuses it too, even with ``no``
+    for anything but password-less logins). Otherwise the host is new: ``yes``
+    refuses, ``accept-new`` and ``no`` accept and record it.
+    """
+
+    def __init__(self, policy: str, known_hosts: list[Path]) -> None:
+        self.policy = policy
+        self.known_hosts = known_hosts
+        self.refusal: SSHPipeError | None = None
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        label = host if port == 22 else f"[{host}]:{port}"
+        if _has_known_keys(self.known_hosts, host, addr, port):
+            self.refusal = HostKeyMismatch(
+                f"host key for {label} has changed ({key.get_fingerprint()}); "
+                f"remove the old entry from {_files(self.known_hosts)} if the change is expected"
+            )
+            return False
+        if self.policy == "yes":
+            self.refusal = UnknownHostKey(
+                f"host key for {label} is not known ({key.get_fingerprint()}) and "
+                "StrictHostKeyChecking=yes; add it to known_hosts or use "
+                "-o StrictHostKeyChecking=accept-new"
+            )
+            return False
+        if self.known_hosts:
+            _record_host_key(self.known_hosts[0], label, key)
+        logger.warning(
+            "Permanently added %s (%s) to the list of known hosts", label, key.get_fingerprint()
+        )
+        return True
+
+
+def _files(paths: list[Path]) -> str:
+    return ", ".join(str(p) for p in paths) or "known_hosts"
+
+
+def _has_known_keys(paths: list[Path], host: str, addr: str, port: int) -> bool:
+    for path in paths:
+        try:
+            entries = asyncssh.read_known_hosts(str(path))
+        except (OSError, ValueError):
+            continue
+        trusted = entries.match(host, addr, port)[0]
+        if trusted:
+            return True
+    return False
+
+
+def _record_host_key(path: Path, label: str, key: asyncssh.SSHKey) -> None:
+    line = f"{label} {key.export_public_key('openssh').decode().strip()}\n"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with path.open("a", encoding="ascii") as known:
+            known.write(line)
+    except OSError as exc:
+        logger.warning("could not record host key in %s: %s", path, exc)
+
+
+def known_hosts_files(
+    cfg: ConnectConfig, options: asyncssh.SSHClientConnectionOptions
+) -> list[Path]:
+    """The known_hosts files to trust: the configured ones, ssh_config's, or the default."""
+    if cfg.known_hosts is not None:
+        return [Path(p).expanduser() for p in cfg.known_hosts]
+    from_config = options.known_hosts  # set by asyncssh from ssh_config's UserKnownHostsFile
+    if isinstance(from_config, list | tuple) and from_config:
+        return [Path(str(p)).expanduser() for p in from_config]
+    return [Path(DEFAULT_KNOWN_HOSTS).expanduser()]
+
+
+def load_known_hosts(paths: list[Path]) -> asyncssh.SSHKnownHosts:
+    """Every entry of ``paths`` (missing files are empty).
+
+    Raises:
+        ConnectError: a file cannot be read or is malformed.
+    """
+    text = ""
+    for path in paths:
+        try:
+            text += path.read_text(encoding="utf-8", errors="replace") + "\n"
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ConnectError(f"cannot read known_hosts file {path}: {exc}") from exc
+    try:
+        return asyncssh.import_known_hosts(text)
+    except (ValueError, asyncssh.KeyImportError) as exc:
+        raise ConnectError(f"malformed known_hosts ({_files(paths)}): {exc}") from exc

@@ -1,0 +1,238 @@
+"""Canaries for the asyncssh patches: each goes red if its patch stops applying.
+
+Every check looks at what asyncssh itself does (its buffer, its transport
+writes, its window counters, what it logged of the server's grant), not only
+at the names ``SSHLink.patches`` reports, so a patch that is still "applied"
+but no longer takes effect shows too. Runs against the real sshd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from sshpipe.core import codec
+from sshpipe.transport import asyncssh_patches as patches
+from sshpipe.transport.sftp import SFTPSession
+from sshpipe.transport.ssh import SSHLink, open_link
+from tests.conftest import Peer
+from tests.support.openssh import SSHServerInfo
+
+WINDOW = 1024 * 1024
+# OpenSSH's CHAN_SES_WINDOW_DEFAULT: what sshd grants a session channel.
+SSHD_SESSION_WINDOW = 2 * 1024 * 1024
+
+
+@pytest.fixture
+async def link(openssh_peer: Peer) -> AsyncIterator[SSHLink]:
+    link = await open_link(openssh_peer.client().connect_config)
+    try:
+        yield link
+    finally:
+        await link.close()
+
+
+async def open_sftp(link: SSHLink) -> SFTPSession:
+    return await link.open_sftp(
+        window=WINDOW, max_packet_size=32768, max_reply=codec.reply_cap(32768), stall_timeout=30.0
+    )
+
+
+def stat_request(path: str) -> Any:
+    return lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
+
+
+async def test_every_patch_applies_on_the_installed_asyncssh(link: SSHLink) -> None:
+    assert patches.version_checked(asyncssh.__version__)
+    assert link.patches == {
+        patches.INPUT_BUFFER,
+        patches.BATCHED_SEND,
+        patches.WINDOW_TOP_UP,
+        patches.PEER_WINDOW,
+    }
+
+
+async def test_the_receive_buffer_stays_ours_while_data_flows(
+    link: SSHLink, openssh_peer: Peer
+) -> None:
+    sftp = await open_sftp(link)
+    await sftp.stat(str(openssh_peer.root))
+    # asyncssh assigns its buffer afresh after every packet (``buf = buf[n:]``):
+    # still ours after packets went through means every one was consumed by it.
+    assert type(link._conn._inpbuf).__name__ == "_InputBuffer"  # type: ignore[attr-defined]
+    sftp.close()
+
+
+async def test_one_loop_turn_of_requests_is_one_transport_write(
+    link: SSHLink, openssh_peer: Peer
+) -> None:
+    sftp = await open_sftp(link)
+    transport = link._conn._transport  # type: ignore[attr-defined]
+    writes: list[int] = []  # write calls of asyncssh's, not writelines' own
+    batches: list[int] = []
+    write, writelines = transport.write, transport.writelines
+
+    def counted_write(data: bytes) -> None:
+        if not inside:
+            writes.append(len(data))
+        write(data)
+
+    def counted_writelines(chunks: list[bytes]) -> None:
+        nonlocal inside
+        batches.append(len(chunks))
+        inside = True  # 3.11's writelines is one write of the joined chunks
+        try:
+            writelines(chunks)
+        finally:
+            inside = False
+
+    inside = False
+
+    transport.write, transport.writelines = counted_write, counted_writelines
+    try:
+        futures = [sftp.request(stat_request(str(openssh_peer.root))) for _ in range(32)]
+        await asyncio.gather(*futures)
+    finally:
+        del transport.write, transport.writelines
+    assert writes == []  # asyncssh alone writes one packet per call
+    assert batches[0] >= 32
+    sftp.close()
+
+
+async def test_the_receive_window_is_topped_up_each_eighth(
+    link: SSHLink, openssh_peer: Peer
+) -> None:
+    path = openssh_peer.root / "three-eighths"
+    path.write_bytes(bytes(WINDOW * 3 // 8))
+    sftp = await open_sftp(link)
+    handle = await sftp.open(str(path), codec.FXF_READ)
+    block = 32 * 1024
+    replies = await asyncio.gather(
+        *(
+            sftp.request(lambda rid, o=offset: codec.encode_read(rid, handle, o, block))
+            for offset in range(0, WINDOW * 3 // 8, block)
+        )
+    )
+    assert (
+        sum(reply.length for reply in replies if isinstance(reply, codec.Data)) == WINDOW * 3 // 8
+    )
+    left = sftp._pipe._chan._recv_window  # type: ignore[attr-defined]
+    # asyncssh alone grants again below half: 3/8 of the window used leaves 5/8.
+    assert left >= WINDOW - WINDOW // 8
+    await sftp.close_handle(handle, str(path))
+    sftp.close()
+
+
+async def test_the_peer_window_is_what_sshd_granted(
+    link: SSHLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    asyncssh.set_debug_level(2)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="asyncssh"):
+            sftp = await open_sftp(link)
+    finally:
+        asyncssh.set_debug_level(1)
+    # sshd opens a session channel with no window and grants it as the
+    # subsystem starts: asyncssh's own log of the grants, as it read them.
+    granted = [
+        int(m.group(1))
+        for record in caplog.records
+        if (m := re.search(r"(?:Initial send window|new window) (\d+)", record.getMessage()))
+    ]
+    assert granted[:2] == [0, SSHD_SESSION_WINDOW], granted
+    assert sftp.peer_window == SSHD_SESSION_WINDOW  # read before INIT used any of it
+    sftp.close()
+
+
+async def test_closing_a_client_sends_disconnect_to_sshd(
+    openssh: SSHServerInfo, openssh_peer: Peer
+) -> None:
+    """sshd logs "Received disconnect" for a client that said goodbye, not a reset."""
+    start = openssh.log_file.stat().st_size
+    (openssh_peer.root / "here").write_bytes(b"")
+    async with openssh_peer.client() as client:
+        assert await client.glob(str(openssh_peer.root / "*")) == [str(openssh_peer.root / "here")]
+    lines = await _log_of_last_connection(openssh.log_file, start)
+    assert any("Received disconnect" in line for line in lines), lines
+    assert not any("Connection reset" in line or "Connection closed" in line for line in lines)
+
+
+async def _log_of_last_connection(log: Path, start: int) -> list[str]:
+    """sshd's lines about the connection opened after ``start``, once it logged its end."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        with log.open(errors="replace") as file:
+            file.seek(start)
+            text = file.read()
+        opened = re.findall(r"Connection from \S+ port (\d+)", text)
+        assert opened, text
+        port = opened[-1]
+        lines = [line for line in text.splitlines() if f"port {port}" in line]
+        if any(re.search(r"Received disconnect|Connection (reset|closed)", x) for x in lines):
+            return lines
+        assert time.monotonic() < deadline, lines
+        await asyncio.sleep(0.05)
+
+
+class _FakeConnection:
+    """The attributes the connection patches touch, shaped as on a checked release."""
+
+    def __init__(self, inpbuf: object = b"") -> None:
+        self._inpbuf = inpbuf
+        self._transport = _FakeTransport()
+
+    def _send(self, data: bytes) -> None:
+        self._transport.write(data)
+
+
+class _FakeTransport:
+    def write(self, data: bytes) -> None: ...
+
+    def writelines(self, data: list[bytes]) -> None: ...
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def test_an_unchecked_release_gets_no_patch(caplog: pytest.LogCaptureFixture) -> None:
+    for version in ("2.21.1", "2.24.2", "3.0.0", "2.25.0rc1", ""):
+        conn = _FakeConnection()
+        send = conn._send
+        with caplog.at_level(logging.DEBUG, logger="sshpipe.ssh"):
+            applied = patches.tune_connection(conn, version)  # type: ignore[arg-type]
+        assert applied == frozenset(), version
+        assert conn._inpbuf == b"" and conn._send == send  # untouched: stock asyncssh
+        assert f"asyncssh {version} is outside the checked releases" in caplog.text
+        caplog.clear()
+
+
+async def test_a_patch_whose_attribute_changed_shape_is_skipped_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    conn = _FakeConnection(inpbuf=bytearray())  # not the bytes the patch replaces
+    with caplog.at_level(logging.DEBUG, logger="sshpipe.ssh"):
+        applied = patches.tune_connection(conn, "2.24.1")  # type: ignore[arg-type]
+    assert patches.INPUT_BUFFER not in applied and patches.BATCHED_SEND in applied
+    assert isinstance(conn._inpbuf, bytearray)
+    assert "input_buffer does not fit" in caplog.text
+
+
+def test_a_channel_without_the_expected_counters_keeps_stock_windows() -> None:
+    class Channel:
+        _send_window = None  # hidden or renamed: not read
+
+        def send_packet(self, *args: object) -> None:
+            raise AssertionError("no top-up without the counter")
+
+    tuning = patches.ChannelTuning(Channel(), WINDOW, patches.CHANNEL_PATCHES)  # type: ignore[arg-type]
+    assert tuning.applied == frozenset()
+    tuning.after_data()
+    assert tuning.peer_window == 0
