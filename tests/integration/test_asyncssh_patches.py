@@ -20,11 +20,11 @@ import asyncssh
 import pytest
 
 from sshpipe.core import codec
+from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.sftp import SFTPSession
 from sshpipe.transport.ssh import SSHLink, open_link
-from tests.conftest import Peer
-from tests.support.openssh import SSHServerInfo
+from tests.support.peers import Peer
 
 WINDOW = 1024 * 1024
 # OpenSSH's CHAN_SES_WINDOW_DEFAULT: what sshd grants a session channel.

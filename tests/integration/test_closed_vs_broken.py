@@ -15,7 +15,7 @@ import pytest
 
 import sshpipe
 from sshpipe.core import codec
-from tests.conftest import Peer
+from tests.support.peers import Peer
 
 ONE_CHANNEL = sshpipe.TransferConfig(channels=1)
 

@@ -10,7 +10,7 @@ import pytest
 import sshpipe
 from sshpipe.transport.commands import RemoteCommands
 from sshpipe.transport.sftp import SFTPSession
-from tests.conftest import Peer
+from tests.support.peers import Peer
 
 BOUNDS = {"within": 30.0, "max_output": 4096}
 
