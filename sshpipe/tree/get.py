@@ -29,14 +29,28 @@ from ..core import codec
 from ..core.readplan import Range, ReadPlan
 from ..core.treeplan import landings
 from ..core.untrusted import ListingCheck, check_link_target, is_temporary_name, safe_mode
-from ..local.dirfd import DirRoot, LocalDir, LocalFile, local_error, lstat, make_dir, make_link, remove, replace, set_dir_attrs, sync_dir, temp_name
+from ..local.dirfd import (
+    DirRoot,
+    LocalDir,
+    LocalFile,
+    local_error,
+    lstat,
+    make_dir,
+    make_link,
+    remove,
+    replace,
+    set_dir_attrs,
+    sync_dir,
+    temp_name,
+)
 from ..local.target import Batch, run_blocking, write_whole_file
 from ..transfer.download import download
 from ..transport.pool import Lease
 from ..transport.remotefs import read_dir
 from ..transport.sftp import SFTPSession, quiet, settle, status_error
 from .groupcommit import GroupCommit
-from .run import Item, TreeRun
+from .item import Item
+from .run import TreeRun
 from .verify import sha256_of
 
 logger = logging.getLogger("sshpipe.tree")

@@ -18,7 +18,14 @@ from functools import partial
 from typing import Any
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, LocalError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
+from .._errors import (
+    ConnectionBroken,
+    LocalError,
+    RemoteError,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    SSHPipeError,
+)
 from .._stats import TransferStats
 from ..core import codec
 from ..core.treeplan import landing
@@ -27,11 +34,18 @@ from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.upload import upload
 from ..transport.pool import Lease
-from ..transport.remoteplace import check_landed, remote_temp_name, remove_quietly, rename_into_place, resolve_remote_target
+from ..transport.remoteplace import (
+    check_landed,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
 from ..transport.sftp import SFTPSession, quiet, settle
 from .get import SPECIAL, read_back_small, size_of
+from .item import Item
 from .remotesync import RemoteSync
-from .run import Item, TreeRun
+from .run import TreeRun
 
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 

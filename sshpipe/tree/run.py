@@ -1,8 +1,8 @@
-"""Tree transfers: many files in one pipeline under one budget, big files striped.
+"""Running a tree: many files in one pipeline under one budget, big files striped.
 
 ``sftp -r``, ``scp -r`` and asyncssh copy one file at a time and pay 3-7
-round trips per file. Here every stage overlaps (``_treeget.py`` and
-``_treeput.py`` fill in the two directions)::
+round trips per file. Here every stage overlaps (``get`` and ``put`` fill in
+the two directions)::
 
     scanners (DIRS_IN_FLIGHT directories listed at once, READDIR pipelined)
         ├──> small-file workers (FILES_IN_FLIGHT at once, over PIPELINE_CHANNELS
@@ -13,7 +13,9 @@ round trips per file. Here every stage overlaps (``_treeget.py`` and
 The byte budget (``TransferConfig.max_bytes_in_flight``) is split so the
 pipeline and the big-file workers together never hold more than it: a big file
 among many small ones still gets its share, and memory stays bounded. Open
-handles stay under the server's ``max_open_handles`` on every channel.
+handles stay under the server's ``max_open_handles`` on every channel
+(``channels``). ``TreeRun`` holds the workers, the accounting of what was
+done, failed or skipped, and the progress callbacks.
 """
 
 from __future__ import annotations
@@ -23,26 +25,33 @@ import contextlib
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
-from .._errors import ClosedError, ConnectionBroken, IncompleteTransfer, LocalNoSpace, ProtocolError, SSHPipeError, UnsafePath
+from .._errors import (
+    ClosedError,
+    ConnectionBroken,
+    IncompleteTransfer,
+    LocalNoSpace,
+    ProtocolError,
+    SSHPipeError,
+    UnsafePath,
+)
 from .._stats import TreeProgress, TreeStats
-from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.treeplan import TreeAccount, is_small, split_budget
 from ..core.untrusted import MAX_LISTED_FAILURES, printable, safe_mode
 from ..durability.treejournal import TreeJournal
-from ..local.dirfd import LocalFile
 from ..local.target import run_blocking
 from ..transfer.lanes import block_size_for
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
+from .channels import Credits, TreeChannels
+from .item import Item
 from .recovery import Recovery
 from .verify import TreeVerifier
 
@@ -63,8 +72,6 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
-# Handles per channel when the server does not say (limits@openssh.com).
-DEFAULT_HANDLES_PER_CHANNEL = 128
 PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
 
 
@@ -79,157 +86,11 @@ class TreeOptions:
     progress: Callable[[TreeProgress], None] | None = None
 
 
-class Credits:
-    """Requests and bytes the pipeline may have in flight, granted first come first served.
-
-    A file asks for all it needs at once (its whole size is at most half the
-    bytes), so no two files can each hold half of what both need.
-    """
-
-    def __init__(self, max_requests: int, max_bytes: int) -> None:
-        self.max_requests = max_requests
-        self.max_bytes = max_bytes
-        self.requests = 0
-        self.bytes = 0
-        self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
-
-    def __repr__(self) -> str:
-        return (
-            f"<Credits requests={self.requests}/{self.max_requests} "
-            f"bytes={self.bytes}/{self.max_bytes} waiting={len(self._waiters)}>"
-        )
-
-    def _fits(self, requests: int, count: int) -> bool:
-        return (
-            self.requests + requests <= self.max_requests and self.bytes + count <= self.max_bytes
-        )
-
-    @contextlib.asynccontextmanager
-    async def hold(self, requests: int, count: int) -> AsyncIterator[None]:
-        requests = min(requests, self.max_requests)
-        count = min(count, self.max_bytes)
-        if self._waiters or not self._fits(requests, count):
-            future = asyncio.get_running_loop().create_future()
-            waiter = (requests, count, future)
-            self._waiters.append(waiter)
-            try:
-                await future
-            except BaseException:
-                if future.done() and not future.cancelled():
-                    self._release(requests, count)  # granted as we were cancelled
-                else:
-                    with contextlib.suppress(ValueError):  # _grant may have dropped it
-                        self._waiters.remove(waiter)
-                    self._grant()
-                raise
-        else:
-            self._take(requests, count)
-        try:
-            yield
-        finally:
-            self._release(requests, count)
-
-    def _take(self, requests: int, count: int) -> None:
-        self.requests += requests
-        self.bytes += count
-
-    def _release(self, requests: int, count: int) -> None:
-        self.requests -= requests
-        self.bytes -= count
-        self._grant()
-
-    def _grant(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            requests, count, future = waiters[0]
-            if future.done():  # cancelled, its task not yet resumed to take itself out
-                waiters.popleft()
-                continue
-            if not self._fits(requests, count):
-                break
-            waiters.popleft()
-            self._take(requests, count)
-            future.set_result(None)
-
-
-@dataclass(slots=True, eq=False)
-class TreeChannel:
-    """One pipeline channel and how many handles are open on it."""
-
-    sftp: SFTPSession
-    cap: int
-    handles: int = 0
-
-
-class TreeChannels:
-    """The pipeline's channels; each file or directory goes to the least loaded one."""
-
-    def __init__(self, channels: list[SFTPSession]) -> None:
-        self.slots = [TreeChannel(sftp, _handle_cap(sftp)) for sftp in channels]
-
-    def add(self, sftp: SFTPSession) -> None:
-        self.slots.append(TreeChannel(sftp, _handle_cap(sftp)))
-
-    def take(self) -> TreeChannel:
-        live = [slot for slot in self.slots if slot.sftp.broken is None] or self.slots
-        slot = min(live, key=lambda candidate: candidate.handles)
-        slot.handles += 1
-        return slot
-
-    @staticmethod
-    def give(slot: TreeChannel) -> None:
-        slot.handles -= 1
-
-
-def _handle_cap(sftp: SFTPSession) -> int:
-    """Handles we may keep open on one channel: half the server's limit, for its other users."""
-    stated = sftp.limits.max_open_handles if sftp.limits is not None else 0
-    if stated <= 0:
-        return DEFAULT_HANDLES_PER_CHANNEL
-    return max(1, min(DEFAULT_HANDLES_PER_CHANNEL, stated // 2))
-
-
 def aborts_tree(exc: SSHPipeError) -> bool:
     """Errors after which every other file would fail too: stop rather than list them all."""
     if isinstance(exc, UnsafePath):
         return False
     return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One entry to copy: read from ``source``, written to ``dest``.
-
-    ``attrs`` are the source's (size, permissions, times); ``kind`` is "file",
-    "dir" or "symlink" (a followed link takes its target's kind).
-    """
-
-    source: str
-    dest: str
-    attrs: codec.Attrs
-    kind: str
-    # With follow_symlinks: who the directories above this entry really are
-    # (real path or device/inode), so a link back to one of them is a loop. A
-    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
-    ancestors: tuple[object, ...] = ()
-    # A download's destination, reached by directory descriptors (``dest`` is
-    # its path for messages and journals). None: the entry is the download's
-    # root directory itself.
-    local: LocalFile | None = None
-
-    def child(
-        self, source: str, dest: str, attrs: codec.Attrs, kind: str, local: LocalFile | None = None
-    ) -> Item:
-        return Item(source, dest, attrs, kind, self.ancestors, local)
-
-    @property
-    def size(self) -> int:
-        return self.attrs.size or 0
-
-    @property
-    def times(self) -> tuple[int, int] | None:
-        atime, mtime = self.attrs.atime, self.attrs.mtime
-        return (atime, mtime) if atime is not None and mtime is not None else None
 
 
 class _Moved:
@@ -418,7 +279,7 @@ class TreeRun:
 
         If the connection drops (or goes silent) under it, the step waits for
         the tree's one reconnect and runs again from scratch on a fresh
-        channel, so it must be safe to repeat (``_treerecovery``).
+        channel, so it must be safe to repeat (``recovery``).
         """
         while True:
             seen = self.recovery.generation
