@@ -71,9 +71,11 @@ class TreeGet(TreeRun):
         super().__init__(*args, **kwargs)
         self.committer = GroupCommit()  # with fsync: small files made durable by the batch
 
+    def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
+        return [*super().services(), self.committer.running()]
+
     async def close(self) -> None:
         try:
-            await self.committer.close()
             await super().close()
         finally:
             if self.root is not None:

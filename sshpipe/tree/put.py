@@ -9,6 +9,7 @@ under its final name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -74,9 +75,8 @@ class TreePut(TreeRun):
         self.stale_temps: list[str] = []
         self.remote_sync = RemoteSync(self.commands)
 
-    async def close(self) -> None:
-        await self.remote_sync.close()
-        await super().close()
+    def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
+        return [*super().services(), self.remote_sync.running()]
 
     # -- finding the work --------------------------------------------------------
 

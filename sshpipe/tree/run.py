@@ -53,6 +53,7 @@ from ..transport.sftp import SFTPSession
 from .channels import Credits, TreeChannels
 from .item import Item
 from .recovery import Recovery
+from .tasks import alongside, run_all
 from .verify import TreeVerifier
 
 logger = logging.getLogger("sshpipe.tree")
@@ -200,11 +201,12 @@ class TreeRun:
         dest = self.dest if self.writes else os.path.abspath(self.dest)
         return {"peer": sftp.peer, "direction": direction, "sources": local, "dest": dest}
 
+    def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
+        """What runs tasks of its own while the tree runs (the batches of checks, syncs)."""
+        return [self.verifier.running()] if self.verifier is not None else []
+
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
-        await self.recovery.close()
-        if self.verifier is not None:
-            await self.verifier.close()
         await self.commands.close()
 
     # -- running ---------------------------------------------------------------
@@ -214,34 +216,31 @@ class TreeRun:
         if self.journal is not None:
             self.journal.open()
         finished = False
-        loop = asyncio.get_running_loop()
-        ticker = loop.create_task(self._tick())
-        watcher = loop.create_task(
-            self.recovery.watch(lambda: [slot.sftp for slot in self.channels.slots])
-        )
         try:
-            await run_all(
-                [
-                    self._scan(),
-                    self._grow(),
-                    self._warm_up(),
-                    *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
-                    *(
-                        self._worker(self.small, partial(self._copy, self.copy_small))
-                        for _ in range(self.workers)
-                    ),
-                    *(
-                        self._worker(self.big, partial(self._copy, self.copy_big))
-                        for _ in range(BIG_WORKERS)
-                    ),
-                ]
-            )
-            await self.finish()
-            finished = True
+            async with contextlib.AsyncExitStack() as stack:
+                for service in self.services():
+                    await stack.enter_async_context(service)
+                await stack.enter_async_context(self.recovery.running(self._live_channels))
+                await stack.enter_async_context(alongside(self._tick()))
+                await run_all(
+                    [
+                        self._scan(),
+                        self._grow(),
+                        self._warm_up(),
+                        *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
+                        *(
+                            self._worker(self.small, partial(self._copy, self.copy_small))
+                            for _ in range(self.workers)
+                        ),
+                        *(
+                            self._worker(self.big, partial(self._copy, self.copy_big))
+                            for _ in range(BIG_WORKERS)
+                        ),
+                    ]
+                )
+                await self.finish()
+                finished = True
         finally:
-            ticker.cancel()
-            watcher.cancel()
-            await asyncio.wait([ticker, watcher])
             await self.close()
             if self.journal is not None:
                 self.journal.finish(complete=finished and not self.account.failures)
@@ -291,6 +290,9 @@ class TreeRun:
             finally:
                 TreeChannels.give(slot)
             await self.recovery.heal(seen, broken)
+
+    def _live_channels(self) -> list[SFTPSession]:
+        return [slot.sftp for slot in self.channels.slots]
 
     async def _healed(self, channels: list[SFTPSession]) -> None:
         """After a reconnect: the live channels, and more opened as at the start."""
@@ -461,22 +463,3 @@ class TreeRun:
     def _report_progress(self) -> None:
         if self.options.progress is not None:
             self.options.progress(self.account.progress(time.perf_counter()))
-
-
-async def run_all(coros: list[Coroutine[Any, Any, None]]) -> None:
-    """Run coroutines in one TaskGroup; re-raise the first failure itself, not a group."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            for coro in coros:
-                group.create_task(coro)
-    except BaseExceptionGroup as group:
-        raise _first(group) from None
-
-
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    first = group.exceptions[0]
-    for exc in group.exceptions:  # a real error explains more than a cancellation
-        if not isinstance(exc, asyncio.CancelledError):
-            first = exc
-            break
-    return _first(first) if isinstance(first, BaseExceptionGroup) else first
