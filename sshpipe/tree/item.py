@@ -1,9 +1,18 @@
-"""One entry of a tree: where it is read from, where it goes, what it is."""
+"""One entry of a tree: where it is read from, where it goes, what it is; and which
+of its failures stop the whole tree."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._errors import (
+    ClosedError,
+    ConnectionBroken,
+    LocalNoSpace,
+    ProtocolError,
+    SSHPipeError,
+    UnsafePath,
+)
 from ..core import codec
 from ..local.dirfd import LocalFile
 
@@ -42,3 +51,10 @@ class Item:
     def times(self) -> tuple[int, int] | None:
         atime, mtime = self.attrs.atime, self.attrs.mtime
         return (atime, mtime) if atime is not None and mtime is not None else None
+
+
+def aborts_tree(exc: SSHPipeError) -> bool:
+    """Errors after which every other file would fail too: stop rather than list them all."""
+    if isinstance(exc, UnsafePath):
+        return False
+    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)

@@ -20,10 +20,10 @@ done, failed or skipped, and the progress callbacks.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
@@ -31,28 +31,22 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
-from .._errors import (
-    ClosedError,
-    ConnectionBroken,
-    IncompleteTransfer,
-    LocalNoSpace,
-    ProtocolError,
-    SSHPipeError,
-    UnsafePath,
-)
-from .._stats import TreeProgress, TreeStats
+from .._errors import ConnectionBroken, IncompleteTransfer, SSHPipeError, TransferError
+from .._stats import TransferStats, TreeProgress, TreeStats
 from ..core.flight import SharedBytes
 from ..core.treeplan import TreeAccount, is_small, split_budget
 from ..core.untrusted import MAX_LISTED_FAILURES, printable, safe_mode
-from ..durability.treejournal import TreeJournal
+from ..durability.treejournal import TreeJournal, tree_header
+from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
 from ..transfer.lanes import block_size_for
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
 from .channels import Credits, TreeChannels
-from .item import Item
+from .item import Item, aborts_tree
 from .recovery import Recovery
+from .scan import Scanner, Side
 from .tasks import alongside, run_all
 from .verify import TreeVerifier
 
@@ -87,13 +81,6 @@ class TreeOptions:
     progress: Callable[[TreeProgress], None] | None = None
 
 
-def aborts_tree(exc: SSHPipeError) -> bool:
-    """Errors after which every other file would fail too: stop rather than list them all."""
-    if isinstance(exc, UnsafePath):
-        return False
-    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)
-
-
 class _Moved:
     """Adds a big file's progress to the tree's account and remembers how much."""
 
@@ -106,11 +93,12 @@ class _Moved:
         self.account.moved(count)
 
 
-class TreeRun:
+class TreeRun(abc.ABC):
     """What get and put trees share: queues, workers, accounting, progress, the budget.
 
-    Subclasses provide ``scan`` (find the work and queue it), ``copy_small``,
-    ``copy_big``, and ``finish`` (directory modes and times, after their contents).
+    The scanner (``scan``) finds the work; the direction provides the source
+    side, where things land and how they are made, ``copy_small``,
+    ``move_big``, and ``finish``.
     """
 
     def __init__(
@@ -162,7 +150,9 @@ class TreeRun:
         verifying = config.verify != "none"
         self.verifier = TreeVerifier(config.verify, self.commands) if verifying else None
         # -r --resume: the files an earlier run finished are skipped.
-        self.journal = TreeJournal(self.describe(channels[0])) if config.resume else None
+        header = tree_header(channels[0].peer, upload=self.writes, sources=sources, dest=dest)
+        self.journal = TreeJournal(header) if config.resume else None
+        self.scanner = Scanner(self, self.source_side())
         self.recovery = Recovery(
             lease,
             config,
@@ -173,33 +163,61 @@ class TreeRun:
 
     writes = False  # True for uploads: the block size follows the server's write limit
 
-    # -- to be provided ----------------------------------------------------------
+    # What a destination that cannot take several sources is refused with.
+    dest_error: type[TransferError]
 
-    async def scan_roots(self) -> None:
-        raise NotImplementedError
+    # -- the direction's own -----------------------------------------------------
 
-    async def scan_dir(self, item: Item) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def source_side(self) -> Side:
+        """Where the sources are read from, for the scanner."""
 
+    @abc.abstractmethod
+    def join_dest(self, directory: str, name: str) -> str:
+        """The destination path of ``name`` in the destination ``directory``."""
+
+    @abc.abstractmethod
+    async def dest_is_dir(self) -> bool:
+        """Whether the destination the user named is a directory now."""
+
+    @abc.abstractmethod
+    def place_root(self, dest: str, dest_is_dir: bool) -> LocalFile | None:
+        """A source landing at ``dest``: its local file for a download (None for put, and
+        for the destination directory itself)."""
+
+    @abc.abstractmethod
+    async def make_dir(self, item: Item) -> bool:
+        """Make the directory ``item`` is copied to; whether it existed before."""
+
+    @abc.abstractmethod
+    def local_dir(self, item: Item) -> LocalDir | None:
+        """The local directory a download's directory entry is copied into (None for put)."""
+
+    @abc.abstractmethod
     async def copy_small(self, item: Item) -> None:
-        raise NotImplementedError
+        """A small file or a symlink, through the pipeline."""
 
-    async def copy_big(self, item: Item) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def move_big(
+        self,
+        lease: Lease,
+        item: Item,
+        on_tail: Callable[[], None],
+        on_progress: Callable[[int], None],
+    ) -> TransferStats:
+        """A big file through the single-file engine (``copy_big`` holds the turn and lease)."""
 
+    @abc.abstractmethod
+    async def big_done(self, item: Item) -> None:
+        """After a big file is copied and checked (put sets its -p attributes here)."""
+
+    @abc.abstractmethod
     async def finish(self) -> None:
-        raise NotImplementedError
+        """Directory modes and times, after their contents; whatever else is left."""
 
+    @abc.abstractmethod
     async def dest_size(self, item: Item) -> int | None:
         """The size of what is at ``item.dest`` now (None: nothing there)."""
-        raise NotImplementedError
-
-    def describe(self, sftp: SFTPSession) -> dict[str, Any]:
-        """What this copy is, for its resume journal: peer, direction, sources, destination."""
-        direction = "put" if self.writes else "get"
-        local = [os.path.abspath(s) for s in self.sources] if self.writes else self.sources
-        dest = self.dest if self.writes else os.path.abspath(self.dest)
-        return {"peer": sftp.peer, "direction": direction, "sources": local, "dest": dest}
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         """What runs tasks of its own while the tree runs (the batches of checks, syncs)."""
@@ -304,6 +322,21 @@ class TreeRun:
         self._dirs_pending += 1
         self.dirs.put_nowait(item)
 
+    async def copy_big(self, item: Item) -> None:
+        """A big file, striped on channels of its own, in its turn at the link."""
+        with self.tracking() as moved:
+            async with self.big_turn() as end_turn, self.big_lease() as lease:
+                stats = await self.move_big(lease, item, end_turn, moved)
+            if self.verifier is not None:
+                self.verifier.passed(stats.verified)
+            await self.big_done(item)
+            self.account.file_done(stats.bytes, reported=moved.total)
+
+    @property
+    def remote_hash(self) -> Callable[[str, int], Awaitable[str | None]] | None:
+        """How a big file's --verify gets the server's hash: in the tree's batches."""
+        return self.verifier.remote_sha256 if self.verifier is not None else None
+
     @contextlib.contextmanager
     def tracking(self) -> Iterator[_Moved]:
         """Counts a big file's bytes into the progress as they go; takes them back if it fails."""
@@ -370,11 +403,11 @@ class TreeRun:
 
     async def _scan(self) -> None:
         self._dirs_pending += 1  # the roots count as one directory until they are queued
-        await self.scan_roots()
+        await self.scanner.roots()
         await self._dir_done()
 
     async def _scan_one(self, item: Item) -> None:
-        await self.guarded(self.scan_dir(item), item)
+        await self.guarded(self.scanner.directory(item), item)
         await self._dir_done()
 
     async def _dir_done(self) -> None:
