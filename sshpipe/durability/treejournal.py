@@ -28,6 +28,18 @@ logger = logging.getLogger("sshpipe.tree")
 VERSION = 1
 
 
+def tree_header(peer: str, *, upload: bool, sources: list[str], dest: str) -> dict[str, Any]:
+    """What a tree copy is, for its journal: the local side's paths made absolute."""
+    if upload:
+        return {
+            "peer": peer,
+            "direction": "put",
+            "sources": [os.path.abspath(s) for s in sources],
+            "dest": dest,
+        }
+    return {"peer": peer, "direction": "get", "sources": sources, "dest": os.path.abspath(dest)}
+
+
 def tree_journal_path(header: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()
     return state_dir() / f"tree-{key}.journal"

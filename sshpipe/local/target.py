@@ -348,11 +348,13 @@ class LocalTarget:
         """Cut the file to ``size``, make it durable, and rename it over the destination.
 
         ``attrs``: the mode and times it takes (``-p``), set on the file itself
-        before the rename.
+        before the rename. ``in_thread`` False keeps the cheap steps on the loop;
+        an fsync never runs there (it waits for the disk, and a tree's other
+        files wait with it).
         """
         assert self._fd is not None
         fd, self._fd = self._fd, None
-        if in_thread and self.fsync:  # an fsync of a big file takes a while
+        if in_thread or self.fsync:
             await run_blocking(self._finish, fd, size, attrs)
         else:
             self._finish(fd, size, attrs)

@@ -10,8 +10,11 @@ meanwhile form the next batch: the batches grow as large as the step is slow.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
+
+from .tasks import task_group
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -19,6 +22,8 @@ _Out = TypeVar("_Out")
 
 class Batcher(Generic[_In, _Out]):
     """Runs ``run`` on the items submitted while the previous batch ran.
+
+    Items are submitted inside ``running()``, where the batches run.
 
     Args:
         run: one result per item, in order; an exception fails the whole batch.
@@ -31,6 +36,7 @@ class Batcher(Generic[_In, _Out]):
         self._run = run
         self.max_batch = max_batch
         self._queue: list[tuple[_In, asyncio.Future[_Out]]] = []
+        self._group: asyncio.TaskGroup | None = None
         self._task: asyncio.Task[None] | None = None
         self.batches = 0
 
@@ -43,16 +49,30 @@ class Batcher(Generic[_In, _Out]):
         A waiter that is cancelled does not take its item back: a batch may
         already hold it (a file being synced is renamed all the same).
         """
+        if self._group is None:
+            raise RuntimeError("Batcher.submit outside Batcher.running()")
         future: asyncio.Future[_Out] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+            self._task = self._group.create_task(self._drain())
         return await future
 
-    async def close(self) -> None:
-        """Wait for the batch under way and those queued behind it."""
-        if self._task is not None:
-            await asyncio.wait([self._task])
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The batches run in a TaskGroup of their own while the body runs.
+
+        However the body ends, the batch under way and those queued behind it
+        are finished before this returns, not cancelled: their items may be
+        work already handed over (a whole file to be renamed).
+        """
+        async with task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                if self._task is not None:
+                    await asyncio.wait([self._task])
+                self._group = None
 
     async def _drain(self) -> None:
         while self._queue:

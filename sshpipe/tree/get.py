@@ -1,54 +1,60 @@
-"""Downloading trees: list remote directories, copy files through the pipeline.
+"""Downloading trees: what a download does where the bytes land, on the local side.
 
-A small file costs two round trips: OPEN, then every READ (and a 1-byte
-probe past the listed size, to see EOF) together with the CLOSE, which
-filexfer-02 §6.1 has the server process after the reads on that handle.
-Listings stream into the pipeline as they arrive (a directory of a million
-entries is never held whole). Every name passes ``_untrusted.ListingCheck``
-before it names anything local, and everything local is reached through
-directory descriptors (``_localdir``): no symlink under the destination is
+The scanner (``scan``) lists the remote directories; here each directory is
+made, each small file written whole, each symlink made, and the directories'
+modes, times and syncs are set at the end. A small file costs two round trips
+(``smallread.fetch_small``). Every listed name has passed the scanner's name
+gate before it names anything local, and everything local is reached through
+directory descriptors (``local.dirfd``): no symlink under the destination is
 ever followed, whoever made it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
-import posixpath
 import stat
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from .._config import TransferConfig
-from .._errors import LocalError, RemoteError, RemoteIsADirectory, SSHPipeError, UnsafePath
+from .._errors import LocalError, RemoteIsADirectory
 from .._stats import TransferStats
-from ..core import codec
-from ..core.readplan import Range, ReadPlan
-from ..core.treeplan import landings
-from ..core.untrusted import ListingCheck, check_link_target, is_temporary_name, safe_mode
-from ..local.dirfd import DirRoot, LocalDir, LocalFile, local_error, lstat, make_dir, make_link, remove, replace, set_dir_attrs, sync_dir, temp_name
-from ..local.target import Batch, run_blocking, write_whole_file
+from ..core.untrusted import check_link_target, safe_mode
+from ..local.dirfd import (
+    DirRoot,
+    LocalDir,
+    LocalFile,
+    local_error,
+    lstat,
+    make_dir,
+    make_link,
+    remove,
+    replace,
+    set_dir_attrs,
+    sync_dir,
+    temp_name,
+)
+from ..local.target import run_blocking, write_whole_file
 from ..transfer.download import download
 from ..transport.pool import Lease
-from ..transport.remotefs import read_dir
-from ..transport.sftp import SFTPSession, quiet, settle, status_error
+from ..transport.sftp import SFTPSession
 from .groupcommit import GroupCommit
-from .run import Item, TreeRun
+from .item import Item
+from .run import TreeRun
+from .scan import RemoteSide
+from .smallread import fetch_small, read_back_small, size_of
 from .verify import sha256_of
 
 logger = logging.getLogger("sshpipe.tree")
-
-SPECIAL = "a special file (only files, directories and symlinks are copied)"
 
 
 class TreeGet(TreeRun):
     """Copies remote ``sources`` to the local ``dest`` (scp's layout rules)."""
 
-    # -- finding the work --------------------------------------------------------
-
+    dest_error = LocalError
     # The directory everything lands under, held open: the destination the user
     # named when it is a directory, else the directory it is to be made in.
     root: DirRoot | None = None
@@ -57,9 +63,11 @@ class TreeGet(TreeRun):
         super().__init__(*args, **kwargs)
         self.committer = GroupCommit()  # with fsync: small files made durable by the batch
 
+    def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
+        return [*super().services(), self.committer.running()]
+
     async def close(self) -> None:
         try:
-            await self.committer.close()
             await super().close()
         finally:
             if self.root is not None:
@@ -76,95 +84,34 @@ class TreeGet(TreeRun):
             return self.root.top
         return item.local.dir.child(item.local.name)
 
-    async def scan_roots(self) -> None:
-        dest_is_dir = os.path.isdir(self.dest)
-        if self.journal is not None:  # resuming: where the first run put it
-            dest_is_dir = self.journal.landing(dest_is_dir)
-        if len(self.sources) > 1 and not dest_is_dir:
-            raise LocalError(self.dest, "is not a directory (several sources need one)")
-        placed = landings(self.sources, self.dest, dest_is_dir=dest_is_dir, join=os.path.join)
+    # -- where things land ---------------------------------------------------------
+
+    def source_side(self) -> RemoteSide:
+        return RemoteSide(self.on_channel)
+
+    def join_dest(self, directory: str, name: str) -> str:
+        return os.path.join(directory, name)
+
+    async def dest_is_dir(self) -> bool:
+        return os.path.isdir(self.dest)
+
+    def place_root(self, dest: str, dest_is_dir: bool) -> LocalFile | None:
         # The user's own path: a symlink to a directory is followed there, and
         # nowhere below it.
         parent, name = os.path.split(self.dest.rstrip(os.sep) or os.sep)
-        self.root = DirRoot(self.dest if dest_is_dir else parent or os.curdir)
-        for source, dest in placed:
-            if not dest_is_dir:
-                local: LocalFile | None = self.root.top.file(name)
-            elif dest == self.dest:
-                local = None  # "host:." or "/": the contents go into dest itself
-            else:
-                local = self.root.top.file(os.path.basename(dest))
-            try:
-                # A named source is followed, as scp does.
-                attrs = await self.on_channel(partial(SFTPSession.stat, path=source))
-            except SSHPipeError as exc:
-                self.refuse(exc, source)
-                continue
-            await self.found(Item(source, dest, attrs, attrs.kind, local=local))
+        if self.root is None:
+            self.root = DirRoot(self.dest if dest_is_dir else parent or os.curdir)
+        if not dest_is_dir:
+            return self.root.top.file(name)
+        if dest == self.dest:
+            return None  # "host:." or "/": the contents go into dest itself
+        return self.root.top.file(os.path.basename(dest))
 
-    async def found(self, item: Item) -> None:
-        if item.kind == "file":
-            await self.queue_file(item)
-        elif item.kind == "dir":
-            if not self.options.recursive:
-                self.refuse(RemoteIsADirectory(item.source, "is a directory (use -r)"), item.source)
-            else:
-                self.queue_dir(item)
-        elif item.kind == "symlink" and self.options.follow_symlinks:
-            await self.guarded(self._follow(item), item)
-        elif item.kind == "symlink":
-            await self.small.put(item)
-        else:
-            self.skip(item.source, SPECIAL)
+    async def make_dir(self, item: Item) -> bool:
+        return True if item.local is None else make_dir(item.local.dir, item.local.name)
 
-    async def _follow(self, item: Item) -> None:
-        attrs = await self.on_channel(lambda sftp: sftp.stat(item.source))
-        if attrs.kind == "symlink":  # a server that does not follow links
-            raise RemoteError(item.source, "symlink could not be followed")
-        await self.found(dataclasses.replace(item, attrs=attrs, kind=attrs.kind))
-
-    async def scan_dir(self, item: Item) -> None:
-        if self.options.follow_symlinks:
-            real = await self.on_channel(lambda sftp: sftp.realpath(item.source))
-            if real in item.ancestors:
-                self.skip(item.source, f"symlink loop: {real} is a directory above it")
-                return
-            item = dataclasses.replace(item, ancestors=(*item.ancestors, real))
-        existed = True if item.local is None else make_dir(item.local.dir, item.local.name)
-        self.made_dirs.append((item, existed))
-        self.account.directories += 1
-        here = self.directory(item)
-        check = ListingCheck(item.source)
-
-        async def listing(sftp: SFTPSession) -> None:
-            check.again()  # a reconnect lists it from the start: what was seen is skipped
-            async with contextlib.aclosing(read_dir(sftp, item.source)) as batches:
-                async for batch in batches:
-                    for name, attrs in batch:
-                        await self._entry(item, here, check, name, attrs)
-
-        await self.on_channel(listing)
-
-    async def _entry(
-        self, item: Item, here: LocalDir, check: ListingCheck, name: str, attrs: codec.Attrs
-    ) -> None:
-        """One name of a listing: refused, left out, or found (queued to be copied)."""
-        try:
-            if not check.accept(name):
-                return
-        except UnsafePath as exc:
-            if exc.listing_refused is not None:
-                raise  # the rest of this listing is not read
-            self.refuse(exc, f"{item.source}/{name!r}")
-            return
-        source = posixpath.join(item.source, name)
-        if is_temporary_name(name):  # a name sshpipe writes itself beside the files it copies
-            self.skip(source, "an sshpipe temporary or resume file")
-            return
-        child = item.child(
-            source, os.path.join(item.dest, name), attrs, attrs.kind, here.file(name)
-        )
-        await self.found(child)
+    def local_dir(self, item: Item) -> LocalDir:
+        return self.directory(item)
 
     # -- copying ---------------------------------------------------------------
 
@@ -233,28 +180,32 @@ class TreeGet(TreeRun):
             shown=item.source,
         )
 
-    async def copy_big(self, item: Item) -> None:
+    async def move_big(
+        self,
+        lease: Lease,
+        item: Item,
+        on_tail: Callable[[], None],
+        on_progress: Callable[[int], None],
+    ) -> TransferStats:
         assert item.local is not None
         mode = self.mode_of(item)
-        with self.tracking() as moved:
-            async with self.big_turn() as end_turn, self.big_lease() as lease:
-                stats = await download(
-                    lease,
-                    item.source,
-                    item.local,
-                    self.big_config,
-                    into_directory=False,
-                    new_file_mode=mode & 0o777,
-                    shared=self.big_bytes,
-                    on_tail=end_turn,
-                    known=item.attrs,
-                    on_progress=moved,
-                    remote_hash=self.verifier.remote_sha256 if self.verifier else None,
-                    attrs=(mode, item.times) if self.options.preserve else None,
-                )
-            if self.verifier is not None:
-                self.verifier.passed(stats.verified)
-            self.account.file_done(stats.bytes, reported=moved.total)
+        return await download(
+            lease,
+            item.source,
+            item.local,
+            self.big_config,
+            into_directory=False,
+            new_file_mode=mode & 0o777,
+            shared=self.big_bytes,
+            on_tail=on_tail,
+            known=item.attrs,
+            on_progress=on_progress,
+            remote_hash=self.remote_hash,
+            attrs=(mode, item.times) if self.options.preserve else None,
+        )
+
+    async def big_done(self, item: Item) -> None:
+        """Nothing: ``download`` set its mode and times before the rename."""
 
     async def _copy_link(self, item: Item) -> None:
         assert item.local is not None
@@ -310,71 +261,6 @@ async def download_preserving(
     return await download(lease, remote, local, config, known=attrs, attrs=(mode, times))
 
 
-async def fetch_small(
-    sftp: SFTPSession, path: str, size: int, block: int
-) -> tuple[Batch, int] | None:
-    """A small remote file's bytes, in one round trip after the OPEN.
-
-    Returns:
-        (pieces, size), or None when the file grew past ``size`` or a read came
-        back short (the handle is closed by then: the caller starts over).
-    """
-    handle = await sftp.open(path, codec.FXF_READ)
-    plan = ReadPlan(block_size=block, size_hint=size, probe_length=1)
-    done = sftp_future()
-    pieces: Batch = []
-    failure: list[BaseException] = []
-
-    def on_reply(rng: Range, reply: codec.Reply | BaseException) -> None:
-        if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
-            plan.on_data(rng, reply.length)
-            pieces.append((rng.offset, reply.chunks))
-        elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
-            plan.on_eof(rng)
-        else:
-            plan.on_retry(rng)
-            if not failure:
-                failure.append(
-                    reply
-                    if isinstance(reply, BaseException)
-                    else status_error(reply, path, rng.offset)
-                    if isinstance(reply, codec.Status)
-                    else SSHPipeError(f"remote: {path}: bad reply to a read")
-                )
-        if plan.outstanding == 0 and not done.done():
-            done.set_result(None)
-
-    while (rng := plan.next_range()) is not None:
-        try:
-            sftp.send_read(handle, rng.offset, rng.length, partial(on_reply, rng))
-        except BaseException as exc:  # the channel broke: the reply will never come
-            on_reply(rng, exc)
-            break
-    closing = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle))
-    try:
-        await done
-    except asyncio.CancelledError:
-        await settle(closing)  # the server answers the READs before it: nothing left behind
-        raise
-    if failure:
-        closing.add_done_callback(quiet)
-        raise failure[0]
-    sftp.check_status(await closing, path)
-    if plan.max_received_end > size or not plan.done:
-        return None
-    return pieces, plan.final_size
-
-
-async def size_of(sftp: SFTPSession, path: str) -> int | None:
-    return (await sftp.stat(path)).size
-
-
-async def read_back_small(sftp: SFTPSession, path: str, size: int, block: int) -> str:
-    """SHA-256 of a small remote file read again (a file that grew no longer matches)."""
-    fetched = await fetch_small(sftp, path, size, block)
-    return sha256_of(fetched[0]) if fetched is not None else "(a file larger than copied)"
-
-
 def rename_into_place(temp: LocalFile, final: LocalFile) -> None:
     try:
         replace(temp, final)
@@ -382,10 +268,6 @@ def rename_into_place(temp: LocalFile, final: LocalFile) -> None:
         with contextlib.suppress(OSError):
             remove(temp)
         raise local_error(final, exc) from exc
-
-
-def sftp_future() -> asyncio.Future[None]:
-    return asyncio.get_running_loop().create_future()
 
 
 def current_umask() -> int:

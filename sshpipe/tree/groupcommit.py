@@ -49,13 +49,14 @@ class GroupCommit:
         if error is not None:
             raise error
 
-    async def close(self) -> None:
-        """Finish what was handed over: those files are whole, so they still take their names.
+    def running(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Files are committed inside this; at its end what was handed over is finished.
 
-        Their waiters may be gone (the tree was cancelled or failed); the sync
-        and renames go on without them, as a file already renamed would stay.
+        Those files are whole, so they still take their names: their waiters
+        may be gone (the tree was cancelled or failed), and the sync and
+        renames go on without them, as a file already renamed would stay.
         """
-        await self._batches.close()
+        return self._batches.running()
 
     @staticmethod
     async def _flush(pairs: list[tuple[LocalFile, LocalFile]]) -> list[LocalError | None]:

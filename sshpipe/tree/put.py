@@ -1,58 +1,61 @@
-"""Uploading trees: walk local directories, create remote ones, copy files through the pipeline.
+"""Uploading trees: what an upload does where the bytes land, on the server.
 
-A small file costs three round trips: OPEN of a temporary name; every WRITE,
-the FSETSTAT of ``-p`` and the CLOSE together (filexfer-02 §6.1: in order on
-one handle); then the rename into place, so no file is ever seen half-written
-under its final name.
+The scanner (``scan``) walks the local directories; here each remote
+directory is made, each small file written and renamed, each symlink made,
+and the directories' modes and times are set at the end. A small file costs
+three round trips: OPEN of a temporary name; every WRITE, the FSETSTAT of
+``-p`` and the CLOSE together (filexfer-02 §6.1: in order on one handle);
+then the rename into place, so no file is ever seen half-written under its
+final name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import posixpath
-import stat
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, LocalError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
+from .._errors import (
+    ConnectionBroken,
+    RemoteError,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    SSHPipeError,
+)
 from .._stats import TransferStats
 from ..core import codec
-from ..core.treeplan import landing
 from ..core.untrusted import safe_mode
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.upload import upload
 from ..transport.pool import Lease
-from ..transport.remoteplace import check_landed, remote_temp_name, remove_quietly, rename_into_place, resolve_remote_target
+from ..transport.remoteplace import (
+    check_landed,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
 from ..transport.sftp import SFTPSession, quiet, settle
-from .get import SPECIAL, read_back_small, size_of
+from .item import Item
 from .remotesync import RemoteSync
-from .run import Item, TreeRun
-
-_KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
-
-
-def item_of(
-    source: str, dest: str, info: os.stat_result, ancestors: tuple[object, ...] = ()
-) -> Item:
-    attrs = codec.Attrs(
-        size=info.st_size,
-        permissions=info.st_mode,
-        atime=int(info.st_atime),
-        mtime=int(info.st_mtime),
-    )
-    kind = _KINDS.get(stat.S_IFMT(info.st_mode), "special")
-    return Item(source, dest, attrs, kind, ancestors)
+from .run import TreeRun
+from .scan import LocalSide, attrs_of
+from .smallread import read_back_small, size_of
 
 
 class TreePut(TreeRun):
     """Copies local ``sources`` to the remote ``dest`` (scp's layout rules)."""
 
     writes = True
+    dest_error = RemoteError
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -60,11 +63,8 @@ class TreePut(TreeRun):
         self.stale_temps: list[str] = []
         self.remote_sync = RemoteSync(self.commands)
 
-    async def close(self) -> None:
-        await self.remote_sync.close()
-        await super().close()
-
-    # -- finding the work --------------------------------------------------------
+    def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
+        return [*super().services(), self.remote_sync.running()]
 
     async def dest_size(self, item: Item) -> int | None:
         try:
@@ -73,69 +73,27 @@ class TreePut(TreeRun):
             return None
         return attrs.size if attrs.kind == "file" else None
 
-    async def scan_roots(self) -> None:
+    # -- where things land ---------------------------------------------------------
+
+    def source_side(self) -> LocalSide:
+        return LocalSide()
+
+    def join_dest(self, directory: str, name: str) -> str:
+        return posixpath.join(directory, name)
+
+    async def dest_is_dir(self) -> bool:
         try:
-            dest_is_dir = (
-                await self.on_channel(partial(SFTPSession.stat, path=self.dest))
-            ).is_dir()
+            return (await self.on_channel(partial(SFTPSession.stat, path=self.dest))).is_dir()
         except RemoteNotFound:
-            dest_is_dir = False
-        if self.journal is not None:  # resuming: where the first run put it
-            dest_is_dir = self.journal.landing(dest_is_dir)
-        if len(self.sources) > 1 and not dest_is_dir:
-            raise RemoteError(self.dest, "is not a directory (several sources need one)")
-        for source in self.sources:
-            dest = landing(source, self.dest, dest_is_dir=dest_is_dir)
-            try:
-                info = os.stat(source)  # a named source is followed, as scp does
-            except OSError as exc:
-                self.refuse(local_error(source, exc), source)
-                continue
-            await self.found(item_of(source, dest, info))
+            return False
 
-    async def found(self, item: Item) -> None:
-        if item.kind == "file":
-            await self.queue_file(item)
-        elif item.kind == "dir":
-            if not self.options.recursive:
-                self.refuse(LocalError(item.source, "is a directory (use -r)"), item.source)
-            else:
-                self.queue_dir(item)
-        elif item.kind == "symlink" and self.options.follow_symlinks:
-            try:
-                info = os.stat(item.source)
-            except OSError as exc:
-                self.refuse(local_error(item.source, exc), item.source)
-                return
-            await self.found(item_of(item.source, item.dest, info, item.ancestors))
-        elif item.kind == "symlink":
-            await self.small.put(item)
-        else:
-            self.skip(item.source, SPECIAL)
+    def place_root(self, dest: str, dest_is_dir: bool) -> None:
+        return None  # remote paths need nothing held open
 
-    async def scan_dir(self, item: Item) -> None:
-        if self.options.follow_symlinks:
-            try:
-                info = os.stat(item.source)
-            except OSError as exc:
-                raise local_error(item.source, exc) from exc
-            identity = (info.st_dev, info.st_ino)
-            if identity in item.ancestors:
-                self.skip(item.source, "symlink loop: it is a directory above itself")
-                return
-            item = replace(item, ancestors=(*item.ancestors, identity))
-        await self._make_remote_dir(item)
-        try:
-            with os.scandir(item.source) as listing:
-                entries = [
-                    (entry.name, entry.path, entry.stat(follow_symlinks=False)) for entry in listing
-                ]
-        except OSError as exc:
-            raise local_error(item.source, exc) from exc
-        for name, path, info in entries:
-            await self.found(item_of(path, posixpath.join(item.dest, name), info, item.ancestors))
+    def local_dir(self, item: Item) -> None:
+        return None
 
-    async def _make_remote_dir(self, item: Item) -> None:
+    async def make_dir(self, item: Item) -> bool:
         mode = (self.mode_of(item) | 0o700) & 0o777  # ours to fill; its mode is set at the end
 
         async def make(sftp: SFTPSession) -> bool:
@@ -153,9 +111,7 @@ class TreePut(TreeRun):
                     raise RemoteError(item.dest, "exists and is not a directory") from exc
                 return True
 
-        existed = await self.on_channel(make)
-        self.made_dirs.append((item, existed))
-        self.account.directories += 1
+        return await self.on_channel(make)
 
     # -- copying ---------------------------------------------------------------
 
@@ -237,26 +193,29 @@ class TreePut(TreeRun):
                 await remove_quietly(sftp, sent.temp)
             raise
 
-    async def copy_big(self, item: Item) -> None:
-        with self.tracking() as moved:
-            async with self.big_turn() as end_turn, self.big_lease() as lease:
-                stats = await upload(
-                    lease,
-                    item.source,
-                    item.dest,
-                    self.big_config,
-                    into_directory=False,
-                    shared=self.big_bytes,
-                    on_tail=end_turn,
-                    on_progress=moved,
-                    remote_hash=self.verifier.remote_sha256 if self.verifier else None,
-                )
-            if self.verifier is not None:
-                self.verifier.passed(stats.verified)
-            if self.options.preserve:
-                attrs = self.final_attrs(item)
-                await self.on_channel(lambda sftp: sftp.setstat(item.dest, attrs))
-            self.account.file_done(stats.bytes, reported=moved.total)
+    async def move_big(
+        self,
+        lease: Lease,
+        item: Item,
+        on_tail: Callable[[], None],
+        on_progress: Callable[[int], None],
+    ) -> TransferStats:
+        return await upload(
+            lease,
+            item.source,
+            item.dest,
+            self.big_config,
+            into_directory=False,
+            shared=self.big_bytes,
+            on_tail=on_tail,
+            on_progress=on_progress,
+            remote_hash=self.remote_hash,
+        )
+
+    async def big_done(self, item: Item) -> None:
+        if self.options.preserve:
+            attrs = self.final_attrs(item)
+            await self.on_channel(lambda sftp: sftp.setstat(item.dest, attrs))
 
     async def _copy_link(self, item: Item) -> None:
         try:
@@ -335,11 +294,9 @@ async def upload_preserving(
     sftp = lease.channels[0]
     target = await resolve_remote_target(sftp, remote, os.path.basename(local))
     stats = await upload(lease, local, target, config, into_directory=False)
-    item = item_of(local, target, info)
+    attrs = attrs_of(info)
     mode = safe_mode(info.st_mode, directory=False)
-    await sftp.setstat(
-        target, codec.Attrs(permissions=mode, atime=item.attrs.atime, mtime=item.attrs.mtime)
-    )
+    await sftp.setstat(target, codec.Attrs(permissions=mode, atime=attrs.atime, mtime=attrs.mtime))
     return stats
 
 

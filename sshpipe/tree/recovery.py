@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from .._config import TransferConfig
 from .._errors import ConnectionBroken, Stalled
@@ -24,6 +24,7 @@ from ..core.retry import RetryBudget
 from ..transfer.lanes import after_break
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
+from .tasks import task_group
 
 logger = logging.getLogger("sshpipe.tree")
 
@@ -61,7 +62,10 @@ class Recovery:
         self._budget = RetryBudget(attempts=config.retries)
         self._failures = 0
         self._mark = progress()
-        self._healing: asyncio.Task[None] | None = None
+        self._group: asyncio.TaskGroup | None = None  # set inside running()
+        # The reconnect under way: its outcome, and the task that works it out.
+        self._healing: asyncio.Future[None] | None = None
+        self._healer: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -83,11 +87,35 @@ class Recovery:
         if seen != self.generation:
             return
         if self._healing is None:
-            self._healing = asyncio.get_running_loop().create_task(self._heal(broken))
+            if self._group is None:
+                raise RuntimeError("Recovery.heal outside Recovery.running()")
+            self._healing = asyncio.get_running_loop().create_future()
             self._healing.add_done_callback(_retrieve)
+            self._healer = self._group.create_task(self._heal(broken, self._healing))
+        # A waiter cancelled alone (its operation given up) leaves the reconnect to the others.
         await asyncio.shield(self._healing)
 
-    async def _heal(self, broken: ConnectionBroken) -> None:
+    @contextlib.asynccontextmanager
+    async def running(self, channels: Callable[[], Sequence[SFTPSession]]) -> AsyncIterator[None]:
+        """While the body runs: ``channels()`` are watched, and reconnects run, in here.
+
+        When it ends, the watch stops, and so does a reconnect still under way
+        (the tree ended without it).
+        """
+        async with task_group() as group:
+            self._group = group
+            watcher = group.create_task(self.watch(channels))
+            try:
+                yield
+            finally:
+                self._group = None
+                watcher.cancel()
+                if self._healer is not None:
+                    self._healer.cancel()
+
+    async def _heal(self, broken: ConnectionBroken, outcome: asyncio.Future[None]) -> None:
+        """Reconnect; ``outcome`` tells the waiters. A failure is theirs to raise (each
+        operation's tree decides what it means), not the task group's."""
         try:
             now = self._progress()
             self._failures = await after_break(
@@ -102,8 +130,13 @@ class Recovery:
             self.reconnects += 1
             self.generation += 1
             await self._healed(list(self.lease.channels))
+            outcome.set_result(None)
+        except Exception as exc:
+            outcome.set_exception(exc)
         finally:
-            self._healing = None
+            self._healing = self._healer = None
+            if not outcome.done():  # cancelled: so are its waiters
+                outcome.cancel()
 
     async def watch(self, channels: Callable[[], Sequence[SFTPSession]]) -> None:
         """Forever: a channel that owes replies and has been silent for ``stall_timeout`` is
@@ -118,15 +151,8 @@ class Recovery:
                     logger.info("%s: %s silent for %.1f s", self._label, sftp.name, silent)
                     sftp.abort(Stalled(f"{self._label}: no reply for {limit:g} s"))
 
-    async def close(self) -> None:
-        """Stop a reconnect still under way (the tree ended without it)."""
-        if self._healing is not None:
-            self._healing.cancel()
-            with contextlib.suppress(BaseException):
-                await self._healing
 
-
-def _retrieve(task: asyncio.Task[None]) -> None:
+def _retrieve(outcome: asyncio.Future[None]) -> None:
     """Its waiters may all be gone (the tree was cancelled): no 'never retrieved' noise."""
-    if not task.cancelled():
-        task.exception()
+    if not outcome.cancelled():
+        outcome.exception()

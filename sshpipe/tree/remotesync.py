@@ -16,6 +16,7 @@ SFTP instead: slower, never less durable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 
@@ -73,9 +74,12 @@ class RemoteSync:
                 _command(directories[start : start + MAX_BATCH]), max_output=COMMAND_OUTPUT_SLACK
             )
 
-    async def close(self) -> None:
-        """Wait for the command under way (a cancelled tree's files are removed by their owners)."""
-        await self._batches.close()
+    def running(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Files are synced inside this; at its end the command under way is waited for.
+
+        A cancelled tree's files are removed by their owners.
+        """
+        return self._batches.running()
 
     async def _sync_batch(self, queued: list[str]) -> list[bool]:
         directories = sorted(set(queued))

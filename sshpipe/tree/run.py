@@ -1,8 +1,8 @@
-"""Tree transfers: many files in one pipeline under one budget, big files striped.
+"""Running a tree: many files in one pipeline under one budget, big files striped.
 
 ``sftp -r``, ``scp -r`` and asyncssh copy one file at a time and pay 3-7
-round trips per file. Here every stage overlaps (``_treeget.py`` and
-``_treeput.py`` fill in the two directions)::
+round trips per file. Here every stage overlaps (``get`` and ``put`` fill in
+the two directions)::
 
     scanners (DIRS_IN_FLIGHT directories listed at once, READDIR pipelined)
         ├──> small-file workers (FILES_IN_FLIGHT at once, over PIPELINE_CHANNELS
@@ -13,37 +13,41 @@ round trips per file. Here every stage overlaps (``_treeget.py`` and
 The byte budget (``TransferConfig.max_bytes_in_flight``) is split so the
 pipeline and the big-file workers together never hold more than it: a big file
 among many small ones still gets its share, and memory stays bounded. Open
-handles stay under the server's ``max_open_handles`` on every channel.
+handles stay under the server's ``max_open_handles`` on every channel
+(``channels``). ``TreeRun`` holds the workers, the accounting of what was
+done, failed or skipped, and the progress callbacks.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
-import os
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
-from .._errors import ClosedError, ConnectionBroken, IncompleteTransfer, LocalNoSpace, ProtocolError, SSHPipeError, UnsafePath
-from .._stats import TreeProgress, TreeStats
-from ..core import codec
+from .._errors import ConnectionBroken, IncompleteTransfer, SSHPipeError, TransferError
+from .._stats import TransferStats, TreeProgress, TreeStats
 from ..core.flight import SharedBytes
 from ..core.treeplan import TreeAccount, is_small, split_budget
 from ..core.untrusted import MAX_LISTED_FAILURES, printable, safe_mode
-from ..durability.treejournal import TreeJournal
-from ..local.dirfd import LocalFile
+from ..durability.treejournal import TreeJournal, tree_header
+from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
 from ..transfer.lanes import block_size_for
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
+from .channels import Credits, TreeChannels
+from .item import Item, aborts_tree
 from .recovery import Recovery
+from .scan import Scanner, Side
+from .tasks import alongside, run_all
 from .verify import TreeVerifier
 
 logger = logging.getLogger("sshpipe.tree")
@@ -63,8 +67,6 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
-# Handles per channel when the server does not say (limits@openssh.com).
-DEFAULT_HANDLES_PER_CHANNEL = 128
 PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
 
 
@@ -79,159 +81,6 @@ class TreeOptions:
     progress: Callable[[TreeProgress], None] | None = None
 
 
-class Credits:
-    """Requests and bytes the pipeline may have in flight, granted first come first served.
-
-    A file asks for all it needs at once (its whole size is at most half the
-    bytes), so no two files can each hold half of what both need.
-    """
-
-    def __init__(self, max_requests: int, max_bytes: int) -> None:
-        self.max_requests = max_requests
-        self.max_bytes = max_bytes
-        self.requests = 0
-        self.bytes = 0
-        self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
-
-    def __repr__(self) -> str:
-        return (
-            f"<Credits requests={self.requests}/{self.max_requests} "
-            f"bytes={self.bytes}/{self.max_bytes} waiting={len(self._waiters)}>"
-        )
-
-    def _fits(self, requests: int, count: int) -> bool:
-        return (
-            self.requests + requests <= self.max_requests and self.bytes + count <= self.max_bytes
-        )
-
-    @contextlib.asynccontextmanager
-    async def hold(self, requests: int, count: int) -> AsyncIterator[None]:
-        requests = min(requests, self.max_requests)
-        count = min(count, self.max_bytes)
-        if self._waiters or not self._fits(requests, count):
-            future = asyncio.get_running_loop().create_future()
-            waiter = (requests, count, future)
-            self._waiters.append(waiter)
-            try:
-                await future
-            except BaseException:
-                if future.done() and not future.cancelled():
-                    self._release(requests, count)  # granted as we were cancelled
-                else:
-                    with contextlib.suppress(ValueError):  # _grant may have dropped it
-                        self._waiters.remove(waiter)
-                    self._grant()
-                raise
-        else:
-            self._take(requests, count)
-        try:
-            yield
-        finally:
-            self._release(requests, count)
-
-    def _take(self, requests: int, count: int) -> None:
-        self.requests += requests
-        self.bytes += count
-
-    def _release(self, requests: int, count: int) -> None:
-        self.requests -= requests
-        self.bytes -= count
-        self._grant()
-
-    def _grant(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            requests, count, future = waiters[0]
-            if future.done():  # cancelled, its task not yet resumed to take itself out
-                waiters.popleft()
-                continue
-            if not self._fits(requests, count):
-                break
-            waiters.popleft()
-            self._take(requests, count)
-            future.set_result(None)
-
-
-@dataclass(slots=True, eq=False)
-class TreeChannel:
-    """One pipeline channel and how many handles are open on it."""
-
-    sftp: SFTPSession
-    cap: int
-    handles: int = 0
-
-
-class TreeChannels:
-    """The pipeline's channels; each file or directory goes to the least loaded one."""
-
-    def __init__(self, channels: list[SFTPSession]) -> None:
-        self.slots = [TreeChannel(sftp, _handle_cap(sftp)) for sftp in channels]
-
-    def add(self, sftp: SFTPSession) -> None:
-        self.slots.append(TreeChannel(sftp, _handle_cap(sftp)))
-
-    def take(self) -> TreeChannel:
-        live = [slot for slot in self.slots if slot.sftp.broken is None] or self.slots
-        slot = min(live, key=lambda candidate: candidate.handles)
-        slot.handles += 1
-        return slot
-
-    @staticmethod
-    def give(slot: TreeChannel) -> None:
-        slot.handles -= 1
-
-
-def _handle_cap(sftp: SFTPSession) -> int:
-    """Handles we may keep open on one channel: half the server's limit, for its other users."""
-    stated = sftp.limits.max_open_handles if sftp.limits is not None else 0
-    if stated <= 0:
-        return DEFAULT_HANDLES_PER_CHANNEL
-    return max(1, min(DEFAULT_HANDLES_PER_CHANNEL, stated // 2))
-
-
-def aborts_tree(exc: SSHPipeError) -> bool:
-    """Errors after which every other file would fail too: stop rather than list them all."""
-    if isinstance(exc, UnsafePath):
-        return False
-    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One entry to copy: read from ``source``, written to ``dest``.
-
-    ``attrs`` are the source's (size, permissions, times); ``kind`` is "file",
-    "dir" or "symlink" (a followed link takes its target's kind).
-    """
-
-    source: str
-    dest: str
-    attrs: codec.Attrs
-    kind: str
-    # With follow_symlinks: who the directories above this entry really are
-    # (real path or device/inode), so a link back to one of them is a loop. A
-    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
-    ancestors: tuple[object, ...] = ()
-    # A download's destination, reached by directory descriptors (``dest`` is
-    # its path for messages and journals). None: the entry is the download's
-    # root directory itself.
-    local: LocalFile | None = None
-
-    def child(
-        self, source: str, dest: str, attrs: codec.Attrs, kind: str, local: LocalFile | None = None
-    ) -> Item:
-        return Item(source, dest, attrs, kind, self.ancestors, local)
-
-    @property
-    def size(self) -> int:
-        return self.attrs.size or 0
-
-    @property
-    def times(self) -> tuple[int, int] | None:
-        atime, mtime = self.attrs.atime, self.attrs.mtime
-        return (atime, mtime) if atime is not None and mtime is not None else None
-
-
 class _Moved:
     """Adds a big file's progress to the tree's account and remembers how much."""
 
@@ -244,11 +93,12 @@ class _Moved:
         self.account.moved(count)
 
 
-class TreeRun:
+class TreeRun(abc.ABC):
     """What get and put trees share: queues, workers, accounting, progress, the budget.
 
-    Subclasses provide ``scan`` (find the work and queue it), ``copy_small``,
-    ``copy_big``, and ``finish`` (directory modes and times, after their contents).
+    The scanner (``scan``) finds the work; the direction provides the source
+    side, where things land and how they are made, ``copy_small``,
+    ``move_big``, and ``finish``.
     """
 
     def __init__(
@@ -300,7 +150,9 @@ class TreeRun:
         verifying = config.verify != "none"
         self.verifier = TreeVerifier(config.verify, self.commands) if verifying else None
         # -r --resume: the files an earlier run finished are skipped.
-        self.journal = TreeJournal(self.describe(channels[0])) if config.resume else None
+        header = tree_header(channels[0].peer, upload=self.writes, sources=sources, dest=dest)
+        self.journal = TreeJournal(header) if config.resume else None
+        self.scanner = Scanner(self, self.source_side())
         self.recovery = Recovery(
             lease,
             config,
@@ -311,39 +163,68 @@ class TreeRun:
 
     writes = False  # True for uploads: the block size follows the server's write limit
 
-    # -- to be provided ----------------------------------------------------------
+    # What a destination that cannot take several sources is refused with.
+    dest_error: type[TransferError]
 
-    async def scan_roots(self) -> None:
-        raise NotImplementedError
+    # -- the direction's own -----------------------------------------------------
 
-    async def scan_dir(self, item: Item) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def source_side(self) -> Side:
+        """Where the sources are read from, for the scanner."""
 
+    @abc.abstractmethod
+    def join_dest(self, directory: str, name: str) -> str:
+        """The destination path of ``name`` in the destination ``directory``."""
+
+    @abc.abstractmethod
+    async def dest_is_dir(self) -> bool:
+        """Whether the destination the user named is a directory now."""
+
+    @abc.abstractmethod
+    def place_root(self, dest: str, dest_is_dir: bool) -> LocalFile | None:
+        """A source landing at ``dest``: its local file for a download (None for put, and
+        for the destination directory itself)."""
+
+    @abc.abstractmethod
+    async def make_dir(self, item: Item) -> bool:
+        """Make the directory ``item`` is copied to; whether it existed before."""
+
+    @abc.abstractmethod
+    def local_dir(self, item: Item) -> LocalDir | None:
+        """The local directory a download's directory entry is copied into (None for put)."""
+
+    @abc.abstractmethod
     async def copy_small(self, item: Item) -> None:
-        raise NotImplementedError
+        """A small file or a symlink, through the pipeline."""
 
-    async def copy_big(self, item: Item) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def move_big(
+        self,
+        lease: Lease,
+        item: Item,
+        on_tail: Callable[[], None],
+        on_progress: Callable[[int], None],
+    ) -> TransferStats:
+        """A big file through the single-file engine (``copy_big`` holds the turn and lease)."""
 
+    @abc.abstractmethod
+    async def big_done(self, item: Item) -> None:
+        """After a big file is copied and checked (put sets its -p attributes here)."""
+
+    @abc.abstractmethod
     async def finish(self) -> None:
-        raise NotImplementedError
+        """Directory modes and times, after their contents; whatever else is left."""
 
+    @abc.abstractmethod
     async def dest_size(self, item: Item) -> int | None:
         """The size of what is at ``item.dest`` now (None: nothing there)."""
-        raise NotImplementedError
 
-    def describe(self, sftp: SFTPSession) -> dict[str, Any]:
-        """What this copy is, for its resume journal: peer, direction, sources, destination."""
-        direction = "put" if self.writes else "get"
-        local = [os.path.abspath(s) for s in self.sources] if self.writes else self.sources
-        dest = self.dest if self.writes else os.path.abspath(self.dest)
-        return {"peer": sftp.peer, "direction": direction, "sources": local, "dest": dest}
+    def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
+        """What runs tasks of its own while the tree runs (the batches of checks, syncs)."""
+        return [self.verifier.running()] if self.verifier is not None else []
 
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
-        await self.recovery.close()
-        if self.verifier is not None:
-            await self.verifier.close()
         await self.commands.close()
 
     # -- running ---------------------------------------------------------------
@@ -353,34 +234,31 @@ class TreeRun:
         if self.journal is not None:
             self.journal.open()
         finished = False
-        loop = asyncio.get_running_loop()
-        ticker = loop.create_task(self._tick())
-        watcher = loop.create_task(
-            self.recovery.watch(lambda: [slot.sftp for slot in self.channels.slots])
-        )
         try:
-            await run_all(
-                [
-                    self._scan(),
-                    self._grow(),
-                    self._warm_up(),
-                    *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
-                    *(
-                        self._worker(self.small, partial(self._copy, self.copy_small))
-                        for _ in range(self.workers)
-                    ),
-                    *(
-                        self._worker(self.big, partial(self._copy, self.copy_big))
-                        for _ in range(BIG_WORKERS)
-                    ),
-                ]
-            )
-            await self.finish()
-            finished = True
+            async with contextlib.AsyncExitStack() as stack:
+                for service in self.services():
+                    await stack.enter_async_context(service)
+                await stack.enter_async_context(self.recovery.running(self._live_channels))
+                await stack.enter_async_context(alongside(self._tick()))
+                await run_all(
+                    [
+                        self._scan(),
+                        self._grow(),
+                        self._warm_up(),
+                        *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
+                        *(
+                            self._worker(self.small, partial(self._copy, self.copy_small))
+                            for _ in range(self.workers)
+                        ),
+                        *(
+                            self._worker(self.big, partial(self._copy, self.copy_big))
+                            for _ in range(BIG_WORKERS)
+                        ),
+                    ]
+                )
+                await self.finish()
+                finished = True
         finally:
-            ticker.cancel()
-            watcher.cancel()
-            await asyncio.wait([ticker, watcher])
             await self.close()
             if self.journal is not None:
                 self.journal.finish(complete=finished and not self.account.failures)
@@ -418,7 +296,7 @@ class TreeRun:
 
         If the connection drops (or goes silent) under it, the step waits for
         the tree's one reconnect and runs again from scratch on a fresh
-        channel, so it must be safe to repeat (``_treerecovery``).
+        channel, so it must be safe to repeat (``recovery``).
         """
         while True:
             seen = self.recovery.generation
@@ -431,6 +309,9 @@ class TreeRun:
                 TreeChannels.give(slot)
             await self.recovery.heal(seen, broken)
 
+    def _live_channels(self) -> list[SFTPSession]:
+        return [slot.sftp for slot in self.channels.slots]
+
     async def _healed(self, channels: list[SFTPSession]) -> None:
         """After a reconnect: the live channels, and more opened as at the start."""
         self.channels = TreeChannels(channels)
@@ -440,6 +321,21 @@ class TreeRun:
     def queue_dir(self, item: Item) -> None:
         self._dirs_pending += 1
         self.dirs.put_nowait(item)
+
+    async def copy_big(self, item: Item) -> None:
+        """A big file, striped on channels of its own, in its turn at the link."""
+        with self.tracking() as moved:
+            async with self.big_turn() as end_turn, self.big_lease() as lease:
+                stats = await self.move_big(lease, item, end_turn, moved)
+            if self.verifier is not None:
+                self.verifier.passed(stats.verified)
+            await self.big_done(item)
+            self.account.file_done(stats.bytes, reported=moved.total)
+
+    @property
+    def remote_hash(self) -> Callable[[str, int], Awaitable[str | None]] | None:
+        """How a big file's --verify gets the server's hash: in the tree's batches."""
+        return self.verifier.remote_sha256 if self.verifier is not None else None
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[_Moved]:
@@ -507,11 +403,11 @@ class TreeRun:
 
     async def _scan(self) -> None:
         self._dirs_pending += 1  # the roots count as one directory until they are queued
-        await self.scan_roots()
+        await self.scanner.roots()
         await self._dir_done()
 
     async def _scan_one(self, item: Item) -> None:
-        await self.guarded(self.scan_dir(item), item)
+        await self.guarded(self.scanner.directory(item), item)
         await self._dir_done()
 
     async def _dir_done(self) -> None:
@@ -600,22 +496,3 @@ class TreeRun:
     def _report_progress(self) -> None:
         if self.options.progress is not None:
             self.options.progress(self.account.progress(time.perf_counter()))
-
-
-async def run_all(coros: list[Coroutine[Any, Any, None]]) -> None:
-    """Run coroutines in one TaskGroup; re-raise the first failure itself, not a group."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            for coro in coros:
-                group.create_task(coro)
-    except BaseExceptionGroup as group:
-        raise _first(group) from None
-
-
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
-    first = group.exceptions[0]
-    for exc in group.exceptions:  # a real error explains more than a cancellation
-        if not isinstance(exc, asyncio.CancelledError):
-            first = exc
-            break
-    return _first(first) if isinstance(first, BaseExceptionGroup) else first

@@ -12,6 +12,7 @@ reports: the weakest check any file passed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -104,8 +105,9 @@ class TreeVerifier:
         if self.weakest is None or _STRENGTH[level] < _STRENGTH[self.weakest]:
             self.weakest = level
 
-    async def close(self) -> None:
-        await self._batches.close()
+    def running(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Files are checked inside this; at its end the batch under way is waited for."""
+        return self._batches.running()
 
     async def _hash_batch(self, files: list[tuple[str, int]]) -> list[str | None]:
         paths = [path for path, _ in files]

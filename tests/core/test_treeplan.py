@@ -16,7 +16,7 @@ from sshpipe.core.treeplan import (
     source_name,
     split_budget,
 )
-from sshpipe.tree.run import Credits
+from sshpipe.tree.channels import Credits
 
 MiB = 1024 * 1024
 

@@ -273,6 +273,29 @@ async def test_get_never_writes_through_a_local_symlink_but_into_the_named_desti
     assert (real / "proj" / "sub" / "x.txt").read_bytes() == b"x\n"
 
 
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_two_sources_landing_in_one_place_are_refused(
+    tree_peer: Peer, tmp_path: Path, direction: str
+) -> None:
+    """a/x and b/x into one directory: one would overwrite the other (or both race)."""
+    here, there = tmp_path / "local", tree_peer.root / "remote"
+    for side in (here, there):
+        for parent in ("a", "b"):
+            (side / parent / "x").mkdir(parents=True)
+            (side / parent / "x" / "f.txt").write_bytes(parent.encode())
+    (here / "out").mkdir()
+    (there / "out").mkdir()
+    async with tree_peer.client() as sp:
+        with pytest.raises(sshpipe.UsageError, match="would both be copied to"):
+            if direction == "put":
+                sources = [str(here / "a" / "x"), str(here / "b" / "x")]
+                await sp.put(sources, tree_peer.remote("remote/out"), recursive=True)
+            else:
+                sources = [tree_peer.remote("remote/a/x"), tree_peer.remote("remote/b/x")]
+                await sp.get(sources, str(here / "out"), recursive=True)
+    assert list((here / "out").iterdir()) == [] and list((there / "out").iterdir()) == []
+
+
 async def test_get_layout_follows_scp(tree_peer: Peer, tmp_path: Path) -> None:
     src = tree_peer.root / "proj"
     make_small_tree(src)

@@ -128,3 +128,41 @@ async def test_a_tree_gives_up_when_the_server_is_gone(openssh_peer: Peer, tmp_p
         with pytest.raises(sshpipe.ConnectionBroken, match="gave up reconnecting"):
             await asyncio.wait_for(task, 60)
     assert leftover_temps(tmp_path) == []
+
+
+async def test_cancelling_a_tree_during_its_reconnect_leaves_no_task(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """The reconnect runs in the tree's task group: a cancel stops it, nothing is left."""
+    source = openssh_peer.root / "tree"
+    make_tree(source, files=400, depth=4, seed=5)
+    spec = LinkSpec(rtt=0.002, rate=20e6)
+    emu = LinkEmulator(openssh_peer.host, openssh_peer.port, spec)
+    await emu.start()
+    far = openssh_peer.behind(emu.port, tmp_path)
+    out = tmp_path / "out"
+    async with far.client(sshpipe.TransferConfig(retries=50)) as sp:
+        baseline = asyncio.all_tasks()
+        task = asyncio.create_task(sp.get(far.remote("tree"), str(out), recursive=True))
+        await asyncio.sleep(0.3)
+        await emu.aclose()  # every reconnect is refused, and retried for a long while
+        async with asyncio.timeout(30):
+            while not any(_runs(t, "Recovery._heal") for t in asyncio.all_tasks()):
+                assert not task.done()
+                await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(10):  # a reconnect not stopped would go on retrying
+                await task
+        left = [t for t in asyncio.all_tasks() - baseline if _in_sshpipe(t)]
+        assert left == []
+    assert leftover_temps(tmp_path) == []
+
+
+def _runs(task: asyncio.Task[object], qualname: str) -> bool:
+    return getattr(task.get_coro(), "__qualname__", None) == qualname
+
+
+def _in_sshpipe(task: asyncio.Task[object]) -> bool:
+    code = getattr(task.get_coro(), "cr_code", None)
+    return code is not None and code.co_filename.startswith(os.path.dirname(sshpipe.__file__))

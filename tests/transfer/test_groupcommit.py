@@ -59,8 +59,10 @@ async def test_many_files_share_few_syncs_and_each_is_synced_before_its_rename(
 ) -> None:
     committer = GroupCommit()
     temps = [_temp(root, f"f{i}", bytes([i])) for i in range(50)]
-    await asyncio.gather(*(committer.commit(t, _at(root, f"f{i}")) for i, t in enumerate(temps)))
-    await committer.close()
+    async with committer.running():
+        await asyncio.gather(
+            *(committer.commit(t, _at(root, f"f{i}")) for i, t in enumerate(temps))
+        )
     for i in range(50):
         assert (tmp_path / f"f{i}").read_bytes() == bytes([i])
     assert not list(tmp_path.glob(".*.tmp"))
@@ -77,12 +79,12 @@ async def test_a_failed_rename_fails_that_file_only(tmp_path: Path, root: DirRoo
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "inside").write_bytes(b"keeps the directory non-empty")
     good, bad = _temp(root, "good"), _temp(root, "bad")
-    results = await asyncio.gather(
-        committer.commit(good, _at(root, "good")),
-        committer.commit(bad, _at(root, "dir")),
-        return_exceptions=True,
-    )
-    await committer.close()
+    async with committer.running():
+        results = await asyncio.gather(
+            committer.commit(good, _at(root, "good")),
+            committer.commit(bad, _at(root, "dir")),
+            return_exceptions=True,
+        )
     assert results[0] is None
     assert isinstance(results[1], LocalError) and str(tmp_path / "dir") in str(results[1])
     assert (tmp_path / "good").read_bytes() == b"data"
@@ -98,9 +100,9 @@ async def test_a_failed_sync_fails_the_batch_and_removes_its_files(
     monkeypatch.setattr(_groupcommit, "sync_files", broken)
     committer = GroupCommit()
     temp = _temp(root, "f")
-    with pytest.raises(LocalError, match="Input/output error"):
-        await committer.commit(temp, _at(root, "f"))
-    await committer.close()
+    async with committer.running():
+        with pytest.raises(LocalError, match="Input/output error"):
+            await committer.commit(temp, _at(root, "f"))
     assert not (tmp_path / temp.name).exists() and not (tmp_path / "f").exists()
 
 
@@ -120,20 +122,25 @@ async def test_files_handed_over_are_still_committed_when_their_waiters_are_canc
 
     monkeypatch.setattr(_groupcommit, "sync_files", slow)
     committer = GroupCommit()
-    first = asyncio.create_task(committer.commit(_temp(root, "a"), _at(root, "a")))
-    await started.wait()  # "a" is being synced; "b" and "c" wait for the next batch
-    later = [
-        asyncio.create_task(committer.commit(_temp(root, n), _at(root, n))) for n in ("b", "c")
-    ]
-    await asyncio.sleep(0)
-    for task in (first, *later):
-        task.cancel()
-    closing = asyncio.create_task(committer.close())
+
+    async def tree() -> None:
+        async with committer.running():
+            first = asyncio.create_task(committer.commit(_temp(root, "a"), _at(root, "a")))
+            await started.wait()  # "a" is being synced; "b" and "c" wait for the next batch
+            later = [
+                asyncio.create_task(committer.commit(_temp(root, n), _at(root, n)))
+                for n in ("b", "c")
+            ]
+            await asyncio.sleep(0)
+            for task in (first, *later):
+                task.cancel()
+            await asyncio.gather(first, *later, return_exceptions=True)
+
+    closing = asyncio.create_task(tree())
     await asyncio.sleep(0.05)
-    assert not closing.done()  # close waits for the sync under way and the batch after it
+    assert not closing.done()  # it waits for the sync under way and the batch after it
     release.set()
     await closing
-    await asyncio.gather(first, *later, return_exceptions=True)
     for name in ("a", "b", "c"):
         assert (tmp_path / name).read_bytes() == b"data"
     assert not list(tmp_path.glob(".*.tmp"))

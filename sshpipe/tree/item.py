@@ -1,0 +1,60 @@
+"""One entry of a tree: where it is read from, where it goes, what it is; and which
+of its failures stop the whole tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._errors import (
+    ClosedError,
+    ConnectionBroken,
+    LocalNoSpace,
+    ProtocolError,
+    SSHPipeError,
+    UnsafePath,
+)
+from ..core import codec
+from ..local.dirfd import LocalFile
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One entry to copy: read from ``source``, written to ``dest``.
+
+    ``attrs`` are the source's (size, permissions, times); ``kind`` is "file",
+    "dir" or "symlink" (a followed link takes its target's kind).
+    """
+
+    source: str
+    dest: str
+    attrs: codec.Attrs
+    kind: str
+    # With follow_symlinks: who the directories above this entry really are
+    # (real path or device/inode), so a link back to one of them is a loop. A
+    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
+    ancestors: tuple[object, ...] = ()
+    # A download's destination, reached by directory descriptors (``dest`` is
+    # its path for messages and journals). None: the entry is the download's
+    # root directory itself.
+    local: LocalFile | None = None
+
+    def child(
+        self, source: str, dest: str, attrs: codec.Attrs, kind: str, local: LocalFile | None = None
+    ) -> Item:
+        return Item(source, dest, attrs, kind, self.ancestors, local)
+
+    @property
+    def size(self) -> int:
+        return self.attrs.size or 0
+
+    @property
+    def times(self) -> tuple[int, int] | None:
+        atime, mtime = self.attrs.atime, self.attrs.mtime
+        return (atime, mtime) if atime is not None and mtime is not None else None
+
+
+def aborts_tree(exc: SSHPipeError) -> bool:
+    """Errors after which every other file would fail too: stop rather than list them all."""
+    if isinstance(exc, UnsafePath):
+        return False
+    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)

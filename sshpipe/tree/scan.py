@@ -1,0 +1,253 @@
+"""Finding a tree's work, the same for both directions: roots, directories, entries.
+
+The scanner reads the source side through a ``Side``: ``RemoteSide``, the
+server's listings and stats over SFTP (get), or ``LocalSide``, the local
+file system (put). What depends on the destination (is it a directory,
+where an entry lands, how a directory is made) it asks of the run
+(``TreeGet``, ``TreePut``). Everything else happens here, once: scp's
+landing rules, the name gate for a server's listings, symlink loops, and
+the sorting of each entry into a directory to list, a small or big file, a
+symlink, or something left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .._errors import (
+    LocalError,
+    RemoteError,
+    RemoteIsADirectory,
+    SSHPipeError,
+    TransferError,
+    UnsafePath,
+)
+from ..core import codec
+from ..core.treeplan import landings
+from ..core.untrusted import ListingCheck, is_temporary_name
+from ..local.dirfd import local_error
+from ..transport.remotefs import read_dir
+from ..transport.sftp import SFTPSession
+from .item import Item, aborts_tree
+
+if TYPE_CHECKING:
+    from .run import TreeRun
+
+_T = TypeVar("_T")
+
+SPECIAL = "a special file (only files, directories and symlinks are copied)"
+
+Entry = Callable[[str, codec.Attrs], Coroutine[Any, Any, None]]
+
+
+class OnChannel(Protocol):
+    """``TreeRun.on_channel``: one remote step, run again after a reconnect."""
+
+    def __call__(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> Awaitable[_T]: ...
+
+
+class Side(Protocol):
+    """The source side of a tree, as the scanner reads it."""
+
+    # Names from a server: each passes the name gate (``ListingCheck``), and
+    # sshpipe's own temporary names are left out, before it names anything.
+    untrusted: bool
+    # What a directory named without -r is refused with.
+    is_a_directory: type[TransferError]
+
+    def join(self, directory: str, name: str) -> str: ...
+
+    async def stat(self, path: str) -> codec.Attrs:
+        """``path``'s attributes, a symlink followed; SSHPipeError if there are none."""
+        ...
+
+    async def identity(self, path: str) -> tuple[object, str]:
+        """Who the directory at ``path`` really is, and how a link back to it is described."""
+        ...
+
+    async def list_dir(self, path: str, entry: Entry, started: Callable[[], None]) -> None:
+        """``entry`` for each name in ``path``, with its attributes (a symlink not followed).
+
+        ``started`` is told before each attempt: a listing cut by a reconnect
+        is read again from the start.
+        """
+        ...
+
+
+class RemoteSide:
+    """The server's files, for a download: every request on the tree's pipeline channels."""
+
+    untrusted = True
+    is_a_directory: type[TransferError] = RemoteIsADirectory
+
+    def __init__(self, on_channel: OnChannel) -> None:
+        self._on_channel = on_channel
+
+    def join(self, directory: str, name: str) -> str:
+        return posixpath.join(directory, name)
+
+    async def stat(self, path: str) -> codec.Attrs:
+        return await self._on_channel(lambda sftp: sftp.stat(path))
+
+    async def identity(self, path: str) -> tuple[object, str]:
+        real = await self._on_channel(lambda sftp: sftp.realpath(path))
+        return real, f"{real} is a directory above it"
+
+    async def list_dir(self, path: str, entry: Entry, started: Callable[[], None]) -> None:
+        async def listing(sftp: SFTPSession) -> None:
+            started()
+            async with contextlib.aclosing(read_dir(sftp, path)) as batches:
+                async for batch in batches:
+                    for name, attrs in batch:
+                        await entry(name, attrs)
+
+        await self._on_channel(listing)
+
+
+class LocalSide:
+    """The local files, for an upload."""
+
+    untrusted = False
+    is_a_directory: type[TransferError] = LocalError
+
+    def join(self, directory: str, name: str) -> str:
+        return os.path.join(directory, name)
+
+    async def stat(self, path: str) -> codec.Attrs:
+        return attrs_of(_stat(path))
+
+    async def identity(self, path: str) -> tuple[object, str]:
+        info = _stat(path)
+        return (info.st_dev, info.st_ino), "it is a directory above itself"
+
+    async def list_dir(self, path: str, entry: Entry, started: Callable[[], None]) -> None:
+        started()
+        try:  # read whole: the directory is not held open while the entries are queued
+            with os.scandir(path) as listing:
+                entries = [(each.name, each.stat(follow_symlinks=False)) for each in listing]
+        except OSError as exc:
+            raise local_error(path, exc) from exc
+        for name, info in entries:
+            await entry(name, attrs_of(info))
+
+
+def attrs_of(info: os.stat_result) -> codec.Attrs:
+    """A local file's attributes, as a server would send them."""
+    return codec.Attrs(
+        size=info.st_size,
+        permissions=info.st_mode,
+        atime=int(info.st_atime),
+        mtime=int(info.st_mtime),
+    )
+
+
+def _stat(path: str) -> os.stat_result:
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        raise local_error(path, exc) from exc
+
+
+class Scanner:
+    """Walks a tree's sources through ``side`` and queues what it finds on ``run``."""
+
+    def __init__(self, run: TreeRun, side: Side) -> None:
+        self.run = run
+        self.side = side
+
+    async def roots(self) -> None:
+        """The named sources: where each lands (scp's rules), then what each is."""
+        run = self.run
+        dest_is_dir = await run.dest_is_dir()
+        if run.journal is not None:  # resuming: where the first run put it
+            dest_is_dir = run.journal.landing(dest_is_dir)
+        if len(run.sources) > 1 and not dest_is_dir:
+            raise run.dest_error(run.dest, "is not a directory (several sources need one)")
+        placed = landings(run.sources, run.dest, dest_is_dir=dest_is_dir, join=run.join_dest)
+        for source, dest in placed:
+            local = run.place_root(dest, dest_is_dir)
+            try:
+                attrs = await self.side.stat(source)  # a named source is followed, as scp does
+            except SSHPipeError as exc:
+                run.refuse(exc, source)
+                continue
+            await self.found(Item(source, dest, attrs, attrs.kind, local=local))
+
+    async def found(self, item: Item) -> None:
+        """Queue an entry by what it is: a directory to list, a file, a symlink; or leave it."""
+        run = self.run
+        if item.kind == "file":
+            await run.queue_file(item)
+        elif item.kind == "dir":
+            if not run.options.recursive:
+                refused = self.side.is_a_directory(item.source, "is a directory (use -r)")
+                run.refuse(refused, item.source)
+            else:
+                run.queue_dir(item)
+        elif item.kind == "symlink" and run.options.follow_symlinks:
+            await self._follow(item)
+        elif item.kind == "symlink":
+            await run.small.put(item)
+        else:
+            run.skip(item.source, SPECIAL)
+
+    async def _follow(self, item: Item) -> None:
+        try:
+            attrs = await self.side.stat(item.source)
+            if attrs.kind == "symlink":  # a server that does not follow links
+                raise RemoteError(item.source, "symlink could not be followed")
+        except SSHPipeError as exc:
+            if aborts_tree(exc):
+                raise
+            self.run.refuse(exc, item.source)  # a dangling link, or one we may not follow
+            return
+        await self.found(replace(item, attrs=attrs, kind=attrs.kind))
+
+    async def directory(self, item: Item) -> None:
+        """Make the directory at the destination, then list it: each entry is ``found``."""
+        run = self.run
+        if run.options.follow_symlinks:
+            identity, described = await self.side.identity(item.source)
+            if identity in item.ancestors:
+                run.skip(item.source, f"symlink loop: {described}")
+                return
+            item = replace(item, ancestors=(*item.ancestors, identity))
+        existed = await run.make_dir(item)
+        run.made_dirs.append((item, existed))
+        run.account.directories += 1
+        here = run.local_dir(item)
+        check = ListingCheck(item.source) if self.side.untrusted else None
+
+        async def entry(name: str, attrs: codec.Attrs) -> None:
+            if check is not None and not self._passes(item, check, name):
+                return
+            local = here.file(name) if here is not None else None
+            source = self.side.join(item.source, name)
+            dest = run.join_dest(item.dest, name)
+            await self.found(item.child(source, dest, attrs, attrs.kind, local))
+
+        await self.side.list_dir(item.source, entry, check.again if check else _nothing)
+
+    def _passes(self, item: Item, check: ListingCheck, name: str) -> bool:
+        """The name gate: a server's name that may name something here, or why not."""
+        try:
+            if not check.accept(name):
+                return False
+        except UnsafePath as exc:
+            if exc.listing_refused is not None:
+                raise  # the rest of this listing is not read
+            self.run.refuse(exc, f"{item.source}/{name!r}")
+            return False
+        if is_temporary_name(name):  # a name sshpipe writes itself beside the files it copies
+            self.run.skip(self.side.join(item.source, name), "an sshpipe temporary or resume file")
+            return False
+        return True
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,86 @@
+"""A small remote file read whole in one round trip after the OPEN.
+
+A download's small files are read so (``TreeGet.copy_small``), and so is
+--verify's read-back of a small file in either direction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+
+from .._errors import SSHPipeError
+from ..core import codec
+from ..core.readplan import Range, ReadPlan
+from ..local.target import Batch
+from ..transport.sftp import SFTPSession, quiet, settle, status_error
+from .verify import sha256_of
+
+
+async def fetch_small(
+    sftp: SFTPSession, path: str, size: int, block: int
+) -> tuple[Batch, int] | None:
+    """A small remote file's bytes, in one round trip after the OPEN.
+
+    Returns:
+        (pieces, size), or None when the file grew past ``size`` or a read came
+        back short (the handle is closed by then: the caller starts over).
+    """
+    handle = await sftp.open(path, codec.FXF_READ)
+    plan = ReadPlan(block_size=block, size_hint=size, probe_length=1)
+    done = sftp_future()
+    pieces: Batch = []
+    failure: list[BaseException] = []
+
+    def on_reply(rng: Range, reply: codec.Reply | BaseException) -> None:
+        if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
+            plan.on_data(rng, reply.length)
+            pieces.append((rng.offset, reply.chunks))
+        elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
+            plan.on_eof(rng)
+        else:
+            plan.on_retry(rng)
+            if not failure:
+                failure.append(
+                    reply
+                    if isinstance(reply, BaseException)
+                    else status_error(reply, path, rng.offset)
+                    if isinstance(reply, codec.Status)
+                    else SSHPipeError(f"remote: {path}: bad reply to a read")
+                )
+        if plan.outstanding == 0 and not done.done():
+            done.set_result(None)
+
+    while (rng := plan.next_range()) is not None:
+        try:
+            sftp.send_read(handle, rng.offset, rng.length, partial(on_reply, rng))
+        except BaseException as exc:  # the channel broke: the reply will never come
+            on_reply(rng, exc)
+            break
+    closing = sftp.request(lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle))
+    try:
+        await done
+    except asyncio.CancelledError:
+        await settle(closing)  # the server answers the READs before it: nothing left behind
+        raise
+    if failure:
+        closing.add_done_callback(quiet)
+        raise failure[0]
+    sftp.check_status(await closing, path)
+    if plan.max_received_end > size or not plan.done:
+        return None
+    return pieces, plan.final_size
+
+
+async def size_of(sftp: SFTPSession, path: str) -> int | None:
+    return (await sftp.stat(path)).size
+
+
+async def read_back_small(sftp: SFTPSession, path: str, size: int, block: int) -> str:
+    """SHA-256 of a small remote file read again (a file that grew no longer matches)."""
+    fetched = await fetch_small(sftp, path, size, block)
+    return sha256_of(fetched[0]) if fetched is not None else "(a file larger than copied)"
+
+
+def sftp_future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
