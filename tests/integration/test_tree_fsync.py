@@ -16,7 +16,7 @@ import pytest
 
 import sshpipe
 from sshpipe.testing.embedded import embedded_server
-from tests.conftest import from_embedded
+from tests.support.peers import from_embedded
 from tests.support.trees import compare_trees
 
 MiB = 1024 * 1024
