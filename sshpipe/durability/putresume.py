@@ -26,7 +26,7 @@ from ..core.readplan import Range, ReadPlan, missing
 from ..core.untrusted import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
-from ..transfer.download import _finish_reads, _reading
+from ..transfer.readpump import finish_reads, reading
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .journal import Journal
@@ -215,7 +215,7 @@ async def read_back_kept(
         # "Resuming" a download of which everything but the wanted ranges is here.
         return ReadPlan.resuming(block_size=block, size=size, have=missing(size, wanted))
 
-    async with _reading(lease, partial, config, known=attrs, plan_for=plan_for) as (pump, grower):
+    async with reading(lease, partial, config, known=attrs, plan_for=plan_for) as (pump, grower):
         failure: BaseException | None = None
         try:
             pump.fill()
@@ -232,5 +232,5 @@ async def read_back_kept(
             failure = exc
             raise
         finally:
-            await _finish_reads(pump, grower, failure)
+            await finish_reads(pump, grower, failure)
     return check.kept

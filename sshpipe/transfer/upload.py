@@ -24,9 +24,19 @@ from ..core.retry import RetryBudget
 from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
 from ..transport.pool import Lease
-from ..transport.remoteplace import check_landed, named, remote_temp_name, remove_quietly, rename_into_place, resolve_remote_target
-from .download import read_back
-from .lanes import after_break, block_size_for, budget_for, channel_capacity, growing, initial_channels, make_controller, open_lanes
+from ..transport.remoteplace import (
+    check_landed,
+    named,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
+from .grower import channel_capacity, growing, make_controller
+from .lanes import block_size_for, initial_channels, open_lanes
+from .pump import budget_for
+from .retrying import after_break
+from .stream import read_back
 from .verify import OrderedHash, RemoteHash, check, digest_of
 from .writepump import WritePump
 

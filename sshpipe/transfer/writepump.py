@@ -20,7 +20,8 @@ from ..core.flight import FlightBudget
 from ..core.flowcontrol import FlowController
 from ..transport.pool import Lease
 from ..transport.sftp import status_error
-from .lanes import Handles, Lane, Pump
+from .lanes import Handles, Lane
+from .pump import Pump
 
 
 class WritePump(Pump):
