@@ -14,7 +14,6 @@ from dataclasses import replace
 from functools import partial
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken
 from .._stats import TransferStats
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -24,15 +23,13 @@ from ..durability.journal import DownloadResume
 from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
-from .grower import Grower
-from .readpump import ReadPump, finish_reads, reading
-from .retrying import after_break
+from .lanes import sizing_for
+from .readpump import ReadPump, reading
+from .retrying import Retrying
 from .stream import read_back
 from .verify import OrderedHash, RemoteHash, check, digest_of
 
 logger = logging.getLogger("sshpipe.download")
-
-Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
 
 
 async def download(
@@ -90,31 +87,33 @@ async def download(
         written = False
         # A resumed copy's kept bytes do not flow through this run: it is hashed from disk.
         hashing = config.verify != "none" and resuming is None
-        attempt = _Attempt(config, digest=OrderedHash() if hashing else None)
-        attempt.on_tail = on_tail
+        consumer = _ToDisk(config, digest=OrderedHash() if hashing else None)
+        consumer.on_tail = on_tail
         try:
-            budget = RetryBudget(attempts=config.retries)
-            failures = reconnects = 0
+            sizing = sizing_for(config, lease.channels[0], write=False)
+            retry = Retrying(lease, RetryBudget(attempts=config.retries), path=remote)
             plan: ReadPlan | None = None
-            while True:
-                had = plan.received if plan is not None else 0
-                try:
-                    plan_for = resuming.plan_for if resuming is not None else None
-                    async with reading(lease, remote, config, shared, known, plan, plan_for) as (
-                        pump,
-                        grower,
-                    ):
+
+            def received() -> int:
+                return plan.received if plan is not None else 0
+
+            async for attempt in retry.attempts(received):
+                with attempt:
+                    async with reading(
+                        lease,
+                        remote,
+                        config,
+                        sizing,
+                        shared=shared,
+                        known=known,
+                        plan=plan,
+                        plan_for=resuming.plan_for if resuming is not None else None,
+                    ) as pump:
                         sink.pump = pump
                         pump.on_moved = on_progress
                         plan = pump.plan
-                        await attempt.run(pump, grower, writer)
-                    break
-                except ConnectionBroken as exc:
-                    progressed = plan is not None and plan.received > had
-                    failures = await after_break(
-                        lease, budget, failures, exc, progressed=progressed, path=remote
-                    )
-                    reconnects += 1
+                        await consumer.run(pump, writer)
+            assert plan is not None  # the attempts end with an error or a done plan
             await writer.close()
             written = True
             verified = "none"
@@ -124,7 +123,7 @@ async def download(
                     remote,
                     level=config.verify,
                     size=plan.final_size,
-                    digest=await digest_of(attempt.digest, target.temp, plan.final_size),
+                    digest=await digest_of(consumer.digest, target.temp, plan.final_size),
                     read_back=partial(read_back, lease, remote, config),
                     shown=remote,
                     remote_hash=remote_hash,
@@ -133,7 +132,9 @@ async def download(
             committed = True
             stats = pump.stats(started, plan.final_size, lease)
             resumed = resuming.kept if resuming is not None else 0
-            return replace(stats, verified=verified, reconnects=reconnects, resumed_bytes=resumed)
+            return replace(
+                stats, verified=verified, reconnects=retry.reconnects, resumed_bytes=resumed
+            )
         finally:
             if not written:
                 await writer.close(abandon=True)
@@ -153,47 +154,32 @@ class _Sink:
         self.pump.on_written(count, error)
 
 
-class _Attempt:
-    """One connection's worth of a download: READs in, pieces to the writer."""
+class _ToDisk:
+    """A download's consumer of the read loop: pieces to the local writer, hashed in order."""
 
     def __init__(self, config: TransferConfig, *, digest: OrderedHash | None) -> None:
         self.config = config
         self.digest = digest
-        self.on_tail: Callable[[], None] | None = None
+        self.on_tail: Callable[[], None] | None = None  # handed to each attempt's pump
 
-    async def run(self, pump: ReadPump, grower: Grower, writer: Writer | InlineWriter) -> None:
+    async def run(self, pump: ReadPump, writer: Writer | InlineWriter) -> None:
         """Until the plan is done; raises the pump's error once what arrived is written.
 
         Raises:
             Stalled: no reply for ``stall_timeout`` (its channels are closed first).
         """
-        plan, digest = pump.plan, self.digest
-        failure: BaseException | None = None
+        digest = self.digest
+        pump.on_tail, self.on_tail = self.on_tail, None
+        if digest is not None:
+            pump.budget.held = digest.buffered
         try:
-            if digest is not None:
-                pump.budget.held = digest.buffered
-            pump.fill()
-            while True:
-                if self.on_tail is not None and plan.all_asked:
-                    self.on_tail()
-                    self.on_tail = None
-                batch = pump.take()
-                if batch:
-                    count = sum(length for _, _, length in batch)
-                    pump.unwritten += count
-                    if digest is not None:
-                        for offset, chunks, _ in batch:
-                            digest.add(offset, b"".join(chunks))
-                        pump.budget.held = digest.buffered
-                    writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
-                elif pump.finished and not pump.unwritten:
-                    break
-                else:
-                    await pump.wait_or_stall(self.config.stall_timeout)
-            if pump.error is not None:
-                raise pump.error
-        except BaseException as exc:
-            failure = exc
-            raise
+            async for batch in pump.arrivals(self.config.stall_timeout):
+                count = sum(length for _, _, length in batch)
+                pump.unwritten += count
+                if digest is not None:
+                    for offset, chunks, _ in batch:
+                        digest.add(offset, b"".join(chunks))
+                    pump.budget.held = digest.buffered
+                writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
         finally:
-            await finish_reads(pump, grower, failure)
+            self.on_tail = pump.on_tail  # not called yet: the next attempt's pump calls it

@@ -13,43 +13,32 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from .._config import TransferConfig
 from .._errors import SSHPipeError
 from ..core.flowcontrol import FlowController, FlowLimits
+from ..core.sizing import Sizing
 from ..core.untrusted import printable
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-from .lanes import UNKNOWN_WINDOW
-from .pump import Pump
+
+if TYPE_CHECKING:
+    from .pump import Pump
 
 logger = logging.getLogger("sshpipe.flow")
 
 
-def channel_capacity(config: TransferConfig, sftp: SFTPSession, block: int, *, write: bool) -> int:
-    """What the flow controller counts one channel to carry.
-
-    A download: our receive window, and no more than its requests. An upload:
-    1.25 of the server's window; each lane holds 1.5 (Handles._append), so
-    GAIN's headroom goes into that extra half window, not into more channels:
-    channels = bandwidth-delay product / window.
-    """
-    if write:
-        window = sftp.peer_window or UNKNOWN_WINDOW
-        return min(window + window // 4, config.requests * block)
-    return min(sftp.recv_window or config.window, config.requests * block)
-
-
 def make_controller(
-    config: TransferConfig, lease: Lease, *, capacity: int, size: int | None, block: int
+    config: TransferConfig, lease: Lease, sizing: Sizing, *, size: int | None
 ) -> FlowController:
     limits = FlowLimits(
         memory_budget=config.max_bytes_in_flight,
         min_in_flight=config.min_bytes_in_flight,
-        channel_capacity=max(1, capacity),
+        channel_capacity=max(1, sizing.channel_capacity),
         max_channels=lease.max_channels,
         size=size,
-        block=block,
+        block=sizing.block,
     )
     rtt0 = min((s.init_rtt for s in lease.channels if s.init_rtt > 0), default=0.0)
     return FlowController(limits, rtt0=rtt0, now=time.monotonic())
@@ -79,9 +68,9 @@ class Grower:
         self._task: asyncio.Task[None] | None = None
         self._bug: Exception | None = None
 
-    def start(self) -> None:
+    def start(self, group: asyncio.TaskGroup) -> None:
         if self.lease.can_grow:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = group.create_task(self._run())
 
     async def stop(self) -> None:
         """Cancel the growth and wait for it: no lane is added after this returns."""
@@ -89,6 +78,9 @@ class Grower:
         if task is not None:
             task.cancel()
             await asyncio.wait([task])
+
+    def check(self) -> None:
+        """Raise the bug that ended the growth before there was a pump to fail."""
         if self._bug is not None and self._pump is None:
             raise self._bug
 
@@ -149,10 +141,12 @@ class Grower:
                     missing = self.controller.channels - len(self.lease.channels)
                     if not growing or missing <= 0 or (pump is not None and pump.error):
                         continue
-                    added = await self.lease.add(missing, self._arrived)
+                    try:
+                        added = await self.lease.add(missing, self._arrived)
+                    except SSHPipeError as exc:  # only the growth stops
+                        logger.debug("%s: no more channels: %s", self.lease, exc)
+                        added = []
                     growing = bool(added)  # none: the server (or our caps) allow no more
-        except SSHPipeError:
-            return
         except Exception as exc:  # a bug: stop the transfer rather than hide it
             self._bug = exc
             if self._pump is not None:
@@ -163,12 +157,22 @@ class Grower:
 async def growing(lease: Lease, controller: FlowController) -> AsyncIterator[Grower]:
     """A grower running for the duration of the block (stopped, and awaited, on leaving).
 
-    Not a TaskGroup around the block: that would wrap the transfer's own error
-    in an ExceptionGroup.
+    Its task belongs to a TaskGroup of its own, but the block's error must not
+    come out wrapped in an ExceptionGroup: it is caught inside the group (whose
+    only task, stopped first, never fails) and raised again outside it.
     """
     grower = Grower(lease, controller)
-    grower.start()
-    try:
-        yield grower
-    finally:
+    failure: BaseException | None = None
+    async with asyncio.TaskGroup() as group:
+        grower.start(group)
+        try:
+            yield grower
+        except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
+            failure = exc
         await grower.stop()
+    if failure is not None:
+        try:
+            raise failure
+        finally:
+            failure = None  # no reference cycle through the traceback
+    grower.check()

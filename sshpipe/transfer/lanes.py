@@ -12,30 +12,28 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .._config import FALLBACK_BLOCK_SIZE, MAX_AUTO_BLOCK_SIZE, TransferConfig
+from .._config import TransferConfig
 from ..core import codec
-from ..core.untrusted import MIN_BLOCK_SIZE
+from ..core.sizing import Sizing, block_size, lane_cap, sizing
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
-# Replies carry the request header too; keep a block plus its framing under the
-# server's max packet length (OpenSSH's sftp-client.c subtracts 1 KiB as well).
-_PACKET_OVERHEAD = 1024
+
+def sizing_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> Sizing:
+    """A transfer's sizes, from the configuration and its first channel (once per transfer)."""
+    return sizing(
+        configured_block=config.block_size,
+        requests=config.requests,
+        default_window=config.window,
+        limits=sftp.limits,
+        window=sftp.peer_window if write else sftp.recv_window,
+        write=write,
+    )
 
 
 def block_size_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> int:
-    """The READ/WRITE length: the configured one, else the server's limit, else 32 KiB."""
-    if config.block_size is not None:
-        return config.block_size
-    limits = sftp.limits
-    if limits is None:
-        return FALLBACK_BLOCK_SIZE
-    size = (limits.max_write_len if write else limits.max_read_len) or MAX_AUTO_BLOCK_SIZE
-    if limits.max_packet_len:
-        size = min(size, limits.max_packet_len - _PACKET_OVERHEAD)
-    # A server stating less than every server must take (filexfer-02 §3) is
-    # not believed: short reads and writes are re-asked anyway.
-    return max(MIN_BLOCK_SIZE, min(size, MAX_AUTO_BLOCK_SIZE))
+    """The READ/WRITE length on ``sftp``'s server (``core.sizing.block_size``)."""
+    return block_size(config.block_size, sftp.limits, write=write)
 
 
 @dataclass(slots=True, eq=False)
@@ -78,16 +76,8 @@ class Handles:
         return self._append(sftp, handle)
 
     def _append(self, sftp: SFTPSession, handle: bytes) -> Lane:
-        if self.write:
-            # The server's window and half as much again: a WRITE stays charged
-            # until its STATUS returns, after sshd has already re-granted its
-            # window, so a bit more keeps the window full; much more would only
-            # wait in our send buffer and inflate the RTT we measure.
-            window = sftp.peer_window or UNKNOWN_WINDOW
-            cap = window + window // 2
-        else:
-            cap = sftp.recv_window or UNKNOWN_WINDOW
-        lane = Lane(sftp, handle, cap)
+        window = sftp.peer_window if self.write else sftp.recv_window
+        lane = Lane(sftp, handle, lane_cap(window, write=self.write))
         self.lanes.append(lane)
         self.used.append(sftp)
         return lane
@@ -104,10 +94,6 @@ class Handles:
             for result in results:
                 if isinstance(result, BaseException):
                     raise result
-
-
-# A window asyncssh did not tell us: OpenSSH's 2 MiB, the common value.
-UNKNOWN_WINDOW = 2 * 1024 * 1024
 
 
 def initial_channels(lease: Lease) -> list[SFTPSession]:
@@ -133,5 +119,6 @@ async def open_lanes(
     return handles
 
 
-# tree/recovery.py imports the reconnect step from here; it lives in retrying.py.
+# tree/recovery.py imports the reconnect step from here (tree/run.py the block
+# size, above); it lives in retrying.py.
 from .retrying import after_break as after_break  # noqa: E402

@@ -3,12 +3,13 @@
 Issuing and bookkeeping happen in the reply callbacks (synchronously, inside
 the channel's ``data_received``), so a reply is turned into the next request
 without a trip through the event loop. ``reading()`` opens the file for a
-pipelined read; download, stream and the upload-resume read-back use it.
+pipelined read and ``ReadPump.arrivals`` is the one read loop: download,
+stream and the upload-resume read-back differ only in what they do with each
+batch (write it to disk, yield it in order, hash it).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -16,48 +17,34 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 from .._config import TransferConfig
-from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, SSHPipeError
+from .._errors import RemoteError, RemoteIsADirectory, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
-from ..core.flight import FlightBudget, SharedBytes
-from ..core.flowcontrol import FlowController
-from ..core.readplan import Range, ReadPlan
+from ..core.flight import SharedBytes
+from ..core.readplan import EOF, Range, ReadPlan, classify_read
+from ..core.sizing import Sizing
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession, status_error
-from .grower import Grower, channel_capacity, growing, make_controller
-from .lanes import Handles, Lane, block_size_for, initial_channels, open_lanes
-from .pump import Pump, budget_for
+from .lanes import Handles, Lane, open_lanes
+from .pump import Parts, Pump, pumping
 
 logger = logging.getLogger("sshpipe.download")
 
 Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
+Piece = tuple[int, Chunks, int]  # (offset, chunks, length)
 
 
 class ReadPump(Pump):
     """Keeps READs in flight per the read plan and collects what they return."""
 
-    def __init__(
-        self,
-        handles: Handles,
-        budget: FlightBudget,
-        controller: FlowController,
-        plan: ReadPlan,
-        *,
-        requests_per_lane: int,
-        adaptive: bool,
-        want_lanes: asyncio.Event,
-    ) -> None:
+    def __init__(self, parts: Parts, plan: ReadPlan) -> None:
         self.plan = plan
-        super().__init__(
-            handles,
-            budget,
-            controller,
-            requests_per_lane=requests_per_lane,
-            adaptive=adaptive,
-            want_lanes=want_lanes,
-        )
-        self.arrived: list[tuple[int, Chunks, int]] = []  # (offset, chunks, length)
-        self.unwritten = 0  # bytes handed to the local writer, not yet written
+        super().__init__(parts)
+        self.arrived: list[Piece] = []
+        # Bytes handed to the consumer (the local writer), not yet done with.
+        self.unwritten = 0
+        # Called once every byte has been asked for (a tree starts its next file).
+        self.on_tail: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return f"<ReadPump {self.handles.path} {self.plan!r} {self.budget!r}>"
@@ -87,36 +74,26 @@ class ReadPump(Pump):
         self, rng: Range, lane: Lane, sent: float, reply: codec.Reply | BaseException
     ) -> None:
         plan = self.plan
-        ok = isinstance(reply, codec.Data) and 0 < reply.length <= rng.length
-        self._sample(lane, rng.length, reply.length if ok else 0, sent)  # type: ignore[union-attr]
-        if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
-            plan.on_data(rng, reply.length)
-            self.budget.reply(rng.length, reply.length)
-            self.arrived.append((rng.offset, reply.chunks, reply.length))
-        elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
+        outcome = classify_read(self.handles.path, rng, reply)
+        data = outcome.length if isinstance(outcome, codec.Data) else 0
+        self._sample(lane, rng.length, data, sent)
+        if isinstance(outcome, codec.Data):
+            plan.on_data(rng, outcome.length)
+            self.budget.reply(rng.length, outcome.length)
+            self.arrived.append((rng.offset, outcome.chunks, outcome.length))
+        elif outcome is EOF:
             plan.on_eof(rng)
             self.budget.reply(rng.length, 0)
         else:
             plan.on_retry(rng)  # not answered: the range stays owed
             self.budget.reply(rng.length, 0)
-            self.fail(self._reply_error(rng, reply))
+            if isinstance(outcome, codec.Status):
+                outcome = status_error(outcome, self.handles.path, rng.offset)
+            self.fail(outcome)
         self.fill()
         self.progress.set()
 
-    def _reply_error(self, rng: Range, reply: codec.Reply | BaseException) -> BaseException:
-        path = self.handles.path
-        if isinstance(reply, BaseException):
-            return reply
-        if isinstance(reply, codec.Status):
-            return status_error(reply, path, rng.offset)
-        if isinstance(reply, codec.Data):
-            return ProtocolError(
-                f"{path}: server returned {reply.length} bytes for a read of {rng.length} "
-                f"at offset {rng.offset}"
-            )
-        return ProtocolError(f"{path}: unexpected {type(reply).__name__} reply to a read")
-
-    def take(self) -> list[tuple[int, Chunks, int]]:
+    def take(self) -> list[Piece]:
         arrived, self.arrived = self.arrived, []
         return arrived
 
@@ -134,10 +111,9 @@ class ReadPump(Pump):
         self.free(count)
         self.progress.set()
 
-    async def drain(self) -> None:
-        """After an error: let outstanding replies come back (or the channel die)."""
-        while self.plan.outstanding:
-            await self.wait()
+    def arrivals(self, stall_after: float) -> Arrivals:
+        """The read loop: batches of pieces as they arrive, until the plan is done."""
+        return Arrivals(self, stall_after)
 
     def stats(self, started: float, size: int, lease: Lease) -> TransferStats:
         return TransferStats(
@@ -153,6 +129,46 @@ class ReadPump(Pump):
             block_size=self.plan.block_size,
             size_changed=self.plan.changed,
         )
+
+
+class Arrivals:
+    """The one read loop: READs issued, arrived pieces handed out a batch at a time.
+
+    The consumer frees each batch's bytes from the budget when it is done with
+    them (at once, or when the local writer reports them written:
+    ``unwritten``). The loop ends when the plan is done and the consumer holds
+    nothing; then the pump's error, if any, is raised.
+
+    Raises:
+        Stalled: no reply for ``stall_after`` seconds (the channels are closed
+            first, so every request in flight fails at once).
+    """
+
+    def __init__(self, pump: ReadPump, stall_after: float) -> None:
+        self.pump = pump
+        self.stall_after = stall_after
+        self._started = False
+
+    def __aiter__(self) -> Arrivals:
+        return self
+
+    async def __anext__(self) -> list[Piece]:
+        pump = self.pump
+        if not self._started:
+            self._started = True
+            pump.fill()
+        while True:
+            if pump.on_tail is not None and pump.plan.all_asked:
+                pump.on_tail()
+                pump.on_tail = None
+            batch = pump.take()
+            if batch:
+                return batch
+            if pump.finished and not pump.unwritten:
+                if pump.error is not None:
+                    raise pump.error
+                raise StopAsyncIteration
+            await pump.wait_or_stall(self.stall_after)
 
 
 async def open_for_read(
@@ -187,56 +203,35 @@ async def is_remote_dir(sftp: SFTPSession, path: str) -> bool:
         return False
 
 
-async def finish_reads(pump: ReadPump, grower: Grower, error: BaseException | None) -> None:
-    """Stop issuing and growing, let replies in flight return, close every handle."""
-    if error is not None:
-        pump.fail(error)
-    try:
-        await grower.stop()
-        if pump.plan.outstanding and pump.error is not None:
-            # A server that stops answering must not hide the first error.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(pump.drain(), timeout=30)
-    finally:
-        await pump.handles.close(check=pump.error is None)
-
-
 @contextlib.asynccontextmanager
 async def reading(
     lease: Lease,
     remote: str,
     config: TransferConfig,
+    sizing: Sizing,
+    *,
     shared: SharedBytes | None = None,
     known: codec.Attrs | None = None,
     plan: ReadPlan | None = None,
     plan_for: Callable[[codec.Attrs, int], ReadPlan] | None = None,
-) -> AsyncIterator[tuple[ReadPump, Grower]]:
+) -> AsyncIterator[ReadPump]:
     """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump.
 
-    ``plan``: the plan of an earlier attempt (after a reconnect): only what it
-    still owes is asked for. ``plan_for(attrs, block)`` makes the first plan
-    (a resumed download's).
+    On leaving, growth stops, replies in flight come back (after an error) and
+    every handle is closed. ``plan``: the plan of an earlier attempt (after a
+    reconnect): only what it still owes is asked for. ``plan_for(attrs,
+    block)`` makes the first plan (a resumed download's).
     """
-    first_channels = initial_channels(lease)
-    first = first_channels[0]
-    block = block_size_for(config, first, write=False)
-    capacity = channel_capacity(config, first, block, write=False)
-    controller = make_controller(config, lease, capacity=capacity, size=None, block=block)
-    async with growing(lease, controller) as grower:
-        handles, attrs = await open_for_read(first_channels, remote, known)
-        controller.set_size(attrs.size)
-        if plan is None and plan_for is not None:
-            plan = plan_for(attrs, block)
-        if plan is None:
-            plan = ReadPlan(block_size=block, size_hint=attrs.size)
-        pump = ReadPump(
-            handles,
-            budget_for(config, shared),
-            controller,
-            plan,
-            requests_per_lane=config.requests,
-            adaptive=lease.can_grow,
-            want_lanes=grower.want,
-        )
-        grower.attach(pump)
-        yield pump, grower
+    async with pumping(lease, config, sizing, shared=shared) as setup:
+        handles, attrs = await open_for_read(setup.channels, remote, known)
+        try:
+            setup.controller.set_size(attrs.size)
+            if plan is None and plan_for is not None:
+                plan = plan_for(attrs, sizing.block)
+            if plan is None:
+                plan = ReadPlan(block_size=sizing.block, size_hint=attrs.size)
+            pump = setup.start(ReadPump(setup.parts(handles), plan))
+        except BaseException:
+            await handles.close(check=False)
+            raise
+        yield pump

@@ -1,24 +1,22 @@
 """``stream()``: a remote file's bytes yielded in order, and ``read_back`` (its SHA-256).
 
 Replies arrive in any order; a reorder buffer hands them out in offset order,
-its bytes charged to the flight budget until yielded.
+its bytes charged to the flight budget until yielded. The stream reads through
+the same loop as a download, so a server that stops answering is a stall
+after ``stall_timeout``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 from collections.abc import AsyncGenerator
 
 from .._config import TransferConfig
 from ..core.reorder import ReorderBuffer
 from ..transport.pool import Lease
-from .readpump import finish_reads, reading
-
-logger = logging.getLogger("sshpipe.download")
-
-Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
+from .lanes import sizing_for
+from .readpump import reading
 
 
 async def read_back(lease: Lease, remote: str, config: TransferConfig) -> str:
@@ -31,30 +29,21 @@ async def read_back(lease: Lease, remote: str, config: TransferConfig) -> str:
 
 
 async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGenerator[bytes, None]:
-    """Yield the remote file's bytes in order; memory stays within the byte budget."""
-    async with reading(lease, remote, config) as (pump, grower):
+    """Yield the remote file's bytes in order; memory stays within the byte budget.
+
+    Raises:
+        Stalled: no reply for ``stall_timeout``.
+    """
+    sizing = sizing_for(config, lease.channels[0], write=False)
+    async with reading(lease, remote, config, sizing) as pump:
         plan = pump.plan
         reorder = ReorderBuffer()
-        failure: BaseException | None = None
-        try:
-            pump.fill()
-            while True:
-                for offset, chunks, _ in pump.take():
-                    reorder.add(offset, b"".join(chunks))
-                before = reorder.buffered
-                pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
-                pump.free(before - reorder.buffered)
-                for piece in pieces:
-                    yield piece
-                if pump.finished and not pump.arrived:
-                    break
-                if not pieces:
-                    await pump.wait()
-            if pump.error is not None:
-                raise pump.error
-            pump.free(reorder.discard())
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            await finish_reads(pump, grower, failure)
+        async for batch in pump.arrivals(config.stall_timeout):
+            for offset, chunks, _ in batch:
+                reorder.add(offset, b"".join(chunks))
+            before = reorder.buffered
+            pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
+            pump.free(before - reorder.buffered)
+            for piece in pieces:
+                yield piece
+        pump.free(reorder.discard())
