@@ -7,10 +7,17 @@ from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from types import TracebackType
 from typing import Literal, overload
 
-from ._config import DEFAULT_CIPHERS, ConnectConfig, HostKeyPolicy, TransferConfig, parse_destination
+from ._config import (
+    DEFAULT_CIPHERS,
+    ConnectConfig,
+    HostKeyPolicy,
+    TransferConfig,
+    parse_destination,
+)
 from ._errors import UsageError
 from ._stats import TransferStats, TreeProgress, TreeStats
-from .transfer.download import download, stream
+from .transfer.download import download
+from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
 from .transport.pool import ChannelPool
 from .transport.remotefs import glob as remote_glob

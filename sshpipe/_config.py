@@ -16,9 +16,6 @@ from ._errors import UsageError
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
 # asyncssh caps its own parallel I/O at 128 (_MAX_SFTP_REQUESTS).
 DEFAULT_REQUESTS = 128
-# Block size when the server does not send limits@openssh.com: 32 KiB is what
-# every SFTP server must accept (OpenSSH's sftp default before limits existed).
-FALLBACK_BLOCK_SIZE = 32 * 1024
 # Payload bytes a transfer may charge at once (in flight plus waiting for disk
 # or reader): the flow controller's memory budget. 64 MiB carries 1 Gbit/s at
 # up to ~500 ms RTT, or 200 MB/s at 300 ms.
@@ -47,10 +44,6 @@ DEFAULT_WINDOW = 15 * 1024 * 1024
 # loopback (sweep_loopback.py); the largest leaves the server the choice and
 # costs asyncssh, at ~30 us of Python per packet, the fewest packets.
 DEFAULT_MAX_PACKET_SIZE = 256 * 1024 - 1024
-# Ceiling of the automatic block size: OpenSSH's sftp-server allows 255 KiB
-# (SFTP_MAX_MSG_LENGTH - 1 KiB); asyncssh's server offers 4 MiB, which would
-# leave only 4 requests inside the byte budget and lose the pipelining.
-MAX_AUTO_BLOCK_SIZE = 256 * 1024
 # SFTP caps one READ/WRITE length at 2^32-1; servers cap far lower. Our own
 # ceiling keeps one reply bounded even when a server's limits are generous.
 MAX_BLOCK_SIZE = 4 * 1024 * 1024
@@ -90,9 +83,15 @@ class TransferConfig:
     """How one transfer is pipelined.
 
     Attributes:
-        requests: most SFTP requests outstanding per channel (``sftp -R``).
-        block_size: bytes per READ/WRITE; None means the server's
-            ``limits@openssh.com`` maximum, else 32 KiB (``sftp -B``).
+        requests: SFTP requests in flight on one channel (``sftp -R``). A
+            transfer striped over N channels has up to N x ``requests`` in
+            flight; the flow controller counts one channel to carry no more
+            than ``requests`` blocks. Derived totals have names of their own
+            (``core.sizing.Sizing.request_cap``).
+        block_size: bytes in one READ or WRITE request (``sftp -B``); None
+            means the server's ``limits@openssh.com`` maximum (at most 256
+            KiB), else 32 KiB. Fixed for the whole transfer, reconnects
+            included (``core/sizing.py``).
         max_bytes_in_flight: memory budget: payload bytes charged at once.
         min_bytes_in_flight: floor of the byte budget the flow controller sets.
         channels: None lets the flow controller choose how many channels (and

@@ -14,11 +14,19 @@ The server's file size (from FSTAT) is only a hint: the frontier stops there
 and sends one *probe* past it, so a file that grew is read on until EOF and a
 file that shrank ends where the server says it ends. The result is exactly what
 the server returned; ``changed`` records that the file was not what FSTAT said.
+
+``classify_read`` says what a reply to a READ means (data, EOF or a failure),
+for every reader: the pipelined read pump and a tree's small files alike.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+from typing import Literal
+
+from .._errors import ProtocolError
+from . import codec
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,3 +205,37 @@ def missing(size: int, have: list[Range]) -> list[Range]:
     if cursor < size:
         gaps.append(Range(cursor, size - cursor))
     return [gap for gap in gaps if gap.length > 0]
+
+
+class ReadEnd(enum.Enum):
+    EOF = "eof"
+
+
+EOF = ReadEnd.EOF
+
+# What a READ's reply means: its payload, the end of the file, or a failure:
+# the server's failure STATUS (for the caller to name: ``status_error``), the
+# channel's exception, or a ProtocolError for a reply no READ may get.
+ReadOutcome = codec.Data | Literal[ReadEnd.EOF] | codec.Status | BaseException
+
+
+def classify_read(path: str, rng: Range, reply: codec.Reply | BaseException) -> ReadOutcome:
+    """The meaning of ``reply`` to the READ of ``rng`` of ``path``.
+
+    Data of 1 to ``rng.length`` bytes is data (fewer is a short read, re-asked
+    by the plan); STATUS EOF is the end. Anything else fails the read: empty
+    or overlong data (a server that sends more than was asked for is broken or
+    hostile), any other STATUS, any other kind of reply, or the channel's error.
+    """
+    if isinstance(reply, codec.Data):
+        if 0 < reply.length <= rng.length:
+            return reply
+        return ProtocolError(
+            f"{path}: server returned {reply.length} bytes for a read of {rng.length} "
+            f"at offset {rng.offset}"
+        )
+    if isinstance(reply, codec.Status):
+        return EOF if reply.code == codec.FX_EOF else reply
+    if isinstance(reply, BaseException):
+        return reply
+    return ProtocolError(f"{path}: unexpected {type(reply).__name__} reply to a read")

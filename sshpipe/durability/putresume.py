@@ -26,7 +26,8 @@ from ..core.readplan import Range, ReadPlan, missing
 from ..core.untrusted import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
-from ..transfer.download import _finish_reads, _reading
+from ..transfer.lanes import sizing_for
+from ..transfer.readpump import reading
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .journal import Journal
@@ -205,7 +206,9 @@ async def read_back_kept(
 ) -> list[Range]:
     """The ``entries`` whose bytes in ``partial`` still hash as journaled.
 
-    Only those ranges are read, with READs kept in flight as a download does.
+    Only those ranges are read, through the download's read loop (READs kept
+    in flight, the stall timeout). A dropped connection raises: the upload's
+    reconnect loop runs ``prepare`` again.
     """
     size = attrs.size or 0
     check = ReadBackCheck(entries)
@@ -215,22 +218,10 @@ async def read_back_kept(
         # "Resuming" a download of which everything but the wanted ranges is here.
         return ReadPlan.resuming(block_size=block, size=size, have=missing(size, wanted))
 
-    async with _reading(lease, partial, config, known=attrs, plan_for=plan_for) as (pump, grower):
-        failure: BaseException | None = None
-        try:
-            pump.fill()
-            while True:
-                for offset, chunks, length in pump.take():
-                    check.add(offset, b"".join(chunks))
-                    pump.free(length)
-                if pump.finished:
-                    break
-                await pump.wait_or_stall(config.stall_timeout)
-            if pump.error is not None:
-                raise pump.error
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            await _finish_reads(pump, grower, failure)
+    sizing = sizing_for(config, lease.channels[0], write=False)
+    async with reading(lease, partial, config, sizing, known=attrs, plan_for=plan_for) as pump:
+        async for batch in pump.arrivals(config.stall_timeout):
+            for offset, chunks, length in batch:
+                check.add(offset, b"".join(chunks))
+                pump.free(length)
     return check.kept

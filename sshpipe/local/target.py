@@ -24,7 +24,19 @@ from pathlib import Path
 from typing import TypeVar
 
 from .._errors import LocalError, UsageError
-from .dirfd import DirRoot, LocalFile, create, local_error, lstat, open_regular, remove, replace, set_fd_attrs, sync_dir, temp_name
+from .dirfd import (
+    DirRoot,
+    LocalFile,
+    create,
+    local_error,
+    lstat,
+    open_regular,
+    remove,
+    replace,
+    set_fd_attrs,
+    sync_dir,
+    temp_name,
+)
 
 _T = TypeVar("_T")
 

@@ -2,13 +2,12 @@
 
 With ``resume`` the temp name is fixed and kept on failure, and only the
 ranges a journal vouches for (and a read-back confirms) are skipped: see
-``_putresume.py``.
+``durability/putresume.py``. Both the sending and the final check and rename
+run inside one reconnect loop (``retrying.py``), sharing its count.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
@@ -21,12 +20,22 @@ from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.readplan import Range
 from ..core.retry import RetryBudget
+from ..core.sizing import Sizing
 from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
 from ..transport.pool import Lease
-from ..transport.remoteplace import check_landed, named, remote_temp_name, remove_quietly, rename_into_place, resolve_remote_target
-from .download import read_back
-from .lanes import after_break, block_size_for, budget_for, channel_capacity, growing, initial_channels, make_controller, open_lanes
+from ..transport.remoteplace import (
+    check_landed,
+    named,
+    remote_temp_name,
+    remove_quietly,
+    rename_into_place,
+    resolve_remote_target,
+)
+from .lanes import initial_channels, open_lanes, sizing_for
+from .pump import pumping
+from .retrying import Retrying
+from .stream import read_back
 from .verify import OrderedHash, RemoteHash, check, digest_of
 from .writepump import WritePump
 
@@ -72,29 +81,27 @@ async def _upload(
             # the temp file the server may have created (the name is ours alone: EXCL).
             temp = discard = target = remote_temp_name(remote)
             pflags |= codec.FXF_EXCL
-        sending = _Sending(config, blocks, size, mode, shared, on_tail, on_progress, resuming)
+        sizing = sizing_for(config, sftp, write=True)
+        sending = _Sending(
+            config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming
+        )
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
-        failures = reconnects = 0
-        while True:
-            had = sending.acked
+        retry = Retrying(lease, budget, path=remote)
+
+        async def send() -> WritePump:
+            nonlocal pflags
             try:
                 if resuming is not None and not resuming.prepared:
                     await resuming.prepare(lease, remote, config)
                     sending.skip(resuming.kept)
                     if resuming.continuing:
                         pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
-                pump = await sending.attempt(lease, target, remote, pflags)
-                break
+                return await sending.attempt(lease, target, remote, pflags)
             except RemoteError as exc:  # a WRITE refused (a full disk...) names the temp file
                 if exc.path == remote:  # in place, or an error about the destination itself
                     raise
                 raise named(exc, remote) from exc
-            except ConnectionBroken as exc:
-                progressed = sending.acked > had
-                failures = await after_break(
-                    lease, budget, failures, exc, progressed=progressed, path=remote
-                )
-                reconnects += 1
+            except ConnectionBroken:
                 if resuming is None or resuming.prepared:
                     # Keep what was written; CREAT in case the first OPEN never got
                     # there. Until a WRITE is acknowledged (and with nothing kept
@@ -103,41 +110,40 @@ async def _upload(
                     continuing = resuming is not None and resuming.continuing
                     if sending.acked == 0 and not continuing:
                         pflags |= codec.FXF_TRUNC
+                raise
+
+        pump = await retry.run(send, progress=lambda: sending.acked)
         verified = "none"
         checked = renaming = False
-        while True:  # the whole file is on the server, under its temp name
+
+        async def land() -> None:  # the whole file is on the server, under its temp name
+            nonlocal verified, checked, renaming
             sftp = lease.channels[0]
-            try:
-                if config.verify != "none" and not checked:
-                    # Without a streamed hash it is a resume: its source is a file.
-                    source = resuming.source.path if resuming is not None else ""
-                    verified = await check(
-                        sftp,
-                        target,
-                        level=config.verify,
-                        size=sending.offset,
-                        digest=await digest_of(sending.digest, source, sending.offset),
-                        read_back=partial(read_back, lease, target, config),
-                        shown=remote,
-                        remote_hash=remote_hash,
-                    )
-                    checked = True
-                # A rename cut off with its connection may have been done: the
-                # temp name is ours alone, so if it is gone (and the file is
-                # there), it was.
-                if temp is not None and not (
-                    renaming and await check_landed(sftp, temp, remote, sending.offset)
-                ):
-                    renaming = True
-                    await rename_into_place(sftp, temp, remote, sending.offset)
-                break
-            except ConnectionBroken as exc:
-                failures = await after_break(
-                    lease, budget, failures, exc, progressed=False, path=remote
+            if config.verify != "none" and not checked:
+                # Without a streamed hash it is a resume: its source is a file.
+                source = resuming.source.path if resuming is not None else ""
+                verified = await check(
+                    sftp,
+                    target,
+                    level=config.verify,
+                    size=sending.offset,
+                    digest=await digest_of(sending.digest, source, sending.offset),
+                    read_back=partial(read_back, lease, target, config),
+                    shown=remote,
+                    remote_hash=remote_hash,
                 )
-                reconnects += 1
+                checked = True
+            # A rename cut off with its connection may have been done: the temp
+            # name is ours alone, so if it is gone (and the file is there), it was.
+            if temp is not None and not (
+                renaming and await check_landed(sftp, temp, remote, sending.offset)
+            ):
+                renaming = True
+                await rename_into_place(sftp, temp, remote, sending.offset)
+
+        await retry.run(land)  # no bytes move here: each break counts against the budget
         committed = True
-        stats = replace(pump.stats(started, lease), verified=verified, reconnects=reconnects)
+        stats = replace(pump.stats(started, lease), verified=verified, reconnects=retry.reconnects)
         if resuming is not None:
             stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
         return stats
@@ -156,6 +162,7 @@ class _Sending:
     def __init__(
         self,
         config: TransferConfig,
+        sizing: Sizing,
         blocks: _BlockSource,
         size: int | None,
         mode: int,
@@ -165,6 +172,7 @@ class _Sending:
         resuming: UploadResume | None = None,
     ) -> None:
         self.config = config
+        self.sizing = sizing  # fixed for the whole upload, reconnects included
         self.blocks = blocks
         self.size = size
         self.mode = mode
@@ -214,47 +222,36 @@ class _Sending:
                 holds what it took with it).
         """
         config = self.config
-        first_channels = initial_channels(lease)
-        sftp = first_channels[0]
-        block = block_size_for(config, sftp, write=True)
-        capacity = channel_capacity(config, sftp, block, write=True)
-        controller = make_controller(config, lease, capacity=capacity, size=self.size, block=block)
-        async with growing(lease, controller) as grower:
-            try:
-                handles = await open_lanes(
-                    first_channels, target, pflags, codec.Attrs(permissions=self.mode), write=True
-                )
-            except RemoteError as exc:
-                raise named(exc, remote) from exc  # the user's path, not our temp name
-            pump = WritePump(
-                handles,
-                budget_for(config, self.shared),
-                controller,
-                block,
-                requests_per_lane=config.requests,
-                adaptive=lease.can_grow,
-                want_lanes=grower.want,
-            )
-            pump.on_moved = self._moved
-            if self.resuming is not None:
-                pump.on_acked = self.resuming.acked
-            grower.attach(pump)
-            try:
+        pump: WritePump | None = None
+        try:
+            async with pumping(
+                lease, config, self.sizing, size=self.size, shared=self.shared
+            ) as setup:
+                try:
+                    handles = await open_lanes(
+                        setup.channels,
+                        target,
+                        pflags,
+                        codec.Attrs(permissions=self.mode),
+                        write=True,
+                    )
+                except RemoteError as exc:
+                    raise named(exc, remote) from exc  # the user's path, not our temp name
+                pump = WritePump(setup.parts(handles))
+                pump.on_moved = self._moved
+                if self.resuming is not None:
+                    pump.on_acked = self.resuming.acked
+                setup.start(pump)
                 await self._send_all(pump)
                 if config.fsync:  # every WRITE is acknowledged: make them durable
                     lane = handles.lanes[0]
                     await lane.sftp.fsync(lane.handle, remote)
-            except BaseException as exc:
-                pump.fail(exc)
-                # Let the writes in flight be answered before the handle is closed.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(30):
-                        await pump.settle()
+        except BaseException:
+            # The writes in flight were let answer before the handles closed:
+            # what is still unacknowledged goes again on the next connection.
+            if pump is not None:
                 self.resend.update(pump.unacked)
-                raise
-            finally:
-                await grower.stop()
-                await handles.close(check=pump.error is None)
+            raise
         return pump
 
     async def _send_all(self, pump: WritePump) -> None:
@@ -290,7 +287,7 @@ class _Sending:
                     self.digest.update(data)
                 self._send(pump, self.offset, data)
                 self.offset += len(data)
-        while pump.outstanding and pump.error is None:
+        while pump.unanswered and pump.error is None:
             await pump.wait_or_stall(stall_after)
         await pump.drain()
 

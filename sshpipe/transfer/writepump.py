@@ -3,12 +3,11 @@
 SFTP v3 WRITEs are all or nothing (filexfer-02 §6.4): a WRITE is either
 acknowledged with FX_OK or failed, never short, so the pump keeps only what
 is unacknowledged (``unacked``: what a new connection must send again).
-``_upload.py`` decides what to send; this module only keeps it moving.
+``upload.py`` decides what to send; this module only keeps it moving.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from functools import partial
@@ -16,37 +15,18 @@ from functools import partial
 from .._errors import ProtocolError, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
-from ..core.flight import FlightBudget
-from ..core.flowcontrol import FlowController
 from ..transport.pool import Lease
 from ..transport.sftp import status_error
-from .lanes import Handles, Lane, Pump
+from .lanes import Lane
+from .pump import Parts, Pump
 
 
 class WritePump(Pump):
     """Keeps WRITEs in flight; each is charged to the budget until the server acks it."""
 
-    def __init__(
-        self,
-        handles: Handles,
-        budget: FlightBudget,
-        controller: FlowController,
-        block_size: int,
-        *,
-        requests_per_lane: int,
-        adaptive: bool,
-        want_lanes: asyncio.Event,
-    ) -> None:
-        super().__init__(
-            handles,
-            budget,
-            controller,
-            requests_per_lane=requests_per_lane,
-            adaptive=adaptive,
-            want_lanes=want_lanes,
-        )
-        self.block_size = block_size
-        self.outstanding = 0
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.block_size = parts.sizing.block
         self.sent_bytes = 0
         # Sent and not acknowledged, offset -> length: what a new connection
         # must send again if this one drops.
@@ -55,7 +35,7 @@ class WritePump(Pump):
         self.on_acked: Callable[[int, int], None] | None = None
 
     def __repr__(self) -> str:
-        return f"<WritePump {self.handles.path} outstanding={self.outstanding} {self.budget!r}>"
+        return f"<WritePump {self.handles.path} unanswered={self.unanswered} {self.budget!r}>"
 
     def room(self) -> int:
         """How many full blocks could be sent right now (by the budget and the lease)."""
@@ -74,7 +54,7 @@ class WritePump(Pump):
             blocks = (lane.cap - lane.bytes) // block
             if lane.bytes == 0:
                 blocks = max(blocks, 1)  # an empty lane always takes one block
-            by_lanes += max(0, min(blocks, self.requests_per_lane - lane.requests))
+            by_lanes += max(0, min(blocks, self.sizing.requests - lane.requests))
         return max(0, min(by_requests, by_bytes, by_lanes))
 
     def send(self, offset: int, data: bytes) -> None:
@@ -83,7 +63,6 @@ class WritePump(Pump):
             lane = min(self.handles.lanes, key=lambda candidate: candidate.bytes)
         self.budget.send(len(data))
         self._sent(lane, len(data))
-        self.outstanding += 1
         self.unacked[offset] = len(data)
         self.sent_bytes = max(self.sent_bytes, offset + len(data))
         reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
@@ -100,7 +79,6 @@ class WritePump(Pump):
         sent: float,
         reply: codec.Reply | BaseException,
     ) -> None:
-        self.outstanding -= 1
         self.budget.reply(length, 0)
         ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
         self._sample(lane, length, length if ok else 0, sent)
@@ -124,10 +102,6 @@ class WritePump(Pump):
                 )
             )
         self.progress.set()
-
-    async def settle(self) -> None:
-        while self.outstanding:
-            await self.wait()
 
     async def drain(self) -> None:
         """Wait for every write to be acknowledged; raise the first failure."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 
-from .._errors import SSHPipeError
 from ..core import codec
-from ..core.readplan import Range, ReadPlan
+from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..local.target import Batch
 from ..transport.sftp import SFTPSession, quiet, settle, status_error
 from .verify import sha256_of
@@ -33,21 +32,18 @@ async def fetch_small(
     failure: list[BaseException] = []
 
     def on_reply(rng: Range, reply: codec.Reply | BaseException) -> None:
-        if isinstance(reply, codec.Data) and 0 < reply.length <= rng.length:
-            plan.on_data(rng, reply.length)
-            pieces.append((rng.offset, reply.chunks))
-        elif isinstance(reply, codec.Status) and reply.code == codec.FX_EOF:
+        outcome = classify_read(path, rng, reply)
+        if isinstance(outcome, codec.Data):
+            plan.on_data(rng, outcome.length)
+            pieces.append((rng.offset, outcome.chunks))
+        elif outcome is EOF:
             plan.on_eof(rng)
         else:
             plan.on_retry(rng)
             if not failure:
-                failure.append(
-                    reply
-                    if isinstance(reply, BaseException)
-                    else status_error(reply, path, rng.offset)
-                    if isinstance(reply, codec.Status)
-                    else SSHPipeError(f"remote: {path}: bad reply to a read")
-                )
+                if isinstance(outcome, codec.Status):
+                    outcome = status_error(outcome, path, rng.offset)
+                failure.append(outcome)
         if plan.outstanding == 0 and not done.done():
             done.set_result(None)
 

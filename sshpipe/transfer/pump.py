@@ -1,0 +1,265 @@
+"""The pump: what reads and writes share while requests are in flight over the lanes.
+
+``Pump`` holds the lanes, the flight budget, the flow controller, the first
+error and the wake-ups; ``readpump.py`` and ``writepump.py`` drive it. Every
+reply is sampled into the controller, which sets the byte budget and says when
+more lanes are wanted (``grower.py`` adds them).
+
+``pumping()`` is the one set-up both use: controller, grower, the file opened
+on the first channels, the pump attached; and on leaving, growth stopped,
+replies in flight let back after an error, every handle closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .._config import TransferConfig
+from .._errors import Stalled
+from ..core.flight import FlightBudget, SharedBytes
+from ..core.flowcontrol import FlowController
+from ..core.sizing import Sizing
+from ..transport.pool import Lease
+from ..transport.sftp import SFTPSession
+from .grower import Grower, growing, make_controller
+from .lanes import Handles, Lane, initial_channels
+
+logger = logging.getLogger("sshpipe.flow")
+
+# Seconds the replies in flight get, after an error, before the handles are
+# closed anyway: a server that stops answering must not hide the first error.
+SETTLE_AFTER_ERROR = 30.0
+
+P = TypeVar("P", bound="Pump")
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What every pump is built from (``Setup.parts``)."""
+
+    handles: Handles
+    budget: FlightBudget
+    controller: FlowController
+    sizing: Sizing
+    adaptive: bool  # the controller sets the byte budget and the lanes
+    want_lanes: asyncio.Event  # the grower's: set when the controller wants more
+
+
+class Pump:
+    """Shared state of a pipelined transfer: lanes, budget, controller, error, wake-ups."""
+
+    def __init__(self, parts: Parts) -> None:
+        self.handles = parts.handles
+        self.budget = parts.budget
+        self.controller = parts.controller
+        self.sizing = parts.sizing
+        self.adaptive = parts.adaptive  # the controller sets the byte budget and the lanes
+        self.error: BaseException | None = None
+        self.requests = 0
+        self.unanswered = 0  # requests sent and not yet answered
+        self.on_wire = 0  # payload bytes of requests not yet answered
+        self.progress = asyncio.Event()
+        self.want_lanes = parts.want_lanes  # set when the controller wants more lanes
+        # Told each count of payload bytes done (written locally, or acknowledged
+        # by the server): a tree's progress follows its big files as they go.
+        self.on_moved: Callable[[int], None] | None = None
+        self._sync_budget()
+
+    def _pick(self, length: int) -> Lane | None:
+        """The lane with the most room for ``length`` bytes, or None if none has it."""
+        best: Lane | None = None
+        room = -1
+        cap = self.sizing.requests
+        for lane in self.handles.lanes:
+            free = lane.cap - lane.bytes
+            if free > room and lane.requests < cap:
+                best, room = lane, free
+        if best is None or (room < length and best.bytes > 0):
+            return None
+        return best
+
+    def fill(self) -> None:
+        """Issue what the budget allows (the write pump's caller does it)."""
+        self.progress.set()
+
+    def add_lane(self, lane: Lane) -> None:
+        self._sync_budget()
+        self.progress.set()
+
+    def _sync_budget(self) -> None:
+        self.budget.max_requests = self.sizing.request_cap(len(self.handles.lanes))
+        if self.adaptive:
+            self.budget.max_bytes = self.controller.budget
+            if self.controller.channels > len(self.handles.lanes):
+                self.want_lanes.set()
+
+    def _sample(self, lane: Lane, length: int, delivered: int, sent: float) -> None:
+        """A request of ``length`` bytes on ``lane`` was answered with ``delivered`` bytes."""
+        in_flight = self.on_wire
+        lane.bytes -= length
+        lane.requests -= 1
+        self.unanswered -= 1
+        self.on_wire -= length
+        now = time.monotonic()
+        if self.controller.on_reply(now, rtt=now - sent, delivered=delivered, in_flight=in_flight):
+            self._sync_budget()
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "%s: %r lanes=%d %r",
+                    self.handles.path,
+                    self.controller,
+                    len(self.handles.lanes),
+                    self.budget,
+                )
+
+    def _sent(self, lane: Lane, length: int) -> None:
+        lane.bytes += length
+        lane.requests += 1
+        self.unanswered += 1
+        self.on_wire += length
+        self.requests += 1
+
+    def fail(self, exc: BaseException) -> None:
+        """Remember the first error; no request is issued after it."""
+        if self.error is None:
+            self.error = exc
+        self.progress.set()
+
+    async def wait(self) -> None:
+        await self.progress.wait()
+        self.progress.clear()
+
+    async def settle(self) -> None:
+        """Until every request sent is answered (or failed with its channel)."""
+        while self.unanswered:
+            await self.wait()
+
+    async def wait_or_stall(self, stall_after: float) -> None:
+        """``wait()``, but no reply for ``stall_after`` seconds is a dropped connection.
+
+        Raises:
+            Stalled: after closing the lanes' channels, which answers every
+                request in flight with an error at once.
+        """
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+            # cancellation that lands as the wait ends (the cancel tests saw it).
+            async with asyncio.timeout(stall_after):
+                await self.wait()
+        except TimeoutError:
+            stalled = Stalled(f"{self.handles.path}: no reply for {stall_after:g} s")
+            self.fail(stalled)
+            for lane in self.handles.lanes:
+                lane.sftp.close()
+            raise stalled from None
+
+    def flow_stats(self, lease: Lease) -> dict[str, object]:
+        ctl = self.controller
+        first = lease.channels[0]
+        return {
+            "connections": lease.connections_of(self.handles.used),
+            "rtt_initial": first.init_rtt,
+            "rtt_min": ctl.min_rtt,
+            "rtt_smoothed": ctl.srtt,
+            "peak_delivery_rate": ctl.peak_rate,
+            "peak_target_in_flight": ctl.peak_target,
+            "receive_window": first.recv_window,
+            "peer_window": first.peer_window,
+            "flow_phase": ctl.phase if self.adaptive else "fixed",
+        }
+
+
+class Setup:
+    """A pump being set up: open the file on ``channels``, then ``start`` the pump."""
+
+    def __init__(
+        self,
+        lease: Lease,
+        config: TransferConfig,
+        sizing: Sizing,
+        controller: FlowController,
+        grower: Grower,
+        shared: SharedBytes | None,
+    ) -> None:
+        self.lease = lease
+        self.sizing = sizing
+        self.controller = controller
+        self.grower = grower
+        self._config = config
+        self._shared = shared
+        self.pump: Pump | None = None
+
+    @property
+    def channels(self) -> list[SFTPSession]:
+        """The channels the file is opened on before any growth: all of them when fixed."""
+        return initial_channels(self.lease)
+
+    def parts(self, handles: Handles) -> Parts:
+        budget = FlightBudget(
+            max_requests=self.sizing.request_cap(1),
+            max_bytes=self._config.max_bytes_in_flight,
+            shared=self._shared,
+        )
+        return Parts(
+            handles,
+            budget,
+            self.controller,
+            self.sizing,
+            adaptive=self.lease.can_grow,
+            want_lanes=self.grower.want,
+        )
+
+    def start(self, pump: P) -> P:
+        """The file is open: the pump runs, and the grower may add lanes to it."""
+        self.pump = pump
+        self.grower.attach(pump)
+        return pump
+
+    async def finish(self, error: BaseException | None) -> None:
+        """Stop issuing and growing, let replies in flight return, close every handle."""
+        pump = self.pump
+        if pump is None:
+            return  # the file never opened: nothing in flight, no handle
+        if error is not None:
+            pump.fail(error)
+        try:
+            await self.grower.stop()
+            if pump.error is not None and pump.unanswered:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(SETTLE_AFTER_ERROR):
+                        await pump.settle()
+        finally:
+            await pump.handles.close(check=pump.error is None)
+
+
+@contextlib.asynccontextmanager
+async def pumping(
+    lease: Lease,
+    config: TransferConfig,
+    sizing: Sizing,
+    *,
+    size: int | None = None,
+    shared: SharedBytes | None = None,
+) -> AsyncIterator[Setup]:
+    """Set a pump up (sizing -> controller -> grower -> handles -> pump) and take it down.
+
+    The grower starts before the file is open, so new channels' round trips
+    overlap the first one's OPEN. ``size``: the transfer's, when known before
+    the file is open (an upload's); ``shared``: a byte cap shared with other
+    transfers (a tree's big files).
+    """
+    controller = make_controller(config, lease, sizing, size=size)
+    async with growing(lease, controller) as grower:
+        setup = Setup(lease, config, sizing, controller, grower, shared)
+        try:
+            yield setup
+        except BaseException as exc:
+            await setup.finish(exc)
+            raise
+        await setup.finish(None)

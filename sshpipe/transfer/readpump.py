@@ -1,0 +1,237 @@
+"""The read pump: READs in flight per the read plan over the lease, replies collected.
+
+Issuing and bookkeeping happen in the reply callbacks (synchronously, inside
+the channel's ``data_received``), so a reply is turned into the next request
+without a trip through the event loop. ``reading()`` opens the file for a
+pipelined read and ``ReadPump.arrivals`` is the one read loop: download,
+stream and the upload-resume read-back differ only in what they do with each
+batch (write it to disk, yield it in order, hash it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+from .._config import TransferConfig
+from .._errors import RemoteError, RemoteIsADirectory, SSHPipeError
+from .._stats import TransferStats
+from ..core import codec
+from ..core.flight import SharedBytes
+from ..core.readplan import EOF, Range, ReadPlan, classify_read
+from ..core.sizing import Sizing
+from ..transport.pool import Lease
+from ..transport.sftp import SFTPSession, status_error
+from .lanes import Handles, Lane, open_lanes
+from .pump import Parts, Pump, pumping
+
+logger = logging.getLogger("sshpipe.download")
+
+Chunks = list[bytes | memoryview]  # one reply's payload, as the slices it arrived in
+Piece = tuple[int, Chunks, int]  # (offset, chunks, length)
+
+
+class ReadPump(Pump):
+    """Keeps READs in flight per the read plan and collects what they return."""
+
+    def __init__(self, parts: Parts, plan: ReadPlan) -> None:
+        self.plan = plan
+        super().__init__(parts)
+        self.arrived: list[Piece] = []
+        # Bytes handed to the consumer (the local writer), not yet done with.
+        self.unwritten = 0
+        # Called once every byte has been asked for (a tree starts its next file).
+        self.on_tail: Callable[[], None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<ReadPump {self.handles.path} {self.plan!r} {self.budget!r}>"
+
+    @property
+    def finished(self) -> bool:
+        return self.plan.done or (self.error is not None and self.plan.outstanding == 0)
+
+    def fill(self) -> None:
+        plan, budget = self.plan, self.budget
+        while self.error is None and budget.has_room(plan.block_size):
+            lane = self._pick(plan.block_size)
+            if lane is None:
+                break
+            rng = plan.next_range()
+            if rng is None:
+                break
+            budget.send(rng.length)
+            self._sent(lane, rng.length)
+            reply = partial(self._on_reply, rng, lane, time.monotonic())
+            try:
+                lane.sftp.send_read(lane.handle, rng.offset, rng.length, reply)
+            except BaseException as exc:  # the channel broke: count the request as answered
+                reply(exc)
+
+    def _on_reply(
+        self, rng: Range, lane: Lane, sent: float, reply: codec.Reply | BaseException
+    ) -> None:
+        plan = self.plan
+        outcome = classify_read(self.handles.path, rng, reply)
+        data = outcome.length if isinstance(outcome, codec.Data) else 0
+        self._sample(lane, rng.length, data, sent)
+        if isinstance(outcome, codec.Data):
+            plan.on_data(rng, outcome.length)
+            self.budget.reply(rng.length, outcome.length)
+            self.arrived.append((rng.offset, outcome.chunks, outcome.length))
+        elif outcome is EOF:
+            plan.on_eof(rng)
+            self.budget.reply(rng.length, 0)
+        else:
+            plan.on_retry(rng)  # not answered: the range stays owed
+            self.budget.reply(rng.length, 0)
+            if isinstance(outcome, codec.Status):
+                outcome = status_error(outcome, self.handles.path, rng.offset)
+            self.fail(outcome)
+        self.fill()
+        self.progress.set()
+
+    def take(self) -> list[Piece]:
+        arrived, self.arrived = self.arrived, []
+        return arrived
+
+    def free(self, count: int) -> None:
+        self.budget.free(count)
+        self.fill()
+
+    def on_written(self, count: int, error: BaseException | None) -> None:
+        """The local writer finished ``count`` bytes (called on the loop)."""
+        self.unwritten -= count
+        if error is not None:
+            self.fail(error)
+        elif self.on_moved is not None:
+            self.on_moved(count)
+        self.free(count)
+        self.progress.set()
+
+    def arrivals(self, stall_after: float) -> Arrivals:
+        """The read loop: batches of pieces as they arrive, until the plan is done."""
+        return Arrivals(self, stall_after)
+
+    def stats(self, started: float, size: int, lease: Lease) -> TransferStats:
+        return TransferStats(
+            **self.flow_stats(lease),  # type: ignore[arg-type]
+            bytes=size,
+            seconds=time.perf_counter() - started,
+            requests=self.requests,
+            short_reads_reissued=self.plan.short_reads,
+            short_writes_reissued=0,
+            peak_requests_in_flight=self.budget.peak_requests,
+            peak_bytes_in_flight=self.budget.peak_bytes,
+            channels=len(self.handles.used),
+            block_size=self.plan.block_size,
+            size_changed=self.plan.changed,
+        )
+
+
+class Arrivals:
+    """The one read loop: READs issued, arrived pieces handed out a batch at a time.
+
+    The consumer frees each batch's bytes from the budget when it is done with
+    them (at once, or when the local writer reports them written:
+    ``unwritten``). The loop ends when the plan is done and the consumer holds
+    nothing; then the pump's error, if any, is raised.
+
+    Raises:
+        Stalled: no reply for ``stall_after`` seconds (the channels are closed
+            first, so every request in flight fails at once).
+    """
+
+    def __init__(self, pump: ReadPump, stall_after: float) -> None:
+        self.pump = pump
+        self.stall_after = stall_after
+        self._started = False
+
+    def __aiter__(self) -> Arrivals:
+        return self
+
+    async def __anext__(self) -> list[Piece]:
+        pump = self.pump
+        if not self._started:
+            self._started = True
+            pump.fill()
+        while True:
+            if pump.on_tail is not None and pump.plan.all_asked:
+                pump.on_tail()
+                pump.on_tail = None
+            batch = pump.take()
+            if batch:
+                return batch
+            if pump.finished and not pump.unwritten:
+                if pump.error is not None:
+                    raise pump.error
+                raise StopAsyncIteration
+            await pump.wait_or_stall(self.stall_after)
+
+
+async def open_for_read(
+    channels: list[SFTPSession], path: str, known: codec.Attrs | None
+) -> tuple[Handles, codec.Attrs]:
+    """Open ``path`` on the channels; its attributes from FSTAT unless ``known`` (a listing)."""
+    first = channels[0]
+    try:
+        handles = await open_lanes(channels, path, codec.FXF_READ, codec.Attrs(), write=False)
+    except RemoteError as exc:
+        # Some servers refuse to open a directory with a bare FAILURE (asyncssh
+        # does, OpenSSH opens it and fails the reads): say what it really is.
+        if type(exc) is RemoteError and await is_remote_dir(first, path):
+            raise RemoteIsADirectory(path, "is a directory") from exc
+        raise
+    if known is not None and known.kind == "file":
+        return handles, known  # the size is a hint either way: the probe past it finds EOF
+    try:
+        attrs = await first.fstat(handles.lanes[0].handle, path)
+        if attrs.is_dir():
+            raise RemoteIsADirectory(path, "is a directory")
+    except BaseException:
+        await handles.close(check=False)
+        raise
+    return handles, attrs
+
+
+async def is_remote_dir(sftp: SFTPSession, path: str) -> bool:
+    try:
+        return (await sftp.stat(path)).is_dir()
+    except SSHPipeError:
+        return False
+
+
+@contextlib.asynccontextmanager
+async def reading(
+    lease: Lease,
+    remote: str,
+    config: TransferConfig,
+    sizing: Sizing,
+    *,
+    shared: SharedBytes | None = None,
+    known: codec.Attrs | None = None,
+    plan: ReadPlan | None = None,
+    plan_for: Callable[[codec.Attrs, int], ReadPlan] | None = None,
+) -> AsyncIterator[ReadPump]:
+    """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump.
+
+    On leaving, growth stops, replies in flight come back (after an error) and
+    every handle is closed. ``plan``: the plan of an earlier attempt (after a
+    reconnect): only what it still owes is asked for. ``plan_for(attrs,
+    block)`` makes the first plan (a resumed download's).
+    """
+    async with pumping(lease, config, sizing, shared=shared) as setup:
+        handles, attrs = await open_for_read(setup.channels, remote, known)
+        try:
+            setup.controller.set_size(attrs.size)
+            if plan is None and plan_for is not None:
+                plan = plan_for(attrs, sizing.block)
+            if plan is None:
+                plan = ReadPlan(block_size=sizing.block, size_hint=attrs.size)
+            pump = setup.start(ReadPump(setup.parts(handles), plan))
+        except BaseException:
+            await handles.close(check=False)
+            raise
+        yield pump

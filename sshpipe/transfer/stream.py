@@ -1,0 +1,78 @@
+"""``stream()``: a remote file's bytes yielded in order, and ``read_back`` (its SHA-256).
+
+Replies arrive in any order; a reorder buffer hands them out in offset order,
+its bytes charged to the flight budget until yielded. The stream reads through
+the same loop as a download (so a server that stops answering is a stall
+after ``stall_timeout``) inside the same reconnect loop: after a dropped
+connection it goes on at the first byte it has not yielded yet. Pieces that
+had arrived beyond it are asked for again rather than carried over, so the
+new connection's budget counts everything the buffer holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncGenerator, Callable
+
+from .._config import TransferConfig
+from ..core import codec
+from ..core.readplan import Range, ReadPlan
+from ..core.reorder import ReorderBuffer
+from ..core.retry import RetryBudget
+from ..transport.pool import Lease
+from .lanes import sizing_for
+from .readpump import reading
+from .retrying import Retrying
+
+
+async def read_back(lease: Lease, remote: str, config: TransferConfig) -> str:
+    """The SHA-256 of the remote file, read again over SFTP (verify="read-back")."""
+    digest = hashlib.sha256()
+    async with contextlib.aclosing(stream(lease, remote, config)) as pieces:
+        async for piece in pieces:
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def _from(delivered: int) -> Callable[[codec.Attrs, int], ReadPlan] | None:
+    """After a reconnect: a plan that asks for nothing below ``delivered``."""
+    if delivered == 0:
+        return None
+
+    def plan_for(attrs: codec.Attrs, block: int) -> ReadPlan:
+        size = max(attrs.size or 0, delivered)  # a file that shrank ends at the probe
+        return ReadPlan.resuming(block_size=block, size=size, have=[Range(0, delivered)])
+
+    return plan_for
+
+
+async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGenerator[bytes, None]:
+    """Yield the remote file's bytes in order; memory stays within the byte budget.
+
+    Raises:
+        Stalled: no reply for ``stall_timeout`` and no reconnect left.
+        ConnectionBroken: the connection dropped and the retry budget ran out.
+    """
+    sizing = sizing_for(config, lease.channels[0], write=False)
+    retry = Retrying(lease, RetryBudget(attempts=config.retries), path=remote)
+    delivered = 0  # every byte below it was yielded
+
+    def progress() -> int:
+        return delivered
+
+    async for attempt in retry.attempts(progress):
+        with attempt:
+            async with reading(lease, remote, config, sizing, plan_for=_from(delivered)) as pump:
+                plan = pump.plan
+                reorder = ReorderBuffer(delivered)
+                async for batch in pump.arrivals(config.stall_timeout):
+                    for offset, chunks, _ in batch:
+                        reorder.add(offset, b"".join(chunks))
+                    before = reorder.buffered
+                    pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
+                    pump.free(before - reorder.buffered)
+                    for piece in pieces:
+                        delivered += len(piece)
+                        yield piece
+                pump.free(reorder.discard())
