@@ -32,12 +32,8 @@ from sshpipe.testing.faults import (
     Tracker,
     factory,
 )
-from tests.support.files import leftover_temps, random_file
-from tests.support.peers import Peer, StartServer
-
-
-def write_source(peer: Peer, size: int, name: str = "src.bin") -> bytes:
-    return random_file(peer.root / name, size)
+from tests.support.files import leftover_temps
+from tests.support.peers import Peer, StartServer, write_source
 
 
 @pytest.mark.parametrize("requests", [128, 3, 1])

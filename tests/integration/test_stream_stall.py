@@ -17,14 +17,8 @@ import pytest
 
 import sshpipe
 from sshpipe._errors import Stalled
-from tests.integration.test_faults import (
-    DropsConnection,
-    StartServer,
-    Tracker,
-    TrackingServer,
-    factory,
-    write_source,
-)
+from sshpipe.testing.faults import DropsConnection, Tracker, TrackingServer, factory
+from tests.support.peers import StartServer, write_source
 
 BLOCK = 32 * 1024
 

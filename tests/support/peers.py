@@ -17,6 +17,7 @@ import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import EmbeddedServer, cli_options
 from sshpipe.testing.sshd import SSHServerInfo
+from tests.support.files import random_file
 
 __all__ = ["PEER_PARAMS", "EmulatedLink", "Peer", "StartServer", "from_embedded", "from_openssh"]
 
@@ -111,3 +112,8 @@ def from_embedded(server: EmbeddedServer) -> Peer:
         server.root,
         chrooted=True,
     )
+
+
+def write_source(peer: Peer, size: int, name: str = "src.bin") -> bytes:
+    """A random file of ``size`` bytes in the server's root; its bytes."""
+    return random_file(peer.root / name, size)
