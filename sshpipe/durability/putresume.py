@@ -220,7 +220,7 @@ async def read_back_kept(
 
     sizing = sizing_for(config, lease.channels[0], write=False)
     async with reading(lease, partial, config, sizing, known=attrs, plan_for=plan_for) as pump:
-        async for batch in pump.arrivals(config.stall_timeout):
+        async for batch in pump.arrivals():
             for offset, chunks, length in batch:
                 check.add(offset, b"".join(chunks))
                 pump.free(length)
