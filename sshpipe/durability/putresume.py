@@ -23,7 +23,7 @@ from .._errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core import codec
 from ..core.readback import Entry, ReadBackCheck, latest_disjoint
 from ..core.readplan import Range, ReadPlan, missing
-from ..core.untrusted import printable
+from ..core.text import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
 from ..transfer.lanes import sizing_for

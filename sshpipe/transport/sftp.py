@@ -129,7 +129,7 @@ class SFTPSession:
     Args:
         pipe: where request bytes go; replies come back through ``data_received``.
         name: used in log lines and ``repr``.
-        max_reply: the longest reply accepted (``codec.reply_cap``).
+        max_reply: the longest reply accepted (``core.sizing.reply_cap``).
         stall_timeout: seconds the server may owe a reply without sending a
             byte before the session counts as dropped (``Stalled``); None never.
     """

@@ -34,8 +34,9 @@ from .._config import TransferConfig
 from .._errors import ConnectionBroken, IncompleteTransfer, SSHPipeError, TransferError
 from .._stats import TransferStats, TreeProgress, TreeStats
 from ..core.flight import SharedBytes
+from ..core.text import printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
-from ..core.untrusted import MAX_LISTED_FAILURES, printable, safe_mode
+from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
