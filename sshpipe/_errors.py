@@ -36,7 +36,7 @@ deadline that passed, whichever stage it was at. None is a builtin
 *Closed* is what you did; *broken* is what the world did (trio's split).
 
 Messages quote what servers send (names, status text, disconnect reasons), so
-``str()`` of every error escapes control characters (``_untrusted.printable``):
+``str()`` of every error escapes control characters (``core.text.printable``):
 a message is safe to print to a terminal or write to a log as it is. The
 attributes (``path``, ``reason``) keep the text exactly as it came.
 """
@@ -44,6 +44,8 @@ attributes (``path``, ``reason``) keep the text exactly as it came.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from .core.text import printable
 
 if TYPE_CHECKING:
     from ._stats import TreeStats
@@ -56,8 +58,6 @@ class SSHPipeError(Exception):
     retryable = False
 
     def __str__(self) -> str:
-        from .core.untrusted import printable
-
         return printable(super().__str__())
 
 

@@ -1,6 +1,6 @@
 """What the command line prints: results, the tree progress line, errors, log lines.
 
-Everything that reaches the terminal is escaped first (``core.untrusted.printable``):
+Everything that reaches the terminal is escaped first (``core.text.printable``):
 names and messages come from the server.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .._errors import IncompleteTransfer
 from .._stats import TransferStats, TreeProgress, TreeStats
-from ..core.untrusted import printable
+from ..core.text import printable
 
 __all__ = [
     "Escaped",

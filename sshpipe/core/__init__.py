@@ -10,9 +10,10 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``reorder``: reassembly by offset for in-order consumers;
 - ``flight``: the in-flight budget (requests and bytes) of one transfer;
 - ``flowcontrol``: channels and bytes in flight from RTT and delivery rate;
-- ``sizing``: READ/WRITE length and what one channel carries;
+- ``sizing``: READ/WRITE length, reply cap, what one channel carries;
 - ``retry``: reconnect backoff;
 - ``untrusted``: the gate every name, link and size from a server passes;
+- ``text``: ``printable``, a server's text as it may reach a terminal or a log;
 - ``treeplan``: tree landing names, globs, small/big split, accounting;
 - ``readback``: checking an upload's kept bytes on resume.
 

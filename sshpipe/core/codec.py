@@ -77,7 +77,7 @@ SFTP_VERSION: Final = 3
 # 256 KiB (SFTP_MAX_MSG_LENGTH) and our READs ask at most that much, so a DATA
 # reply and its header fit. Anything bigger is a broken or hostile server, and
 # buffering it would let it balloon our memory. A transfer that asks for larger
-# blocks (``-B``) raises its session's cap to its block (``reply_cap``).
+# blocks (``-B``) raises its session's cap to its block (``sizing.reply_cap``).
 DEFAULT_MAX_REPLY_LEN: Final = 256 * 1024 + 1024
 # The cap whatever the block: asyncssh's own packet limit (4 MiB + 1 KiB).
 MAX_REPLY_LEN: Final = 4 * 1024 * 1024 + 1024
@@ -87,12 +87,6 @@ MIN_PACKET_LEN: Final = 34000
 # OpenSSH's are 4. A longer one is repeated in every READ we send (a 4 MiB
 # handle made an 8 MiB get peak at 186 MiB).
 MAX_HANDLE_LEN: Final = 256
-
-
-def reply_cap(block_size: int | None) -> int:
-    """The reply length a session accepts when its READs ask for ``block_size`` bytes."""
-    wanted = (block_size or 0) + 1024
-    return min(MAX_REPLY_LEN, max(DEFAULT_MAX_REPLY_LEN, wanted))
 
 
 def wire(path: str) -> bytes:

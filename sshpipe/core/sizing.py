@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import codec
 from .codec import Limits
 from .untrusted import MIN_BLOCK_SIZE
 
@@ -119,3 +120,9 @@ def sizing(
         window, requests=requests, block=block, write=write, default_window=default_window
     )
     return Sizing(block=block, requests=requests, channel_capacity=capacity, write=write)
+
+
+def reply_cap(block_size: int | None) -> int:
+    """The reply length a session accepts when its READs ask for ``block_size`` bytes."""
+    wanted = (block_size or 0) + 1024
+    return min(codec.MAX_REPLY_LEN, max(codec.DEFAULT_MAX_REPLY_LEN, wanted))

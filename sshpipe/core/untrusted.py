@@ -18,7 +18,6 @@ CVE-2019-6109 let its names move the terminal's cursor. Everything here is pure
 - ``safe_mode``: the permissions a copy may take. There is never a
   setuid/setgid bit, and the sticky bit only on directories, as OpenSSH's
   sftp and scp do.
-- ``printable``: a string as it may reach a terminal or a log.
 - the bounds below: what a server may make us hold at once.
 """
 
@@ -167,31 +166,3 @@ def command_output_cap(lines: int, text_bytes: int) -> int:
     byte of a name as two (a backslash before it), hence the factor of two.
     """
     return COMMAND_OUTPUT_SLACK + lines * 70 + 2 * text_bytes
-
-
-# -- what may be shown ------------------------------------------------------------------
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a terminal or a log: every non-printable character escaped.
-
-    Control characters (C0 such as ESC, CR and LF; DEL; C1 such as the one-byte
-    CSI U+009B), format characters (bidirectional overrides), line separators,
-    and bytes that were not UTF-8 (kept as surrogates by surrogateescape)
-    become ``\\xHH``, ``\\uHHHH`` or ``\\UHHHHHHHH``. Printable text, non-ASCII
-    letters included, is left alone, and escaping twice changes nothing more.
-    """
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else _escape(char) for char in text)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the byte that was not UTF-8
-        return f"\\x{code - 0xDC00:02x}"
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"

@@ -26,7 +26,7 @@ from .._errors import IntegrityError
 from ..core import codec
 from ..core.readback import latest_disjoint
 from ..core.readplan import Range, ReadPlan
-from ..core.untrusted import printable
+from ..core.text import printable
 from ..local.dirfd import LocalFile, local_error, lstat, open_regular, remove
 from ..local.target import Batch
 

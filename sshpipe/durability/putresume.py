@@ -23,7 +23,7 @@ from .._errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core import codec
 from ..core.readback import Entry, ReadBackCheck, latest_disjoint
 from ..core.readplan import Range, ReadPlan, missing
-from ..core.untrusted import printable
+from ..core.text import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
 from ..transfer.lanes import sizing_for
@@ -220,7 +220,7 @@ async def read_back_kept(
 
     sizing = sizing_for(config, lease.channels[0], write=False)
     async with reading(lease, partial, config, sizing, known=attrs, plan_for=plan_for) as pump:
-        async for batch in pump.arrivals(config.stall_timeout):
+        async for batch in pump.arrivals():
             for offset, chunks, length in batch:
                 check.add(offset, b"".join(chunks))
                 pump.free(length)

@@ -84,11 +84,16 @@ class FakeServer:
     def transfers(self) -> int:
         return len(self.served)
 
-    async def channel(self, *, init_rtt: float = 0.0) -> SFTPSession:
+    async def channel(
+        self, *, init_rtt: float = 0.0, stall_timeout: float | None = None
+    ) -> SFTPSession:
         """A started session on this server (``init_rtt``: what the controller's first
-        guess sees, as a real channel's INIT/VERSION round trip)."""
+        guess sees, as a real channel's INIT/VERSION round trip; ``stall_timeout``:
+        its watchdog's, as the pool sets each channel's to its transfer's)."""
         pipe = FakePipe(self)
-        session = SFTPSession(pipe, name=f"fake#{len(self.sessions) + 1}")
+        session = SFTPSession(
+            pipe, name=f"fake#{len(self.sessions) + 1}", stall_timeout=stall_timeout
+        )
         pipe.session = session
         await session.start()
         session.init_rtt = init_rtt
@@ -261,8 +266,10 @@ class FakeLease:
         can_grow: bool = False,
         refuse: bool = False,
         recover_errors: list[BaseException] | None = None,
+        stall_timeout: float | None = None,
     ) -> None:
         self.server = server
+        self.stall_timeout = stall_timeout  # every channel's, as the pool sets it
         self.channels = channels
         self.max_channels = max_channels
         self.can_grow = can_grow
@@ -282,12 +289,21 @@ class FakeLease:
         max_channels: int = 1,
         can_grow: bool = False,
         refuse: bool = False,
+        stall_timeout: float | None = None,
     ) -> FakeLease:
         """A lease on ``channels`` new channels; the first saw ``init_rtt`` at set-up."""
         opened = [
-            await server.channel(init_rtt=init_rtt if not n else 0.0) for n in range(channels)
+            await server.channel(init_rtt=init_rtt if not n else 0.0, stall_timeout=stall_timeout)
+            for n in range(channels)
         ]
-        return cls(server, opened, max_channels=max_channels, can_grow=can_grow, refuse=refuse)
+        return cls(
+            server,
+            opened,
+            max_channels=max_channels,
+            can_grow=can_grow,
+            refuse=refuse,
+            stall_timeout=stall_timeout,
+        )
 
     def connections_of(self, channels: list[SFTPSession]) -> int:
         return 1
@@ -301,7 +317,7 @@ class FakeLease:
         count = min(count, self.max_channels - len(self.channels))
         added: list[SFTPSession] = []
         for _ in range(max(0, count)):
-            sftp = await self.server.channel()
+            sftp = await self.server.channel(stall_timeout=self.stall_timeout)
             self.channels.append(sftp)
             self.added += 1
             added.append(sftp)
@@ -315,7 +331,7 @@ class FakeLease:
             raise self.recover_errors.pop(0)
         self.channels = [sftp for sftp in self.channels if sftp.broken is None]
         if not self.channels:
-            self.channels = [await self.server.channel()]
+            self.channels = [await self.server.channel(stall_timeout=self.stall_timeout)]
 
 
 def refused(message: str = "fake: refused") -> ConnectError:

@@ -166,14 +166,14 @@ class _ToDisk:
         """Until the plan is done; raises the pump's error once what arrived is written.
 
         Raises:
-            Stalled: no reply for ``stall_timeout`` (its channels are closed first).
+            Stalled: a channel owed a reply for ``stall_timeout`` (its session says so).
         """
         digest = self.digest
         pump.on_tail, self.on_tail = self.on_tail, None
         if digest is not None:
             pump.budget.held = digest.buffered
         try:
-            async for batch in pump.arrivals(self.config.stall_timeout):
+            async for batch in pump.arrivals():
                 count = sum(length for _, _, length in batch)
                 pump.unwritten += count
                 if digest is not None:

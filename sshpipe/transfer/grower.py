@@ -19,7 +19,7 @@ from .._config import TransferConfig
 from .._errors import SSHPipeError
 from ..core.flowcontrol import FlowController, FlowLimits
 from ..core.sizing import Sizing
-from ..core.untrusted import printable
+from ..core.text import printable
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 

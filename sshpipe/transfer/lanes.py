@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .._config import TransferConfig
 from ..core import codec
-from ..core.sizing import Sizing, block_size, lane_cap, sizing
+from ..core.sizing import Sizing, lane_cap, sizing
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
@@ -29,11 +29,6 @@ def sizing_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> Siz
         window=sftp.peer_window if write else sftp.recv_window,
         write=write,
     )
-
-
-def block_size_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> int:
-    """The READ/WRITE length on ``sftp``'s server (``core.sizing.block_size``)."""
-    return block_size(config.block_size, sftp.limits, write=write)
 
 
 @dataclass(slots=True, eq=False)
@@ -117,8 +112,3 @@ async def open_lanes(
         await handles.close(check=False)
         raise
     return handles
-
-
-# tree/recovery.py imports the reconnect step from here (tree/run.py the block
-# size, above); it lives in retrying.py.
-from .retrying import after_break as after_break  # noqa: E402

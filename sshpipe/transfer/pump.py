@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .._config import TransferConfig
-from .._errors import Stalled
 from ..core.flight import FlightBudget, SharedBytes
 from ..core.flowcontrol import FlowController
 from ..core.sizing import Sizing
@@ -139,25 +138,6 @@ class Pump:
         """Until every request sent is answered (or failed with its channel)."""
         while self.unanswered:
             await self.wait()
-
-    async def wait_or_stall(self, stall_after: float) -> None:
-        """``wait()``, but no reply for ``stall_after`` seconds is a dropped connection.
-
-        Raises:
-            Stalled: after closing the lanes' channels, which answers every
-                request in flight with an error at once.
-        """
-        try:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
-            # cancellation that lands as the wait ends (the cancel tests saw it).
-            async with asyncio.timeout(stall_after):
-                await self.wait()
-        except TimeoutError:
-            stalled = Stalled(f"{self.handles.path}: no reply for {stall_after:g} s")
-            self.fail(stalled)
-            for lane in self.handles.lanes:
-                lane.sftp.close()
-            raise stalled from None
 
     def flow_stats(self, lease: Lease) -> dict[str, object]:
         ctl = self.controller

@@ -111,9 +111,9 @@ class ReadPump(Pump):
         self.free(count)
         self.progress.set()
 
-    def arrivals(self, stall_after: float) -> Arrivals:
+    def arrivals(self) -> Arrivals:
         """The read loop: batches of pieces as they arrive, until the plan is done."""
-        return Arrivals(self, stall_after)
+        return Arrivals(self)
 
     def stats(self, started: float, size: int, lease: Lease) -> TransferStats:
         return TransferStats(
@@ -140,13 +140,12 @@ class Arrivals:
     nothing; then the pump's error, if any, is raised.
 
     Raises:
-        Stalled: no reply for ``stall_after`` seconds (the channels are closed
-            first, so every request in flight fails at once).
+        Stalled: a channel owed a reply for ``stall_timeout`` seconds (its
+            session's watchdog fails every request in flight on it at once).
     """
 
-    def __init__(self, pump: ReadPump, stall_after: float) -> None:
+    def __init__(self, pump: ReadPump) -> None:
         self.pump = pump
-        self.stall_after = stall_after
         self._started = False
 
     def __aiter__(self) -> Arrivals:
@@ -168,7 +167,7 @@ class Arrivals:
                 if pump.error is not None:
                     raise pump.error
                 raise StopAsyncIteration
-            await pump.wait_or_stall(self.stall_after)
+            await pump.wait()
 
 
 async def open_for_read(

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from .._errors import ConnectError, ConnectionBroken, Stalled
 from ..core.retry import RetryBudget, failures_after
-from ..core.untrusted import printable
+from ..core.text import printable
 from ..transport.pool import Lease
 
 logger = logging.getLogger("sshpipe.flow")

@@ -66,7 +66,7 @@ async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGene
             async with reading(lease, remote, config, sizing, plan_for=_from(delivered)) as pump:
                 plan = pump.plan
                 reorder = ReorderBuffer(delivered)
-                async for batch in pump.arrivals(config.stall_timeout):
+                async for batch in pump.arrivals():
                     for offset, chunks, _ in batch:
                         reorder.add(offset, b"".join(chunks))
                     before = reorder.buffered

@@ -255,10 +255,9 @@ class _Sending:
         return pump
 
     async def _send_all(self, pump: WritePump) -> None:
-        stall_after = self.config.stall_timeout
         while self.resend and pump.error is None:  # first what a dropped connection took
             if pump.room() == 0:
-                await pump.wait_or_stall(stall_after)
+                await pump.wait()
                 continue
             offset, length = self.resend.popitem()
             data = await self.blocks.reread(offset, length)
@@ -267,7 +266,7 @@ class _Sending:
         while pump.error is None:
             room = pump.room()
             if room == 0:
-                await pump.wait_or_stall(stall_after)
+                await pump.wait()
                 continue
             limit = self._past_kept()
             if limit is not None:
@@ -288,7 +287,7 @@ class _Sending:
                 self._send(pump, self.offset, data)
                 self.offset += len(data)
         while pump.unanswered and pump.error is None:
-            await pump.wait_or_stall(stall_after)
+            await pump.wait()
         await pump.drain()
 
 

@@ -24,7 +24,8 @@ from typing import Protocol
 
 from .._config import ConnectConfig, TransferConfig
 from .._errors import ChannelRefused, ClosedError, ConnectionBroken, SSHPipeError
-from ..core.codec import Limits, reply_cap
+from ..core.codec import Limits
+from ..core.sizing import reply_cap
 from .sftp import SFTPSession
 from .ssh import SSHLink, open_link
 

@@ -129,7 +129,7 @@ class SFTPSession:
     Args:
         pipe: where request bytes go; replies come back through ``data_received``.
         name: used in log lines and ``repr``.
-        max_reply: the longest reply accepted (``codec.reply_cap``).
+        max_reply: the longest reply accepted (``core.sizing.reply_cap``).
         stall_timeout: seconds the server may owe a reply without sending a
             byte before the session counts as dropped (``Stalled``); None never.
     """
@@ -174,8 +174,10 @@ class SFTPSession:
         self.run_command: RunCommand | None = None
         # Opens a Shell on the same connection (None when the server runs none).
         self.open_shell: Callable[[], Awaitable[Shell | None]] | None = None
-        # When the server last spoke while it owed us a reply (or since it
-        # began to owe one): a watchdog's measure of silence (``silent_for``).
+        # When the server last completed a reply while it owed us one (or since
+        # it began to owe one): the watchdog's measure of silence. This is the
+        # one stall detector: every transfer and tree relies on it (the pool
+        # sets each channel's ``stall_timeout`` to its transfer's).
         self._last_heard = time.monotonic()
 
     def __repr__(self) -> str:
@@ -193,7 +195,7 @@ class SFTPSession:
     # -- pipe callbacks ----------------------------------------------------
 
     def silent_for(self, now: float) -> float:
-        """Seconds the server has owed a reply without a byte from it (0 when it owes none)."""
+        """Seconds the server has owed a reply without completing one (0 when it owes none)."""
         return now - self._last_heard if self._pending else 0.0
 
     def abort(self, exc: BaseException) -> None:
@@ -205,7 +207,6 @@ class SFTPSession:
         self._fail(exc)
 
     def data_received(self, data: bytes) -> None:
-        self._last_heard = time.monotonic()
         if self._broken is not None:
             return
         try:
@@ -225,6 +226,9 @@ class SFTPSession:
                 raise codec.CodecError("unexpected VERSION message")
             self._version.set_result(message)
             return
+        # Silence is counted from the last whole reply, not the last byte: a
+        # server trickling a reply a byte at a time answers nothing.
+        self._last_heard = time.monotonic()
         callback = self._pending.pop(message.request_id, None)
         if callback is None:
             # A reply to a request we never sent (or already answered): the peer is

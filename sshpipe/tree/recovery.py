@@ -15,20 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, Stalled
+from .._errors import ConnectionBroken
 from ..core.retry import RetryBudget
-from ..transfer.lanes import after_break
+from ..transfer.retrying import after_break
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .tasks import task_group
 
 logger = logging.getLogger("sshpipe.tree")
-
-WATCH_INTERVAL = 0.25  # seconds between looks for a silent channel
 
 
 class Recovery:
@@ -96,20 +93,20 @@ class Recovery:
         await asyncio.shield(self._healing)
 
     @contextlib.asynccontextmanager
-    async def running(self, channels: Callable[[], Sequence[SFTPSession]]) -> AsyncIterator[None]:
-        """While the body runs: ``channels()`` are watched, and reconnects run, in here.
+    async def running(self) -> AsyncIterator[None]:
+        """While the body runs, reconnects run in here; when it ends, so does a
+        reconnect still under way (the tree ended without it).
 
-        When it ends, the watch stops, and so does a reconnect still under way
-        (the tree ended without it).
+        A silent channel needs no watch of its own here: its session's watchdog
+        fails its requests with ``Stalled`` (``SFTPSession.stall_timeout``, set
+        by the pool), and their operations heal.
         """
         async with task_group() as group:
             self._group = group
-            watcher = group.create_task(self.watch(channels))
             try:
                 yield
             finally:
                 self._group = None
-                watcher.cancel()
                 if self._healer is not None:
                     self._healer.cancel()
 
@@ -137,19 +134,6 @@ class Recovery:
             self._healing = self._healer = None
             if not outcome.done():  # cancelled: so are its waiters
                 outcome.cancel()
-
-    async def watch(self, channels: Callable[[], Sequence[SFTPSession]]) -> None:
-        """Forever: a channel that owes replies and has been silent for ``stall_timeout`` is
-        given up (its requests fail with ``Stalled``, and their operations heal)."""
-        limit = self.config.stall_timeout
-        while True:
-            await asyncio.sleep(min(WATCH_INTERVAL, limit / 2))
-            now = time.monotonic()
-            for sftp in channels():
-                silent = sftp.silent_for(now)
-                if sftp.broken is None and silent > limit:
-                    logger.info("%s: %s silent for %.1f s", self._label, sftp.name, silent)
-                    sftp.abort(Stalled(f"{self._label}: no reply for {limit:g} s"))
 
 
 def _retrieve(outcome: asyncio.Future[None]) -> None:

@@ -34,12 +34,13 @@ from .._config import TransferConfig
 from .._errors import ConnectionBroken, IncompleteTransfer, SSHPipeError, TransferError
 from .._stats import TransferStats, TreeProgress, TreeStats
 from ..core.flight import SharedBytes
+from ..core.text import printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
-from ..core.untrusted import MAX_LISTED_FAILURES, printable, safe_mode
+from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
-from ..transfer.lanes import block_size_for
+from ..transfer.lanes import sizing_for
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
@@ -119,10 +120,12 @@ class TreeRun(abc.ABC):
         self.pool = pool
         self.options = options
         self.config = config
-        self.block = block_size_for(config, channels[0], write=self.writes)
+        # Sized once, from the first channel: every small file and listing uses it.
+        sizes = sizing_for(config, channels[0], write=self.writes)
+        self.block = sizes.block
         budget, big_budget = split_budget(config.max_bytes_in_flight)
         wanted = config.channels or PIPELINE_CHANNELS
-        self.credits = Credits(max_requests=config.requests * wanted, max_bytes=budget)
+        self.credits = Credits(max_requests=sizes.request_cap(wanted), max_bytes=budget)
         # Each big file's controller may aim for all of the big files' share,
         # and all of them together are held to it.
         self.big_config = replace(
@@ -238,7 +241,7 @@ class TreeRun(abc.ABC):
             async with contextlib.AsyncExitStack() as stack:
                 for service in self.services():
                     await stack.enter_async_context(service)
-                await stack.enter_async_context(self.recovery.running(self._live_channels))
+                await stack.enter_async_context(self.recovery.running())
                 await stack.enter_async_context(alongside(self._tick()))
                 await run_all(
                     [
@@ -308,9 +311,6 @@ class TreeRun(abc.ABC):
             finally:
                 TreeChannels.give(slot)
             await self.recovery.heal(seen, broken)
-
-    def _live_channels(self) -> list[SFTPSession]:
-        return [slot.sftp for slot in self.channels.slots]
 
     async def _healed(self, channels: list[SFTPSession]) -> None:
         """After a reconnect: the live channels, and more opened as at the start."""

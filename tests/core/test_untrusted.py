@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import sshpipe
 from sshpipe._errors import UnsafePath, UsageError
 from sshpipe.core import untrusted
+from sshpipe.core.text import printable
 from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
 from sshpipe.core.untrusted import (
     ListingCheck,
@@ -17,7 +18,6 @@ from sshpipe.core.untrusted import (
     command_output_cap,
     command_timeout,
     is_temporary_name,
-    printable,
     safe_mode,
 )
 

@@ -20,6 +20,7 @@ import asyncssh
 import pytest
 
 from sshpipe.core import codec
+from sshpipe.core.sizing import reply_cap
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.sftp import SFTPSession
@@ -42,7 +43,7 @@ async def link(openssh_peer: Peer) -> AsyncIterator[SSHLink]:
 
 async def open_sftp(link: SSHLink) -> SFTPSession:
     return await link.open_sftp(
-        window=WINDOW, max_packet_size=32768, max_reply=codec.reply_cap(32768), stall_timeout=30.0
+        window=WINDOW, max_packet_size=32768, max_reply=reply_cap(32768), stall_timeout=30.0
     )
 
 

@@ -97,7 +97,7 @@ async def test_a_missing_file_is_not_retried() -> None:
 
 async def test_a_silent_server_is_a_stall_within_the_timeout() -> None:
     server = FakeServer({"/f": os.urandom(50 * BLOCK)}, Faults(silent_after=10))
-    lease = await FakeLease.open(server)
+    lease = await FakeLease.open(server, stall_timeout=0.2)
     config = sshpipe.TransferConfig(block_size=BLOCK, requests=8, stall_timeout=0.2, retries=0)
     started = asyncio.get_running_loop().time()
     with pytest.raises(Stalled):
@@ -108,7 +108,7 @@ async def test_a_silent_server_is_a_stall_within_the_timeout() -> None:
 async def test_a_stream_goes_on_after_a_stall_at_the_first_byte_not_yielded() -> None:
     data = os.urandom(50 * BLOCK)
     server = FakeServer({"/f": data}, Faults(silent_after=10, jitter=0.001))
-    lease = await FakeLease.open(server)
+    lease = await FakeLease.open(server, stall_timeout=0.2)
     config = sshpipe.TransferConfig(block_size=BLOCK, requests=8, stall_timeout=0.2)
     assert await _streamed(lease, "/f", config) == data
     assert lease.recovered == [True]  # one reconnect, after a stall

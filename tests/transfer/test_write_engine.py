@@ -39,7 +39,7 @@ async def _write(lease: FakeLease, data: bytes, acked: list[int] | None = None) 
                 pump.on_acked = lambda offset, _: acked.append(offset)
             for offset in range(0, len(data), BLOCK):
                 while pump.room() == 0 and pump.error is None:
-                    await pump.wait_or_stall(CONFIG.stall_timeout)
+                    await pump.wait()
                 if pump.error is not None:
                     break
                 pump.send(offset, data[offset : offset + BLOCK])
