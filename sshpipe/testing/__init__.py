@@ -13,8 +13,12 @@
   server will not send (oversized handles, tiny or missing limits).
 - ``sshd``: a throwaway OpenSSH sshd on loopback; ``plugin`` makes it a
   pytest fixture.
+- ``fakes``: an in-memory SFTP server and lease for the engine tests
+  (``tests/transfer``): replies delayed, reordered, shortened, failed, or never
+  sent; a channel cut; no sockets.
 
-These are servers: they import asyncssh's server side and ``sshpipe.testing.embedded``,
-never the client's modules. Nothing here is imported by sshpipe itself, except by
+The servers import asyncssh's server side and ``sshpipe.testing.embedded``,
+never the client's modules; ``fakes`` drives the client's ``SFTPSession`` over a
+pipe of its own. Nothing here is imported by sshpipe itself, except by
 the command line's demo, which runs the embedded server.
 """

@@ -8,7 +8,7 @@
 - ``readpump`` / ``writepump``: READs or WRITEs in flight, replies fed to the
   read plan or the acknowledgement count;
 - ``pump``: what both share (lanes, flight budget, flow controller, error,
-  wake-ups, the stall timeout);
+  wake-ups; a stall is the sessions' watchdog's to find, see ``transport.sftp``);
 - ``grower``: more channels while the flow controller wants them;
 - ``lanes``: the file's handle on each channel;
 - ``verify``: the end-to-end SHA-256 check before the final rename.
