@@ -123,6 +123,15 @@ async def settle(future: asyncio.Future[codec.Reply]) -> None:
             await asyncio.shield(future)
 
 
+class ReplyClock:
+    """When a whole reply last came on any channel of one connection (shared by them)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
 class SFTPSession:
     """Client side of one SFTP v3 session.
 
@@ -141,6 +150,7 @@ class SFTPSession:
         name: str = "sftp",
         max_reply: int = codec.DEFAULT_MAX_REPLY_LEN,
         stall_timeout: float | None = None,
+        replies: ReplyClock | None = None,
     ) -> None:
         self._pipe = pipe
         self.name = name
@@ -174,11 +184,13 @@ class SFTPSession:
         self.run_command: RunCommand | None = None
         # Opens a Shell on the same connection (None when the server runs none).
         self.open_shell: Callable[[], Awaitable[Shell | None]] | None = None
-        # When the server last completed a reply while it owed us one (or since
-        # it began to owe one): the watchdog's measure of silence. This is the
-        # one stall detector: every transfer and tree relies on it (the pool
-        # sets each channel's ``stall_timeout`` to its transfer's).
-        self._last_heard = time.monotonic()
+        # The watchdog's clocks: since when the server owes us a reply, when a
+        # byte of this channel last came, when a whole reply last came on any
+        # channel of the connection (``replies``, shared). See ``_silence``.
+        now = time.monotonic()
+        self._owed_since = now
+        self._last_byte = now
+        self._replies = replies if replies is not None else ReplyClock(now)
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -194,9 +206,16 @@ class SFTPSession:
 
     # -- pipe callbacks ----------------------------------------------------
 
-    def silent_for(self, now: float) -> float:
-        """Seconds the server has owed a reply without completing one (0 when it owes none)."""
-        return now - self._last_heard if self._pending else 0.0
+    def _silence(self, now: float) -> float:
+        """Seconds the server has owed a reply while this channel heard no byte, or its
+        connection finished no reply: the one stall detector every transfer and tree
+        relies on (the pool sets each channel's ``stall_timeout`` to its transfer's).
+
+        Bytes alone would let a server trickle a reply a byte at a time forever;
+        whole replies alone would count a channel whose data waits behind its
+        siblings' on the same connection (a thin link, big windows) as silent.
+        """
+        return now - max(self._owed_since, min(self._last_byte, self._replies.at))
 
     def abort(self, exc: BaseException) -> None:
         """Give up on the session: every request in flight fails with ``exc`` at once.
@@ -207,6 +226,7 @@ class SFTPSession:
         self._fail(exc)
 
     def data_received(self, data: bytes) -> None:
+        self._last_byte = time.monotonic()
         if self._broken is not None:
             return
         try:
@@ -226,9 +246,7 @@ class SFTPSession:
                 raise codec.CodecError("unexpected VERSION message")
             self._version.set_result(message)
             return
-        # Silence is counted from the last whole reply, not the last byte: a
-        # server trickling a reply a byte at a time answers nothing.
-        self._last_heard = time.monotonic()
+        self._replies.at = time.monotonic()
         callback = self._pending.pop(message.request_id, None)
         if callback is None:
             # A reply to a request we never sent (or already answered): the peer is
@@ -259,7 +277,7 @@ class SFTPSession:
         timeout = self.stall_timeout
         if self._broken is not None or not self._pending or timeout is None:
             return  # re-armed by the next request owed
-        silent = time.monotonic() - self._last_heard
+        silent = self._silence(time.monotonic())
         if silent < timeout:
             self._watch(timeout - silent)
             return
@@ -272,7 +290,7 @@ class SFTPSession:
         if self._broken is not None:
             raise self._broken
         if not self._pending:  # silence counts from the first request owed
-            self._last_heard = time.monotonic()
+            self._owed_since = time.monotonic()
             if self._watchdog is None and self.stall_timeout is not None:
                 self._watch(self.stall_timeout)
         request_id = self._next_id

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import weakref
 from typing import Any
 
@@ -36,7 +37,7 @@ from .._errors import (
 from ..core.codec import Limits
 from .asyncssh_patches import ChannelTuning, tune_connection
 from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
-from .sftp import SFTPSession
+from .sftp import ReplyClock, SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -110,6 +111,8 @@ class SSHLink:
         self.label = label
         self.patches = patches
         self.channels_opened = 0
+        # A whole reply on any of its channels tells each that the connection lives.
+        self.replies = ReplyClock(time.monotonic())
         self._sessions: weakref.WeakSet[SFTPSession] = weakref.WeakSet()
 
     def __repr__(self) -> str:
@@ -163,6 +166,7 @@ class SSHLink:
             name=f"{self.label}#{self.channels_opened}",
             max_reply=max_reply,
             stall_timeout=stall_timeout,
+            replies=self.replies,
         )
         sftp.recv_window = window
         sftp.server_version = str(self._conn.get_extra_info("server_version", ""))

@@ -13,7 +13,7 @@ import pytest
 
 import sshpipe
 from sshpipe.core import codec
-from sshpipe.transport.sftp import SFTPSession
+from sshpipe.transport.sftp import ReplyClock, SFTPSession
 
 
 class Pipe:
@@ -126,3 +126,47 @@ async def test_the_watchdog_fails_a_silent_session_as_stalled() -> None:
         async with asyncio.timeout(5):
             await sftp.request(_stat)
     assert raised.value.retryable and pipe.closed
+
+
+async def _trickle(sftp: SFTPSession, reply: bytes, *, every: float, until: float) -> None:
+    """Feed ``reply`` to ``sftp`` one byte every ``every`` seconds, for ``until`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + until
+    for byte in reply[:-1]:
+        if loop.time() >= end or sftp.broken is not None:
+            return
+        sftp.data_received(bytes([byte]))
+        await asyncio.sleep(every)
+
+
+async def test_a_reply_trickled_a_byte_at_a_time_is_a_stall() -> None:
+    """Bytes keep coming but no reply ever completes: the watchdog still fires."""
+    sftp = SFTPSession(Pipe(), name="test", stall_timeout=0.2)
+    pending = sftp.request(_stat)
+    await _trickle(sftp, status(0) * 50, every=0.01, until=2.0)
+    with pytest.raises(sshpipe.Stalled):
+        async with asyncio.timeout(1):
+            await pending
+
+
+async def test_a_channel_waiting_behind_its_siblings_is_not_a_stall() -> None:
+    """Its reply arrives slowly while another channel of the connection completes
+    replies (a thin link shared by big windows): that is no stall."""
+    clock = ReplyClock(asyncio.get_running_loop().time())
+    slow = SFTPSession(Pipe(), name="slow", stall_timeout=0.2, replies=clock)
+    busy = SFTPSession(Pipe(), name="busy", stall_timeout=0.2, replies=clock)
+    pending = slow.request(_stat)
+
+    async def answer_busy() -> None:
+        for request_id in range(40):
+            reply = busy.request(_stat)
+            busy.data_received(status(request_id))
+            await reply
+            await asyncio.sleep(0.02)
+
+    reply = data_reply(0, b"x" * 30)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(answer_busy())
+        group.create_task(_trickle(slow, reply, every=0.02, until=5.0))
+    slow.data_received(reply[-1:])
+    assert isinstance(await pending, codec.Data)  # 0.8 s for one reply, never stalled
