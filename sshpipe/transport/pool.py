@@ -222,11 +222,15 @@ class ChannelPool:
                 ready(sftp)
         errors: list[BaseException] = []
         try:
-            opened = await self._open_channels(config, count - len(taken), errors, ready)
+            taken += await self._open_channels(config, count - len(taken), errors, ready)
+            if len(taken) < count and any(isinstance(e, ChannelRefused) for e in errors):
+                # A refusal taught us that connection's limit (MaxSessions): what it
+                # refused goes to other connections now, not never (the grower
+                # stops asking once a request brings nothing).
+                taken += await self._open_channels(config, count - len(taken), errors, ready)
         except BaseException:
             self._give_back(config, taken)
             raise
-        taken += opened
         if len(taken) < required:
             self._give_back(config, taken)
             if errors:

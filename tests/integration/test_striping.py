@@ -131,11 +131,17 @@ async def test_upload_opens_connections_past_max_sessions(
         # A second transfer reuses the pooled channels and connections.
         before = client.connections
         again = await client.put(str(tmp_path / "src.bin"), far_small_sshd.remote("again.bin"))
-        assert client.connections <= before + 1
+        # Some of its connections were the first one's (new ones only if its
+        # controller wanted more than the pool held).
+        assert client.connections - before < again.connections, (before, again)
     assert (far_small_sshd.root / "up.bin").read_bytes() == data
     assert (far_small_sshd.root / "again.bin").read_bytes() == data
-    assert stats.channels >= 3 and stats.connections >= 2, stats
-    assert again.channels >= 3
+    # The first transfer may end before the new connection's channel has its
+    # handle open (a loaded machine is slow to open it, a quiet one quick to
+    # finish): it used more than one channel; the second, on the pool's warm
+    # channels, uses both connections.
+    assert stats.channels >= 2, stats
+    assert again.channels >= 3 and again.connections >= 2, again
     assert leftover_temps(tmp_path, far_small_sshd.root) == []
 
 
