@@ -15,7 +15,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``untrusted``: the gate every name, link and size from a server passes;
 - ``text``: ``printable``, a server's text as it may reach a terminal or a log;
 - ``treeplan``: tree landing names, globs, small/big split, accounting;
-- ``readback``: checking an upload's kept bytes on resume.
+- ``readback``: checking an upload's kept bytes on resume;
+- ``status``: the ``RemoteError`` a failure STATUS stands for.
 
 May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.
 """

@@ -23,8 +23,9 @@ from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.sizing import Sizing
+from ..core.status import status_error
 from ..transport.pool import Lease
-from ..transport.sftp import SFTPSession, status_error
+from ..transport.sftp import SFTPSession
 from .lanes import Handles, Lane, open_lanes
 from .pump import Parts, Pump, pumping
 

@@ -15,8 +15,8 @@ from functools import partial
 from .._errors import ProtocolError, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
+from ..core.status import status_error
 from ..transport.pool import Lease
-from ..transport.sftp import status_error
 from .lanes import Lane
 from .pump import Parts, Pump
 

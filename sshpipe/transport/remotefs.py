@@ -23,9 +23,10 @@ from functools import partial
 
 from .._errors import ProtocolError, RemoteNotFound, SSHPipeError, UnsafePath
 from ..core import codec
+from ..core.status import status_error
 from ..core.treeplan import glob_join, glob_match, glob_parts, glob_result_matches
 from ..core.untrusted import ListingCheck
-from .sftp import SFTPSession, quiet, settle, status_error
+from .sftp import SFTPSession, quiet, settle
 
 logger = logging.getLogger("sshpipe.tree")
 

@@ -22,12 +22,10 @@ from .._errors import (
     ClosedError,
     ConnectionBroken,
     ProtocolError,
-    RemoteError,
-    RemoteNotFound,
-    RemotePermissionDenied,
     Stalled,
 )
 from ..core import codec
+from ..core.status import status_error
 
 logger = logging.getLogger("sshpipe.sftp")
 
@@ -63,38 +61,6 @@ class Pipe(Protocol):
     def write(self, data: bytes) -> None: ...
 
     def close(self) -> None: ...
-
-
-def status_error(
-    status: codec.Status, path: str, offset: int | None = None, *, write: bool = False
-) -> RemoteError:
-    """The exception for a failure STATUS, by its code (filexfer-02 §7).
-
-    ``write``: it answered a WRITE. SFTP v3 has no code for a full disk or a
-    quota; OpenSSH answers a bare "Failure", so the message says what that
-    usually means rather than leave the user guessing.
-    """
-    cls: type[RemoteError] = RemoteError
-    if status.code == codec.FX_NO_SUCH_FILE:
-        cls = RemoteNotFound
-    elif status.code == codec.FX_PERMISSION_DENIED:
-        cls = RemotePermissionDenied
-    reason = status.message or _STATUS_NAMES.get(status.code, f"status {status.code}")
-    if write and status.code == codec.FX_FAILURE and reason.lower() == "failure":
-        reason += " (the server gives no reason: most often its disk or your quota is full)"
-    return cls(path, reason, offset=offset, status=status.code)
-
-
-_STATUS_NAMES = {
-    codec.FX_EOF: "end of file",
-    codec.FX_NO_SUCH_FILE: "no such file",
-    codec.FX_PERMISSION_DENIED: "permission denied",
-    codec.FX_FAILURE: "failure",
-    codec.FX_BAD_MESSAGE: "bad message",
-    codec.FX_NO_CONNECTION: "no connection",
-    codec.FX_CONNECTION_LOST: "connection lost",
-    codec.FX_OP_UNSUPPORTED: "operation unsupported",
-}
 
 
 _NO_ATTRS = codec.Attrs()
