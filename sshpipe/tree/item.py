@@ -3,6 +3,7 @@ of its failures stop the whole tree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._errors import (
@@ -13,8 +14,20 @@ from .._errors import (
     SSHPipeError,
     UnsafePath,
 )
+from .._stats import TreeProgress
 from ..core import codec
 from ..local.dirfd import LocalFile
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeOptions:
+    """How a tree (or several sources) is copied; see ``Client.get``."""
+
+    recursive: bool = False
+    preserve: bool = False
+    follow_symlinks: bool = False
+    fail_fast: bool = False
+    progress: Callable[[TreeProgress], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
 from .._errors import ConnectionBroken, IncompleteTransfer, SSHPipeError, TransferError
-from .._stats import TransferStats, TreeProgress, TreeStats
+from .._stats import TransferStats, TreeStats
 from ..core.flight import SharedBytes
 from ..core.text import printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
@@ -45,7 +45,7 @@ from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
 from .channels import Credits, TreeChannels
-from .item import Item, aborts_tree
+from .item import Item, TreeOptions, aborts_tree
 from .recovery import Recovery
 from .scan import Scanner, Side
 from .tasks import alongside, run_all
@@ -69,17 +69,6 @@ BIG_ACTIVE = 2
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
 PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
-
-
-@dataclass(frozen=True, kw_only=True)
-class TreeOptions:
-    """How a tree (or several sources) is copied; see ``Client.get``."""
-
-    recursive: bool = False
-    preserve: bool = False
-    follow_symlinks: bool = False
-    fail_fast: bool = False
-    progress: Callable[[TreeProgress], None] | None = None
 
 
 class _Moved:
