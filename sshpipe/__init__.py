@@ -40,7 +40,7 @@ from ._errors import (
     UnsafePath,
     UsageError,
 )
-from ._stats import TransferStats, TreeFailure, TreeProgress, TreeStats
+from ._stats import SetupPhase, TransferStats, TreeFailure, TreeProgress, TreeStats
 
 if TYPE_CHECKING:
     from ._client import Client, connect
@@ -80,6 +80,7 @@ __all__ = [
     "RemoteNotFound",
     "RemotePermissionDenied",
     "SSHPipeError",
+    "SetupPhase",
     "Stalled",
     "TimedOut",
     "TransferConfig",

@@ -305,6 +305,7 @@ class Client:
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
         async with self._pool.lease(config) as lease:
+            await lease.channels[0].learn_limits()  # the run is sized from them
             run = kind(lease, self._pool, options, config, sources, dest)
             return await run.run()
 

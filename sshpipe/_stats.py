@@ -7,6 +7,23 @@ from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SetupPhase:
+    """One phase of a transfer's set-up (``sshpipe.core.timeline`` names them).
+
+    Attributes:
+        name: "connect", "key_exchange", "auth", "channel", "sftp_init",
+            "open", "first_data", then "commit" (get) or "fsync_close" and
+            "rename" (put).
+        seconds: how long it took.
+        round_trips: ``seconds`` in round trips of ``TransferStats.rtt_initial``.
+    """
+
+    name: str
+    seconds: float
+    round_trips: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TransferStats:
     """Counters of one finished transfer.
 
@@ -38,6 +55,9 @@ class TransferStats:
             (the counters above are those of the last connection).
         resumed_bytes: bytes of an earlier partial copy found intact and kept
             (``resume``); only the rest was transferred.
+        setup: the phases before the first byte and after the last, in
+            order; the connection's and channel's only for the transfer that
+            opened them (a reused channel cost nothing).
     """
 
     bytes: int
@@ -62,6 +82,7 @@ class TransferStats:
     verified: str = "none"
     reconnects: int = 0
     resumed_bytes: int = 0
+    setup: tuple[SetupPhase, ...] = ()
 
     @property
     def throughput(self) -> float:

@@ -16,7 +16,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``text``: ``printable``, a server's text as it may reach a terminal or a log;
 - ``treeplan``: tree landing names, globs, small/big split, accounting;
 - ``readback``: checking an upload's kept bytes on resume;
-- ``status``: the ``RemoteError`` a failure STATUS stands for.
+- ``status``: the ``RemoteError`` a failure STATUS stands for;
+- ``timeline``: a transfer's set-up phases, in seconds and round trips.
 
 May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.
 """

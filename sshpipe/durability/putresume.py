@@ -26,7 +26,6 @@ from ..core.readplan import Range, ReadPlan, missing
 from ..core.text import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
-from ..transfer.lanes import sizing_for
 from ..transfer.readpump import reading
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
@@ -218,8 +217,7 @@ async def read_back_kept(
         # "Resuming" a download of which everything but the wanted ranges is here.
         return ReadPlan.resuming(block_size=block, size=size, have=missing(size, wanted))
 
-    sizing = sizing_for(config, lease.channels[0], write=False)
-    async with reading(lease, partial, config, sizing, known=attrs, plan_for=plan_for) as pump:
+    async with reading(lease, partial, config, known=attrs, plan_for=plan_for) as pump:
         async for batch in pump.arrivals():
             for offset, chunks, length in batch:
                 check.add(offset, b"".join(chunks))

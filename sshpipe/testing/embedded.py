@@ -83,6 +83,7 @@ async def embedded_server(
     server_factory: Callable[[], asyncssh.SSHServer] | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
+    server_version: str | None = None,
 ) -> AsyncIterator[EmbeddedServer]:
     """Run the server for the duration of the ``async with`` block.
 
@@ -95,6 +96,8 @@ async def embedded_server(
             serves every session itself (``sftp_factory`` is then unused): a
             server written from the wire up (``sshpipe.testing.rawsftp``).
         host, port: listen address; port 0 picks a free one.
+        server_version: the software part of the server's banner
+            (``SSH-2.0-<this>``; default asyncssh's own).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     root = root or workdir / "root"
@@ -113,6 +116,8 @@ async def embedded_server(
     )
     if process_factory is not None:
         sessions["process_factory"] = process_factory
+    if server_version is not None:
+        sessions["server_version"] = server_version
     server = await asyncssh.listen(
         host,
         port,

@@ -23,7 +23,7 @@ from ..durability.journal import DownloadResume
 from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
-from .lanes import sizing_for
+from .pump import setup_phases, take_setup
 from .readpump import ReadPump, reading
 from .retrying import Retrying
 from .stream import read_back
@@ -68,6 +68,7 @@ async def download(
     into = remote if into_directory else None
     with destination_of(local, into) as file:  # a path: its directory is opened here
         started = time.perf_counter()
+        began, opened = time.monotonic(), take_setup(lease.channels[0])
         resuming = DownloadResume(remote, file) if config.resume else None
         target = LocalTarget(
             file,
@@ -90,7 +91,6 @@ async def download(
         consumer = _ToDisk(config, digest=OrderedHash() if hashing else None)
         consumer.on_tail = on_tail
         try:
-            sizing = sizing_for(config, lease.channels[0], write=False)
             retry = Retrying(lease, RetryBudget(attempts=config.retries), path=remote)
             plan: ReadPlan | None = None
 
@@ -103,7 +103,6 @@ async def download(
                         lease,
                         remote,
                         config,
-                        sizing,
                         shared=shared,
                         known=known,
                         plan=plan,
@@ -128,12 +127,18 @@ async def download(
                     shown=remote,
                     remote_hash=remote_hash,
                 )
+            committing = time.monotonic()
             await target.commit(plan.final_size, in_thread=config.local_io_in_thread, attrs=attrs)
             committed = True
+            commit = [("commit", time.monotonic() - committing)]
             stats = pump.stats(started, plan.final_size, lease)
             resumed = resuming.kept if resuming is not None else 0
             return replace(
-                stats, verified=verified, reconnects=retry.reconnects, resumed_bytes=resumed
+                stats,
+                verified=verified,
+                reconnects=retry.reconnects,
+                resumed_bytes=resumed,
+                setup=setup_phases(began, opened, pump, lease.channels[0].init_rtt, commit),
             )
         finally:
             if not written:

@@ -47,9 +47,9 @@ def make_controller(
 class Grower:
     """Opens more channels while the controller wants more, and makes them lease.
 
-    It starts before the file is open (the controller's first guess comes from
-    the RTT seen at set-up), so new channels' four round trips overlap the
-    first channel's STAT/OPEN/FSTAT. Channels that arrive before the pump
+    It starts as soon as the pump is sized (the controller's first guess
+    comes from the RTT seen at set-up), so new channels' four round trips
+    overlap the first channel's OPEN (an upload's) or first READs. Channels that arrive before the pump
     exists are parked; ``attach`` turns them into lease. Each channel becomes a
     lane as soon as it and its handle are open, not when the whole batch is (a
     new connection takes ten round trips). A channel or connection that cannot

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .._config import TransferConfig
+from .._stats import SetupPhase
 from ..core.flight import FlightBudget, SharedBytes
 from ..core.flowcontrol import FlowController
 from ..core.sizing import Sizing
+from ..core.timeline import Timeline, describe, in_round_trips
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .grower import Grower, growing, make_controller
@@ -68,6 +70,10 @@ class Pump:
         # Told each count of payload bytes done (written locally, or acknowledged
         # by the server): a tree's progress follows its big files as they go.
         self.on_moved: Callable[[int], None] | None = None
+        # When the file was open and the pump started, and when its first
+        # request was answered (time.monotonic): the set-up's last phases.
+        self.opened_at = time.monotonic()
+        self.first_reply_at = 0.0
         self._sync_budget()
 
     def _pick(self, length: int) -> Lane | None:
@@ -106,6 +112,7 @@ class Pump:
         self.unanswered -= 1
         self.on_wire -= length
         now = time.monotonic()
+        self.first_reply_at = self.first_reply_at or now
         if self.controller.on_reply(now, rtt=now - sent, delivered=delivered, in_flight=in_flight):
             self._sync_budget()
             if logger.isEnabledFor(logging.DEBUG):
@@ -153,6 +160,35 @@ class Pump:
             "peer_window": first.peer_window,
             "flow_phase": ctl.phase if self.adaptive else "fixed",
         }
+
+
+def take_setup(channel: SFTPSession) -> list[tuple[str, float]]:
+    """The channel's set-up phases, for the first transfer that runs on it alone."""
+    phases, channel.setup = channel.setup, []
+    return phases
+
+
+def setup_phases(
+    began: float,
+    opened: list[tuple[str, float]],
+    pump: Pump,
+    rtt: float,
+    after: list[tuple[str, float]],
+) -> tuple[SetupPhase, ...]:
+    """A transfer's set-up (``core.timeline``), from ``began`` (time.monotonic).
+
+    ``opened``: the phases of the channel it started on (``take_setup``);
+    ``after``: those after the last byte (commit, rename), timed by the caller.
+    """
+    timeline = Timeline(began, opened)
+    timeline.mark("open", pump.opened_at)
+    timeline.mark("first_data", pump.first_reply_at or pump.opened_at)
+    for name, seconds in after:
+        timeline.add(name, seconds)
+    phases = in_round_trips(timeline.phases, rtt)
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("%s: set-up: %s", pump.handles.path, describe(phases))
+    return phases
 
 
 class Setup:
@@ -215,7 +251,10 @@ class Setup:
                     async with asyncio.timeout(SETTLE_AFTER_ERROR):
                         await pump.settle()
         finally:
-            await pump.handles.close(check=pump.error is None)
+            if pump.error is None and not pump.handles.write:
+                pump.handles.release()  # a read that is done waits for no CLOSE
+            else:
+                await pump.handles.close(check=pump.error is None)
 
 
 @contextlib.asynccontextmanager
@@ -229,8 +268,9 @@ async def pumping(
 ) -> AsyncIterator[Setup]:
     """Set a pump up (sizing -> controller -> grower -> handles -> pump) and take it down.
 
-    The grower starts before the file is open, so new channels' round trips
-    overlap the first one's OPEN. ``size``: the transfer's, when known before
+    The grower starts before an upload's file is open, so new channels' round
+    trips overlap the first one's OPEN (a download opens its file first: its
+    OPEN goes out with the server's limits request, which sizes the pump). ``size``: the transfer's, when known before
     the file is open (an upload's); ``shared``: a byte cap shared with other
     transfers (a tree's big files).
     """

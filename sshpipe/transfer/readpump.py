@@ -10,6 +10,7 @@ batch (write it to disk, yield it in order, hash it).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -25,8 +26,9 @@ from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.sizing import Sizing
 from ..core.status import status_error
 from ..transport.pool import Lease
+from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
-from .lanes import Handles, Lane, open_lanes
+from .lanes import Handles, Lane, initial_channels, open_lanes, sizing_for
 from .pump import Parts, Pump, pumping
 
 logger = logging.getLogger("sshpipe.download")
@@ -174,26 +176,60 @@ class Arrivals:
 async def open_for_read(
     channels: list[SFTPSession], path: str, known: codec.Attrs | None
 ) -> tuple[Handles, codec.Attrs]:
-    """Open ``path`` on the channels; its attributes from FSTAT unless ``known`` (a listing)."""
+    """Open ``path`` on the channels, with its attributes unless ``known`` (a listing).
+
+    The attributes come from a STAT sent with the OPEN: both answers take one
+    round trip, where an FSTAT of the handle would take a second. (sftp's own
+    get STATs first, too.) The size is a hint either way: the read plan's probe
+    past it finds the real end.
+    """
     first = channels[0]
+    stat: asyncio.Future[codec.Reply] | None = None
+    if known is None or known.kind != "file":
+        stat = first.request(
+            lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
+        )
+        stat.add_done_callback(quiet)
     try:
         handles = await open_lanes(channels, path, codec.FXF_READ, codec.Attrs(), write=False)
     except RemoteError as exc:
         # Some servers refuse to open a directory with a bare FAILURE (asyncssh
         # does, OpenSSH opens it and fails the reads): say what it really is.
-        if type(exc) is RemoteError and await is_remote_dir(first, path):
+        if type(exc) is RemoteError and await _is_dir(stat, first, path):
             raise RemoteIsADirectory(path, "is a directory") from exc
         raise
-    if known is not None and known.kind == "file":
-        return handles, known  # the size is a hint either way: the probe past it finds EOF
+    if stat is None:
+        assert known is not None
+        return handles, known
     try:
-        attrs = await first.fstat(handles.lanes[0].handle, path)
+        attrs = await _attrs(stat, first, handles.lanes[0].handle, path)
         if attrs.is_dir():
             raise RemoteIsADirectory(path, "is a directory")
     except BaseException:
         await handles.close(check=False)
         raise
     return handles, attrs
+
+
+async def _attrs(
+    stat: asyncio.Future[codec.Reply], sftp: SFTPSession, handle: bytes, path: str
+) -> codec.Attrs:
+    reply = await asyncio.shield(stat)
+    if isinstance(reply, codec.AttrsReply):
+        return reply.attrs
+    # The path changed between STAT and OPEN (or the server cannot STAT it):
+    # the handle is what counts.
+    return await sftp.fstat(handle, path)
+
+
+async def _is_dir(stat: asyncio.Future[codec.Reply] | None, sftp: SFTPSession, path: str) -> bool:
+    if stat is None:
+        return await is_remote_dir(sftp, path)
+    try:
+        reply = await asyncio.shield(stat)
+    except SSHPipeError:
+        return False
+    return isinstance(reply, codec.AttrsReply) and reply.attrs.is_dir()
 
 
 async def is_remote_dir(sftp: SFTPSession, path: str) -> bool:
@@ -208,30 +244,38 @@ async def reading(
     lease: Lease,
     remote: str,
     config: TransferConfig,
-    sizing: Sizing,
+    sizing: Sizing | None = None,
     *,
     shared: SharedBytes | None = None,
     known: codec.Attrs | None = None,
     plan: ReadPlan | None = None,
     plan_for: Callable[[codec.Attrs, int], ReadPlan] | None = None,
 ) -> AsyncIterator[ReadPump]:
-    """Open ``remote`` for a pipelined read, growing channels meanwhile; yield the pump.
+    """Open ``remote`` for a pipelined read, then grow channels as it flows; yield the pump.
 
-    On leaving, growth stops, replies in flight come back (after an error) and
-    every handle is closed. ``plan``: the plan of an earlier attempt (after a
+    The file is opened first: its OPEN and STAT go out with (or right after)
+    the server's limits request, and all three answers take one round trip;
+    ``sizing`` (None: from those limits) then sets up the pump. On leaving,
+    growth stops, replies in flight come back (after an error) and every
+    handle is closed. ``plan``: the plan of an earlier attempt (after a
     reconnect): only what it still owes is asked for. ``plan_for(attrs,
     block)`` makes the first plan (a resumed download's).
     """
-    async with pumping(lease, config, sizing, shared=shared) as setup:
-        handles, attrs = await open_for_read(setup.channels, remote, known)
-        try:
+    channels = initial_channels(lease)
+    handles, attrs = await open_for_read(channels, remote, known)
+    started = False
+    try:
+        if sizing is None:
+            sizing = await sizing_for(config, channels[0], write=False)
+        async with pumping(lease, config, sizing, shared=shared) as setup:
             setup.controller.set_size(attrs.size)
             if plan is None and plan_for is not None:
                 plan = plan_for(attrs, sizing.block)
             if plan is None:
                 plan = ReadPlan(block_size=sizing.block, size_hint=attrs.size)
             pump = setup.start(ReadPump(setup.parts(handles), plan))
-        except BaseException:
+            started = True  # the set-up closes the handles from here on
+            yield pump
+    finally:
+        if not started:
             await handles.close(check=False)
-            raise
-        yield pump

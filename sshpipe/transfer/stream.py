@@ -21,7 +21,6 @@ from ..core.readplan import Range, ReadPlan
 from ..core.reorder import ReorderBuffer
 from ..core.retry import RetryBudget
 from ..transport.pool import Lease
-from .lanes import sizing_for
 from .readpump import reading
 from .retrying import Retrying
 
@@ -54,7 +53,6 @@ async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGene
         Stalled: no reply for ``stall_timeout`` and no reconnect left.
         ConnectionBroken: the connection dropped and the retry budget ran out.
     """
-    sizing = sizing_for(config, lease.channels[0], write=False)
     retry = Retrying(lease, RetryBudget(attempts=config.retries), path=remote)
     delivered = 0  # every byte below it was yielded
 
@@ -63,7 +61,7 @@ async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGene
 
     async for attempt in retry.attempts(progress):
         with attempt:
-            async with reading(lease, remote, config, sizing, plan_for=_from(delivered)) as pump:
+            async with reading(lease, remote, config, plan_for=_from(delivered)) as pump:
                 plan = pump.plan
                 reorder = ReorderBuffer(delivered)
                 async for batch in pump.arrivals():

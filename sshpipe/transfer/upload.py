@@ -8,6 +8,7 @@ run inside one reconnect loop (``retrying.py``), sharing its count.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
@@ -32,8 +33,9 @@ from ..transport.remoteplace import (
     rename_into_place,
     resolve_remote_target,
 )
+from ..transport.replies import quiet
 from .lanes import initial_channels, open_lanes, sizing_for
-from .pump import pumping
+from .pump import pumping, setup_phases, take_setup
 from .retrying import Retrying
 from .stream import read_back
 from .verify import OrderedHash, RemoteHash, check, digest_of
@@ -66,6 +68,7 @@ async def _upload(
     """
     started = time.perf_counter()
     sftp = initial_channels(lease)[0]
+    began, opened = time.monotonic(), take_setup(sftp)
     committed = False
     temp: str | None = None  # renamed into place at the end
     discard: str | None = None  # removed if the upload fails
@@ -81,7 +84,7 @@ async def _upload(
             # the temp file the server may have created (the name is ours alone: EXCL).
             temp = discard = target = remote_temp_name(remote)
             pflags |= codec.FXF_EXCL
-        sizing = sizing_for(config, sftp, write=True)
+        sizing = await sizing_for(config, sftp, write=True)
         sending = _Sending(
             config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming
         )
@@ -139,11 +142,19 @@ async def _upload(
                 renaming and await check_landed(sftp, temp, remote, sending.offset)
             ):
                 renaming = True
+                renamed = time.monotonic()
                 await rename_into_place(sftp, temp, remote, sending.offset)
+                after.append(("rename", time.monotonic() - renamed))
 
+        after = [("fsync_close", sending.closing)]
         await retry.run(land)  # no bytes move here: each break counts against the budget
         committed = True
-        stats = replace(pump.stats(started, lease), verified=verified, reconnects=retry.reconnects)
+        stats = replace(
+            pump.stats(started, lease),
+            verified=verified,
+            reconnects=retry.reconnects,
+            setup=setup_phases(began, opened, pump, lease.channels[0].init_rtt, after),
+        )
         if resuming is not None:
             stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
         return stats
@@ -185,6 +196,7 @@ class _Sending:
         self.offset = 0  # the next byte never sent
         self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
         self.acked = 0
+        self.closing = 0.0  # seconds the last attempt's fsync and CLOSE took
         self.resuming = resuming
         self.kept: list[Range] = []  # ranges the server already has: skipped
         self._next_kept = 0
@@ -223,6 +235,7 @@ class _Sending:
         """
         config = self.config
         pump: WritePump | None = None
+        fsynced: asyncio.Future[codec.Reply] | None = None
         try:
             async with pumping(
                 lease, config, self.sizing, size=self.size, shared=self.shared
@@ -243,9 +256,17 @@ class _Sending:
                     pump.on_acked = self.resuming.acked
                 setup.start(pump)
                 await self._send_all(pump)
-                if config.fsync:  # every WRITE is acknowledged: make them durable
-                    lane = handles.lanes[0]
-                    await lane.sftp.fsync(lane.handle, remote)
+                closing = time.monotonic()
+                lane = handles.lanes[0]
+                if config.fsync and lane.sftp.can_fsync and pump.error is None:
+                    # Every WRITE is acknowledged: make them durable. The CLOSEs
+                    # go right behind (leaving this block): requests on one handle
+                    # are done in order, and both answers take one round trip.
+                    fsynced = lane.sftp.fsync_request(lane.handle)
+                    fsynced.add_done_callback(quiet)
+            if fsynced is not None:
+                lane.sftp.check_status(await fsynced, remote)
+            self.closing = time.monotonic() - closing
         except BaseException:
             # The writes in flight were let answer before the handles closed:
             # what is still unacknowledged goes again on the next connection.

@@ -4,11 +4,13 @@
   channels opened with a chosen window and packet size, asyncssh's errors
   translated;
 - ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking);
-- ``asyncssh_patches``: the tuning of asyncssh internals, gated by release and
-  by shape: the one module that touches asyncssh's private attributes;
+- ``asyncssh_patches``: the tuning of asyncssh internals, and the round trips
+  cut from its log-in, gated by release and by shape: the one module that
+  touches asyncssh's private attributes;
 - ``shell``: a remote shell for batched commands (``RemoteShell``);
 - ``sftp``: ``SFTPSession``, one SFTP channel with requests pipelined on it
-  (it never sees asyncssh);
+  (it never sees asyncssh); ``replies``: the reply callback, ``quiet`` and
+  ``settle`` for replies nobody reads, the connection's reply clock;
 - ``commands``: a tree's remote commands (``sync -f``, ``sha256sum``) with caps
   and timeouts;
 - ``pool``: the client's connections and channels, handed out as a ``Lease``;

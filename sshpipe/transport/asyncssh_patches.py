@@ -1,11 +1,21 @@
 """Tuning of asyncssh's internals: the one module that touches its private attributes.
 
-Each patch makes a transfer faster without changing what goes on the wire:
+These make a transfer faster without changing what goes on the wire:
 
 - ``input_buffer``: the connection's receive buffer consumed in O(1);
 - ``batched_send``: one loop iteration's packets written in one ``writelines``;
 - ``window_top_up``: a channel's receive window granted again each eighth;
 - ``peer_window``: the send window the server granted, read for the flow controller.
+
+These cut round trips from the log-in (``prepare_handshake``, before the key
+exchange), each allowed by RFC 4252:
+
+- ``signed_first``: a public key is offered with its signature at once
+  (§7 allows it), and the ``none`` probe for the server's methods is skipped:
+  the failure of a key lists them as well (asyncssh: probe, query, then sign);
+- ``pipelined_auth``: the first USERAUTH_REQUEST follows the ssh-userauth
+  SERVICE_REQUEST without waiting for its SERVICE_ACCEPT. Only for servers
+  known to read them in order (OpenSSH's sshd, asyncssh's).
 
 They rest on asyncssh's private attributes, so they are gated twice. By
 version: only the releases whose source was read for them (``CHECKED_FROM``
@@ -22,8 +32,9 @@ import logging
 from typing import Any
 
 import asyncssh
-from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST
-from asyncssh.packet import UInt32
+import asyncssh.auth
+from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
+from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 logger = logging.getLogger("sshpipe.ssh")
 
@@ -36,6 +47,8 @@ INPUT_BUFFER = "input_buffer"
 BATCHED_SEND = "batched_send"
 WINDOW_TOP_UP = "window_top_up"
 PEER_WINDOW = "peer_window"
+SIGNED_FIRST = "signed_first"
+PIPELINED_AUTH = "pipelined_auth"
 CHANNEL_PATCHES = frozenset({WINDOW_TOP_UP, PEER_WINDOW})
 
 
@@ -213,3 +226,150 @@ def _fits_top_up(chan: asyncssh.SSHClientChannel[bytes]) -> bool:
         and callable(getattr(chan, "send_packet", None))
         and callable(getattr(chan, "is_closing", None))
     )
+
+
+# -- the log-in ---------------------------------------------------------------
+
+_USERAUTH = b"ssh-userauth"
+# Banners of servers that read a USERAUTH_REQUEST queued behind the
+# SERVICE_REQUEST (sshd's dispatch table and asyncssh's handle them in order).
+_IN_ORDER_SERVERS = ("SSH-2.0-OpenSSH_", "SSH-2.0-AsyncSSH_")
+
+
+def prepare_handshake(conn: asyncssh.SSHClientConnection, version: str | None = None) -> set[str]:
+    """Apply the log-in patches that fit, before the key exchange; their names.
+
+    Called from the client's ``connection_made``; each patch is skipped alone
+    (a debug line says so) if what it replaces changed shape.
+    """
+    version = asyncssh.__version__ if version is None else version
+    if not version_checked(version):
+        return set()
+    applied = set()
+    if _sign_first(conn):
+        applied.add(SIGNED_FIRST)
+    else:
+        _skipped(SIGNED_FIRST)
+    if _pipeline_auth(conn):
+        applied.add(PIPELINED_AUTH)
+    else:
+        _skipped(PIPELINED_AUTH)
+    return applied
+
+
+def _signed_public_key_auth() -> Any:
+    """asyncssh's public key auth, sending the signed request at once; None if it changed.
+
+    A hardware key (``sk-``) is still queried first: each signature wants a
+    touch, and one for a key the server refuses is a wasted one.
+    """
+    stock: Any = getattr(asyncssh.auth, "_ClientPublicKeyAuth", None)
+    if stock is None or not callable(getattr(stock, "_send_signed_request", None)):
+        return None
+
+    class SignedPublicKeyAuth(stock):  # type: ignore[misc]
+        async def _start(self) -> None:
+            self._keypair = await self._conn.public_key_auth_requested()
+            if self._keypair is None:
+                self._conn.try_next_auth(next_method=True)
+            elif self._keypair.algorithm.startswith(b"sk-"):
+                self.logger.debug1("Trying public key auth with %s key", self._keypair.algorithm)
+                await self.send_request(
+                    Boolean(False),
+                    String(self._keypair.algorithm),
+                    String(self._keypair.public_data),
+                )
+            else:
+                await self._send_signed_request()
+
+    return SignedPublicKeyAuth
+
+
+_SignedPublicKeyAuth = _signed_public_key_auth()
+
+
+def _sign_first(conn: asyncssh.SSHClientConnection) -> bool:
+    """Public key auth signed at once, and no ``none`` probe when a key may be offered."""
+    if not (
+        _SignedPublicKeyAuth is not None
+        and getattr(conn, "_auth_methods", None) == [b"none"]
+        and callable(getattr(asyncssh.auth, "lookup_client_auth", None))
+        and callable(getattr(conn, "_force_close", None))
+        and hasattr(conn, "_auth")
+    ):
+        return False
+
+    def try_next_auth(*, next_method: bool = False) -> None:
+        # asyncssh's SSHClientConnection.try_next_auth, with our public key auth.
+        if conn._auth:
+            conn._auth.cancel()
+            conn._auth = None
+        if next_method:
+            conn._auth_methods.pop(0)
+        while conn._auth_methods:
+            method = conn._auth_methods[0]
+            if method == b"publickey":
+                conn._auth = _SignedPublicKeyAuth(conn, method)
+            else:
+                conn._auth = asyncssh.auth.lookup_client_auth(conn, method)
+            if conn._auth:
+                return
+            conn._auth_methods.pop(0)
+        conn.logger.info("Auth failed for user %s", conn._username)
+        conn._force_close(
+            asyncssh.PermissionDenied(
+                f"Permission denied for user {conn._username} on host {conn._host}"
+            )
+        )
+
+    # With no key to offer, publickey steps aside at once and ``none`` probes
+    # as before; a refused key's failure lists the methods, as ``none``'s would.
+    conn._auth_methods = [b"publickey", b"none"]
+    conn.try_next_auth = try_next_auth  # type: ignore[method-assign]
+    return True
+
+
+def _pipeline_auth(conn: asyncssh.SSHClientConnection) -> bool:
+    """Start the log-in right behind the ssh-userauth SERVICE_REQUEST."""
+    handlers: Any = getattr(type(conn), "_packet_handlers", None)
+    send_request = getattr(conn, "send_service_request", None)
+    if not (
+        isinstance(handlers, dict)
+        and callable(handlers.get(MSG_SERVICE_ACCEPT))
+        and callable(send_request)
+        and hasattr(conn, "_next_service")
+        and hasattr(conn, "_auth_in_progress")
+        and hasattr(conn, "_owner")
+        and callable(getattr(conn, "try_next_auth", None))
+    ):
+        return False
+    stock_accept = handlers[MSG_SERVICE_ACCEPT]
+    early = False
+
+    def send_service_request(service: bytes) -> None:
+        nonlocal early
+        send_request(service)
+        banner = str(conn.get_extra_info("server_version", ""))
+        if service == _USERAUTH and banner.startswith(_IN_ORDER_SERVERS):
+            early = True
+            conn.logger.info("Beginning auth for user %s", conn._username)
+            conn._auth_in_progress = True
+            if conn._owner:
+                conn._owner.begin_auth(conn._username)
+            conn.try_next_auth()
+
+    def on_service_accept(
+        self: asyncssh.SSHClientConnection, pkttype: int, pktid: int, packet: SSHPacket
+    ) -> None:
+        if not early:
+            stock_accept(self, pkttype, pktid, packet)
+            return
+        service = packet.get_string()
+        packet.check_end()
+        if service != self._next_service:
+            raise asyncssh.ServiceNotAvailable("Unexpected service in service accept")
+        self._next_service = None  # the log-in began when it was asked for
+
+    conn.send_service_request = send_service_request  # type: ignore[method-assign]
+    conn._packet_handlers = {**handlers, MSG_SERVICE_ACCEPT: on_service_accept}
+    return True

@@ -8,12 +8,14 @@ host is refused or recorded as ``StrictHostKeyChecking`` says.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import asyncssh
 
 from .._config import ConnectConfig
 from .._errors import ConnectError, HostKeyMismatch, SSHPipeError, UnknownHostKey
+from .asyncssh_patches import prepare_handshake
 
 logger = logging.getLogger("sshpipe.ssh")
 
@@ -34,6 +36,21 @@ class HostKeyPolicy(asyncssh.SSHClient):
         self.policy = policy
         self.known_hosts = known_hosts
         self.refusal: SSHPipeError | None = None
+        self.handshake_patches: frozenset[str] = frozenset()
+        # When the TCP connection was made, the log-in began and it ended
+        # (time.monotonic): the connection's set-up phases.
+        self.connected_at = self.auth_began_at = self.auth_ended_at = 0.0
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.connected_at = time.monotonic()
+        # Before the key exchange: the log-in's round trips are cut from here.
+        self.handshake_patches = frozenset(prepare_handshake(conn))
+
+    def begin_auth(self, username: str) -> None:
+        self.auth_began_at = time.monotonic()
+
+    def auth_completed(self) -> None:
+        self.auth_ended_at = time.monotonic()
 
     def validate_host_public_key(
         self, host: str, addr: str, port: int, key: asyncssh.SSHKey

@@ -294,7 +294,7 @@ class ChannelPool:
                 sftp.close()
                 slot.open -= 1
                 return
-            self._server_limits = self._server_limits or sftp.limits
+            sftp.on_limits = self._learned
             self._slot_of[sftp] = slot
             self._busy.add(sftp)
             opened.append(sftp)
@@ -336,6 +336,9 @@ class ChannelPool:
         if errors:
             logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
         return opened
+
+    def _learned(self, limits: Limits) -> None:
+        self._server_limits = self._server_limits or limits
 
     def _prune(self, also: list[PooledLink] | None = None) -> None:
         """Forget connections that are gone (and ``also``), and every channel on them."""

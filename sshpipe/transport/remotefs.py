@@ -26,7 +26,8 @@ from ..core import codec
 from ..core.status import status_error
 from ..core.treeplan import glob_join, glob_match, glob_parts, glob_result_matches
 from ..core.untrusted import ListingCheck
-from .sftp import SFTPSession, quiet, settle
+from .replies import quiet, settle
+from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.tree")
 

@@ -14,7 +14,8 @@ import secrets
 
 from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ..core import codec
-from .sftp import SFTPSession, quiet
+from .replies import quiet
+from .sftp import SFTPSession
 
 
 def remote_temp_name(remote: str) -> str:

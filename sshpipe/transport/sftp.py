@@ -22,15 +22,16 @@ from .._errors import (
     ClosedError,
     ConnectionBroken,
     ProtocolError,
+    SSHPipeError,
     Stalled,
 )
 from ..core import codec
 from ..core.status import status_error
+from .replies import ReplyCallback, ReplyClock
 
 logger = logging.getLogger("sshpipe.sftp")
 
 _R = TypeVar("_R", bound="codec.Reply")
-ReplyCallback = Callable[["codec.Reply | BaseException"], None]
 
 
 class Shell(Protocol):
@@ -64,38 +65,6 @@ class Pipe(Protocol):
 
 
 _NO_ATTRS = codec.Attrs()
-
-# How long a cancelled transfer waits for the CLOSE it sent: a server that
-# does not answer in this long has gone, and its handles with it.
-SETTLE_TIMEOUT = 30.0
-
-
-def quiet(future: asyncio.Future[codec.Reply]) -> None:
-    """Done-callback for a reply nobody will read: no "never retrieved" warning."""
-    if not future.cancelled():
-        future.exception()
-
-
-async def settle(future: asyncio.Future[codec.Reply]) -> None:
-    """Wait for a request's answer, whatever it is, even while being cancelled.
-
-    A handle must not outlive a cancelled transfer: its CLOSE is on the wire,
-    and the server answers it (or the channel dies) within a round trip; the
-    server answers every request sent before it on that handle first.
-    """
-    future.add_done_callback(quiet)
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(SETTLE_TIMEOUT):
-            await asyncio.shield(future)
-
-
-class ReplyClock:
-    """When a whole reply last came on any channel of one connection (shared by them)."""
-
-    __slots__ = ("at",)
-
-    def __init__(self, at: float) -> None:
-        self.at = at
 
 
 class SFTPSession:
@@ -132,6 +101,13 @@ class SFTPSession:
         self._broken: BaseException | None = None
         self.extensions: dict[str, bytes] = {}
         self.limits: codec.Limits | None = None
+        self._limits_reply: asyncio.Future[codec.Reply] | None = None
+        self._limits_error: ProtocolError | None = None
+        # Told the limits when they arrive (the pool: channels opened later ask for none).
+        self.on_limits: Callable[[codec.Limits], None] | None = None
+        # How this channel (and, for a connection's first, the connection)
+        # was set up: ``core.timeline``'s phases, taken by the first transfer.
+        self.setup: list[tuple[str, float]] = []
         # Seconds from INIT to VERSION: one round trip on an idle channel, the
         # flow controller's first RTT estimate.
         self.init_rtt = 0.0
@@ -301,11 +277,15 @@ class SFTPSession:
     # -- session set-up and control requests ---------------------------------
 
     async def start(self, *, known_limits: codec.Limits | None = None) -> None:
-        """Exchange INIT/VERSION and learn the server's limits when it offers them.
+        """Exchange INIT/VERSION, and ask for the server's limits when it offers them.
+
+        The limits@openssh.com request is sent, not awaited: its answer comes
+        with the first requests' (the OPEN, a STAT), which go out behind it
+        (``learn_limits`` waits for it).
 
         Args:
             known_limits: limits another session on the same server already
-                learned; a channel opened mid-transfer then saves a round trip.
+                learned; a channel opened mid-transfer then asks for none.
         """
         self._version = asyncio.get_running_loop().create_future()
         sent = time.monotonic()
@@ -316,21 +296,49 @@ class SFTPSession:
             raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
         self.extensions = version.extensions
         if "limits@openssh.com" in self.extensions and known_limits is not None:
-            self.limits = known_limits
+            self._take_limits(known_limits)
         elif "limits@openssh.com" in self.extensions:
-            reply = await self.call(lambda rid: codec.encode_extended(rid, "limits@openssh.com"))
-            if not isinstance(reply, codec.ExtendedReply):
-                raise ProtocolError(f"{self.name}: bad reply to limits@openssh.com")
-            try:
-                self.limits = codec.decode_limits(reply.payload)
-            except codec.CodecError as exc:
-                raise ProtocolError(f"{self.name}: bad limits@openssh.com reply") from exc
-        if self.limits is not None and self.limits.max_packet_len:
+            self._limits_reply = self._request(
+                lambda rid: codec.encode_extended(rid, "limits@openssh.com")
+            )
+            self._limits_reply.add_done_callback(self._on_limits)
+
+    def _on_limits(self, future: asyncio.Future[codec.Reply]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return  # the session broke: ``learn_limits`` raises its error
+        reply = future.result()
+        if not isinstance(reply, codec.ExtendedReply):
+            self._limits_error = ProtocolError(f"{self.name}: bad reply to limits@openssh.com")
+            return
+        try:
+            self._take_limits(codec.decode_limits(reply.payload))
+        except codec.CodecError as exc:
+            self._limits_error = ProtocolError(f"{self.name}: bad limits@openssh.com reply")
+            self._limits_error.__cause__ = exc
+
+    def _take_limits(self, limits: codec.Limits) -> None:
+        self.limits = limits
+        if self.on_limits is not None:
+            self.on_limits(limits)
+        if limits.max_packet_len:
             # A server that states its packets' size sends no longer reply; one
             # stating less than every server must take (filexfer-02 §3) is not
             # believed, as for block sizing.
-            stated = max(self.limits.max_packet_len, codec.MIN_PACKET_LEN) + 1024
+            stated = max(limits.max_packet_len, codec.MIN_PACKET_LEN) + 1024
             self._parser.max_len = min(self._parser.max_len, stated)
+
+    async def learn_limits(self) -> codec.Limits | None:
+        """The server's limits once its answer is in (None if it states none).
+
+        Raises:
+            ProtocolError: the answer was malformed; ConnectionBroken, Stalled,
+            ClosedError: the session ended first.
+        """
+        if self._limits_reply is not None:
+            await asyncio.shield(self._limits_reply)  # a cancelled caller leaves it be
+        if self._limits_error is not None:
+            raise self._limits_error
+        return self.limits
 
     async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
         return await self._open_handle(
@@ -361,6 +369,25 @@ class SFTPSession:
             lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
         )
         self.check_status(reply, path)
+
+    def close_handle_soon(self, handle: bytes, path: str) -> None:
+        """Send CLOSE and let the answer come when it comes (a failure is logged)."""
+
+        def answered(future: asyncio.Future[codec.Reply]) -> None:
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is None:
+                try:
+                    self.check_status(future.result(), path)
+                except SSHPipeError as exc:
+                    error = exc
+            if error is not None:
+                logger.debug("%s: CLOSE of %s: %s", self.name, path, error)
+
+        self._request(
+            lambda rid: codec.encode_handle_request(codec.FXP_CLOSE, rid, handle)
+        ).add_done_callback(answered)
 
     async def fstat(self, handle: bytes, path: str) -> codec.Attrs:
         reply = await self.call(

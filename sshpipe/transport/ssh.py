@@ -35,9 +35,11 @@ from .._errors import (
     UnknownHostKey,
 )
 from ..core.codec import Limits
+from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import ChannelTuning, tune_connection
 from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
-from .sftp import ReplyClock, SFTPSession
+from .replies import ReplyClock
+from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -114,6 +116,9 @@ class SSHLink:
         # A whole reply on any of its channels tells each that the connection lives.
         self.replies = ReplyClock(time.monotonic())
         self._sessions: weakref.WeakSet[SFTPSession] = weakref.WeakSet()
+        # How the connection was set up (``core.timeline``): handed to the
+        # first channel opened on it, whose transfer reports it.
+        self.setup: list[tuple[str, float]] = []
 
     def __repr__(self) -> str:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
@@ -140,6 +145,8 @@ class SSHLink:
                 did not answer.
         """
         pipe = _ChannelPipe(window, self.patches)
+        timeline = Timeline(time.monotonic(), self.setup)
+        self.setup = []
         try:
             async with asyncio.timeout(stall_timeout):
                 await self._conn.create_session(
@@ -160,6 +167,7 @@ class SSHLink:
             ) from exc
         except (asyncssh.Error, OSError) as exc:
             raise _broken(exc, "connection lost") from exc
+        timeline.mark("channel", time.monotonic())
         self.channels_opened += 1
         sftp = SFTPSession(
             pipe,
@@ -182,6 +190,8 @@ class SSHLink:
         except BaseException:
             sftp.close()
             raise
+        timeline.mark("sftp_init", time.monotonic())
+        sftp.setup = timeline.phases
         return sftp
 
     @property
@@ -284,6 +294,7 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     known_files = known_hosts_files(cfg, options)
     policy = HostKeyPolicy(cfg.strict_host_key_checking, known_files)
     label = f"{cfg.host}:{cfg.port or 22}"
+    started = time.monotonic()
     try:
         conn = await asyncssh.connect(
             cfg.host,
@@ -307,6 +318,15 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
     except (asyncssh.Error, OSError) as exc:
         raise ConnectError(f"{label}: {exc}") from exc
-    patches = tune_connection(conn)
+    patches = tune_connection(conn) | policy.handshake_patches
     port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[1]
-    return SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}", patches)
+    link = SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}", patches)
+    timeline = Timeline(started)
+    for name, at in zip(
+        CONNECTION_PHASES,
+        (policy.connected_at, policy.auth_began_at, policy.auth_ended_at or time.monotonic()),
+        strict=True,
+    ):
+        timeline.mark(name, at or timeline.last)
+    link.setup = timeline.phases
+    return link

@@ -43,7 +43,8 @@ from ..transport.remoteplace import (
     rename_into_place,
     resolve_remote_target,
 )
-from ..transport.sftp import SFTPSession, quiet, settle
+from ..transport.replies import quiet, settle
+from ..transport.sftp import SFTPSession
 from .item import Item
 from .remotesync import RemoteSync
 from .run import TreeRun

@@ -40,7 +40,7 @@ from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
-from ..transfer.lanes import sizing_for
+from ..transfer.lanes import sizing_of
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
@@ -109,8 +109,9 @@ class TreeRun(abc.ABC):
         self.pool = pool
         self.options = options
         self.config = config
-        # Sized once, from the first channel: every small file and listing uses it.
-        sizes = sizing_for(config, channels[0], write=self.writes)
+        # Sized once, from the first channel (its limits learned): every small
+        # file and listing uses it.
+        sizes = sizing_of(config, channels[0], write=self.writes)
         self.block = sizes.block
         budget, big_budget = split_budget(config.max_bytes_in_flight)
         wanted = config.channels or PIPELINE_CHANNELS

@@ -13,7 +13,8 @@ from ..core import codec
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.status import status_error
 from ..local.target import Batch
-from ..transport.sftp import SFTPSession, quiet, settle
+from ..transport.replies import quiet, settle
+from ..transport.sftp import SFTPSession
 from .verify import sha256_of
 
 

@@ -9,6 +9,7 @@ but no longer takes effect shows too. Runs against the real sshd.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -21,11 +22,13 @@ import pytest
 
 from sshpipe.core import codec
 from sshpipe.core.sizing import reply_cap
+from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
+from sshpipe.transport.hostkeys import HostKeyPolicy
 from sshpipe.transport.sftp import SFTPSession
 from sshpipe.transport.ssh import SSHLink, open_link
-from tests.support.peers import Peer
+from tests.support.peers import Peer, from_embedded
 
 WINDOW = 1024 * 1024
 # OpenSSH's CHAN_SES_WINDOW_DEFAULT: what sshd grants a session channel.
@@ -58,7 +61,83 @@ async def test_every_patch_applies_on_the_installed_asyncssh(link: SSHLink) -> N
         patches.BATCHED_SEND,
         patches.WINDOW_TOP_UP,
         patches.PEER_WINDOW,
+        patches.SIGNED_FIRST,
+        patches.PIPELINED_AUTH,
     }
+
+
+class _LogIn:
+    """What the client sent to log in, and whether it waited for SERVICE_ACCEPT first."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.requests: list[tuple[bytes, bool]] = []  # (method, signed)
+        self.accept_awaited: list[bool] = []
+        record = self
+        send = asyncssh.SSHClientConnection.send_userauth_request
+        made = HostKeyPolicy.connection_made
+
+        async def send_userauth_request(
+            conn: Any, method: bytes, *args: bytes, key: Any = None, trivial: bool = True
+        ) -> None:
+            record.requests.append((method, key is not None))
+            await send(conn, method, *args, key=key, trivial=trivial)
+
+        def connection_made(policy: HostKeyPolicy, conn: Any) -> None:
+            made(policy, conn)
+
+            def begin_auth(username: str) -> None:
+                # Stock asyncssh begins once SERVICE_ACCEPT has cleared _next_service.
+                record.accept_awaited.append(conn._next_service is None)
+                HostKeyPolicy.begin_auth(policy, username)
+
+            policy.begin_auth = begin_auth  # type: ignore[method-assign]
+
+        monkeypatch.setattr(
+            asyncssh.SSHClientConnection, "send_userauth_request", send_userauth_request
+        )
+        monkeypatch.setattr(HostKeyPolicy, "connection_made", connection_made)
+
+
+async def test_the_log_in_is_one_signed_request_behind_the_service_request(
+    openssh: SSHServerInfo, openssh_peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``none`` probe, no unsigned query, no wait for SERVICE_ACCEPT: one round trip."""
+    login = _LogIn(monkeypatch)
+    start = openssh.log_file.stat().st_size
+    link = await open_link(openssh_peer.client().connect_config)
+    await link.close()
+    assert login.requests == [(b"publickey", True)]
+    assert login.accept_awaited == [False]
+    lines = await _log_of_last_connection(openssh.log_file, start)
+    assert not any("Postponed publickey" in line for line in lines), lines  # sshd saw no query
+    assert sum("Accepted publickey" in line for line in lines) == 1, lines
+
+
+async def test_a_refused_key_gives_way_to_the_next_one(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    login = _LogIn(monkeypatch)
+    stranger = tmp_path / "stranger"
+    stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    config = dataclasses.replace(
+        openssh_peer.client().connect_config,
+        identity_files=(str(stranger), str(openssh_peer.client_key)),
+    )
+    link = await open_link(config)
+    await link.close()
+    assert login.requests == [(b"publickey", True), (b"publickey", True)]
+
+
+async def test_a_server_not_known_to_read_in_order_gets_the_stock_log_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    login = _LogIn(monkeypatch)
+    async with embedded_server(tmp_path, server_version="SomeOtherSSH_1.0") as server:
+        link = await open_link(from_embedded(server).client().connect_config)
+        assert patches.PIPELINED_AUTH in link.patches  # in force, and stood aside
+        await link.close()
+    assert login.accept_awaited == [True]
+    assert login.requests == [(b"publickey", True)]
 
 
 async def test_the_receive_buffer_stays_ours_while_data_flows(

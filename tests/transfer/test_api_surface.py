@@ -30,6 +30,7 @@ PUBLIC = [
     "RemoteNotFound",
     "RemotePermissionDenied",
     "SSHPipeError",
+    "SetupPhase",
     "Stalled",
     "TimedOut",
     "TransferConfig",

@@ -13,7 +13,8 @@ import pytest
 
 import sshpipe
 from sshpipe.core import codec
-from sshpipe.transport.sftp import ReplyClock, SFTPSession
+from sshpipe.transport.replies import ReplyClock
+from sshpipe.transport.sftp import SFTPSession
 
 
 class Pipe:

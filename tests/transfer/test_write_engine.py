@@ -29,7 +29,7 @@ async def _write(lease: FakeLease, data: bytes, acked: list[int] | None = None) 
 
     ``acked``: told the offset of each WRITE the server acknowledged.
     """
-    sizing = sizing_for(CONFIG, lease.channels[0], write=True)
+    sizing = await sizing_for(CONFIG, lease.channels[0], write=True)
     pump: WritePump | None = None
     try:
         async with pumping(lease, CONFIG, sizing, size=len(data)) as setup:
