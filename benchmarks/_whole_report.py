@@ -65,7 +65,7 @@ def format_header(machine: dict[str, str], matrix: Matrix, where: str) -> str:
     lines.append(
         f"- **net MB/s**: size / (whole s − set-up s), the set-up being a {SETUP_SIZE}-byte "
         "file's whole command (same client, direction and link); **% link** is net MB/s "
-        "against the link rate"
+        "against the link rate; – when the file took no longer than its set-up (noise)"
     )
     if any(s.rtt_ms is not None and s.rate_mbit is not None for s in matrix.settings):
         lines.append(
