@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_loopback import MIB, parse_size, sha256_file
+from _bench_common import MIB, parse_size, sha256_file
 
 _SPEC_RE = re.compile(r"^(\d+)x([^:+]+):(\d+)(?:\+(\d+)x(.+))?$")
 _CHUNK = MIB

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _bench_common import Client, Sample, _indent
 from _tree_files import Tree, TreeSpec
 from _wan_link import Link, LinkRecord
 from _wan_report import _fmt
-from bench_loopback import Client, Sample, _indent
 
 RATIO_BASE = "sftp-r"
 PROBE = "probe"

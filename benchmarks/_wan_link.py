@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench_loopback import (
+from _bench_common import (
     PUT_NAME,
     REPO_ROOT,
     _indent,

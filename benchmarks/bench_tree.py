@@ -26,6 +26,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _bench_common import (
+    MIB,
+    REPO_ROOT,
+    Client,
+    Paths,
+    _tail,
+    asyncssh_argv,
+    machine_info,
+    parse_size,
+    positive_int,
+    rotated,
+    run_measured,
+    scratch_dir,
+    sftp_argv,
+)
 from _tree_files import (
     Tree,
     TreeSpec,
@@ -55,21 +70,6 @@ from _wan_link import (
     last_json_object,
 )
 from _wan_report import format_links
-from bench_loopback import (
-    MIB,
-    REPO_ROOT,
-    Client,
-    Paths,
-    _tail,
-    asyncssh_argv,
-    machine_info,
-    parse_size,
-    positive_int,
-    rotated,
-    run_measured,
-    scratch_dir,
-    sftp_argv,
-)
 from bench_wan import STOCK_MAX_SESSIONS, float_list, name_list
 
 from sshpipe.testing.sshd import SSHServerInfo, openssh_server

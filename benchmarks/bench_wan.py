@@ -1,35 +1,48 @@
 #!/usr/bin/env python3
-"""SFTP throughput against round-trip time: sshpipe vs OpenSSH sftp vs asyncssh over a slow link.
+"""Whole-command SFTP time over a slow link: sshpipe vs OpenSSH sftp (vs asyncssh).
 
 Starts one throwaway OpenSSH sshd (stock ``MaxSessions 10``) and, for every
 (RTT, rate) setting, one user-space link emulator process
-(``python -m sshpipe.linkemu``) in front of it. Every client connects to the
-emulator's port. For each setting, client and direction it times a 1-byte
-transfer (the set-up cost: process start, connect, authentication, open,
-close) and a full transfer, rotating the client order every repetition, and
-reports the rate net of set-up: size / (median wall - median set-up wall).
-Every output is checked against its source's sha256.
+(``python -m sshpipe.linkemu``) in front of it; every client connects to the
+emulator's port. Per setting and repetition each client copies a 1-byte file
+(its set-up), then every size, get and put, the client order rotated every
+repetition. The headline is the whole command (process start to exit) and
+size / that time; net of set-up is a second column. A thin link (40 ms,
+20 Mbit/s, 12 MiB) follows the matrix. Every output is checked against its
+source's sha256. Tables: ``OUT/results.md``; everything: ``OUT/results.json``.
 
 With ``--server HOST:PORT`` it skips sshd and the emulator and measures one
 existing server over whatever link lies between (e.g. kernel netem, see
 docker-compose.yml).
 
-Run from the repo root:  python benchmarks/bench_wan.py            (full matrix)
-                         python benchmarks/bench_wan.py --quick    (smoke run)
+Run from the repo root:  python benchmarks/bench_wan.py            (full matrix, ~30 min)
+                         python benchmarks/bench_wan.py --quick    (smoke run, ~2 min)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _bench_common import (
+    MIB,
+    REPO_ROOT,
+    Client,
+    Paths,
+    build_argv,
+    machine_info,
+    parse_size,
+    positive_int,
+    run_measured,
+    scratch_dir,
+    size_label,
+    size_list,
+)
 from _wan_link import (
     SFTP_TUNED_ARGS,
     BenchError,
@@ -41,64 +54,46 @@ from _wan_link import (
     Source,
     client_view,
     emulated_view,
-    last_json_object,
 )
-from _wan_report import (
-    SETUP_SIZE,
-    WanRun,
-    WanSample,
-    format_header,
-    format_links,
-    format_table,
-    report_sample,
-    summarize,
-    write_results,
-)
-from bench_loopback import (
-    GET_NAME,
-    MIB,
-    PUT_NAME,
-    REPO_ROOT,
-    Client,
-    Paths,
-    _tail,
-    build_argv,
-    machine_info,
-    parse_size,
-    positive_int,
-    remove_output,
-    rotated,
-    run_measured,
-    scratch_dir,
-    verify_file,
-)
+from _wan_report import format_links
+from _whole import SETUP_SIZE, Matrix, Setting, Where, make_sources, run_setting, summarize
+from _whole_report import format_header, format_tables, write_results
 
 from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 
-# Run as a file, this directory is on sys.path (for bench_loopback, _wan_link and
-# _wan_report); sshpipe itself must be installed (scripts/test.sh: pip install -e .).
+# Run as a file, this directory is on sys.path (for the _*.py helpers); sshpipe
+# itself must be installed (scripts/test.sh: pip install -e .).
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-DEFAULT_JSON = RESULTS_DIR / "wan-latest.json"
-QUICK_JSON = RESULTS_DIR / "wan-quick.json"
+DEFAULT_OUT = RESULTS_DIR / "wan"
+QUICK_OUT = RESULTS_DIR / "wan-quick"
 ALL_CLIENTS = ("sftp-default", "sftp-tuned", "asyncssh", "sshpipe")
+# sftp with its defaults is what sshpipe is compared with; the other two only add
+# minutes (each is capped by the same 2 MiB window): opt in with --clients.
+DEFAULT_CLIENTS = ("sftp-default", "sshpipe")
 ALL_DIRECTIONS = ("get", "put")
 # Stock sshd's MaxSessions: the benchmark is about what a default server allows.
 STOCK_MAX_SESSIONS = 10
 DEFAULTS: dict[str, Any] = {
     "rtts": (20.0, 100.0, 300.0),
-    "rates": (1000.0, 400.0),
-    "size": 256 * MIB,
-    "baseline_size": 64 * MIB,
+    "rates": (1000.0,),
+    "sizes": (8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB),
+    # sftp's one 2 MiB window per round trip is ~7 MB/s at 300 ms: 1 GiB would be
+    # 2.5 min a transfer, 15 min of the run (--sizes-at 300=8M,64M,256M,1G adds it).
+    "sizes_at": {300.0: (8 * MIB, 64 * MIB, 256 * MIB)},
     "reps": 3,
 }
 QUICK: dict[str, Any] = {
-    "rtts": (20.0, 100.0),
+    "rtts": (20.0,),
     "rates": (1000.0,),
-    "size": 64 * MIB,
-    "baseline_size": 16 * MIB,
+    "sizes": (8 * MIB, 64 * MIB),
+    "sizes_at": {},
     "reps": 1,
 }
+# Issue 13's thin link: a slow line where only the link, not the window, limits.
+THIN_RTT_MS = 40.0
+THIN_RATE_MBIT = 20.0
+THIN_SIZE = 12 * MIB
 HOST_KEY_CHECK_TIMEOUT = 60.0
 
 
@@ -126,27 +121,47 @@ def host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def rtt_sizes(text: str) -> tuple[float, tuple[int, ...]]:
+    rtt, sep, sizes = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected RTT=SIZES like 300=8M,64M: {text!r}")
+    return float_list(rtt)[0], size_list(sizes)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rtts", type=float_list, help="RTTs in ms (default 20,100,300)")
-    parser.add_argument("--rates", type=float_list, help="link rates in Mbit/s (default 1000,400)")
+    parser.add_argument("--rates", type=float_list, help="link rates in Mbit/s (default 1000)")
     parser.add_argument(
         "--queue", type=parse_size, help="emulator queue in bytes (default: the emulator's own)"
     )
-    parser.add_argument("--size", type=parse_size, help="sshpipe's file size (default 256M)")
     parser.add_argument(
-        "--baseline-size",
-        type=parse_size,
-        help="file size for sftp-default, sftp-tuned and asyncssh (default 64M)",
+        "--sizes", type=size_list, help="file sizes at every RTT (default 8M,64M,256M,1G)"
+    )
+    parser.add_argument(
+        "--sizes-at",
+        type=rtt_sizes,
+        action="append",
+        metavar="RTT=SIZES",
+        help="other sizes at one RTT, e.g. 300=8M,64M,256M,1G; may repeat "
+        "(default, without --sizes: 300=8M,64M,256M)",
+    )
+    parser.add_argument(
+        "--no-thin",
+        dest="thin",
+        action="store_false",
+        help=f"skip the thin link ({THIN_RTT_MS:g} ms, {THIN_RATE_MBIT:g} Mbit/s, "
+        f"{size_label(THIN_SIZE)})",
     )
     parser.add_argument("--reps", type=positive_int, help="repetitions (default 3)")
     parser.add_argument(
         "--clients",
         type=name_list,
-        default=list(ALL_CLIENTS),
-        help=f"comma-separated subset of {','.join(ALL_CLIENTS)}",
+        default=list(DEFAULT_CLIENTS),
+        help=f"comma-separated subset of {','.join(ALL_CLIENTS)} "
+        f"(default {','.join(DEFAULT_CLIENTS)})",
     )
     parser.add_argument(
         "--directions", type=name_list, default=list(ALL_DIRECTIONS), help="get,put or one of them"
@@ -154,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run: rtts 20,100, rate 1000, sizes 64M/16M, 1 rep, results in "
-        f"{QUICK_JSON.name} (explicit options still win)",
+        help=f"smoke run: rtt 20, sizes 8M,64M, 1 rep, results in {QUICK_OUT.name}/ "
+        "(explicit options still win)",
     )
     parser.add_argument(
         "--max-sessions",
@@ -173,11 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MB/S",
         help="plus size / this rate: a transfer slower than ~1 MB/s is killed (default 1)",
     )
-    parser.add_argument("--workdir", type=Path, help="parent of the scratch dir (default: temp)")
     parser.add_argument(
-        "--json",
+        "--workdir", type=Path, help="parent of the scratch dir (default: temp; use the "
+        "checkout's file system, e.g. ../bench-scratch)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--out",
         type=Path,
-        help=f"raw results (default {DEFAULT_JSON}); the table goes next to it as .txt",
+        help=f"directory for results.json and results.md (default {DEFAULT_OUT})",
     )
     remote = parser.add_argument_group(
         "existing server (no local sshd, no emulator; one link setting)"
@@ -202,11 +220,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     preset = QUICK if args.quick else DEFAULTS
-    for key in ("size", "baseline_size", "reps"):
-        if getattr(args, key) is None:
-            setattr(args, key, preset[key])
-    if args.json is None:
-        args.json = QUICK_JSON if args.quick else DEFAULT_JSON
+    if args.reps is None:
+        args.reps = preset["reps"]
+    explicit = dict(args.sizes_at or [])
+    if args.sizes is None:
+        args.sizes = preset["sizes"]
+        args.sizes_at = {**preset["sizes_at"], **explicit}
+    else:
+        args.sizes_at = explicit
+    if args.out is None:
+        args.out = QUICK_OUT if args.quick else DEFAULT_OUT
     unknown = [c for c in args.clients if c not in ALL_CLIENTS]
     if unknown or not args.clients:
         parser.error(f"--clients: choose from {','.join(ALL_CLIENTS)}")
@@ -224,7 +247,8 @@ def resolve_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
                 parser.error(f"--{flag.replace('_', '-')} only goes with --server")
         return
     # --server: one setting; --rtts/--rates, if given, describe the link (for
-    # "% of link" and the plot), they do not shape it.
+    # "% link" and the floor), they do not shape it. No thin link to shape either.
+    args.thin = False
     for key in ("rtts", "rates"):
         value = getattr(args, key)
         if value is not None and len(value) != 1:
@@ -243,125 +267,54 @@ def select_clients(args: argparse.Namespace) -> list[Client]:
         "sftp-default": Client("sftp-default", "sftp"),
         "sftp-tuned": Client("sftp-tuned", "sftp", SFTP_TUNED_ARGS),
         "asyncssh": Client("asyncssh", "asyncssh"),
-        # --json after bench_loopback's -q: the stats object still prints.
+        # --json after -q: the stats object still prints, and lands in the JSON.
         "sshpipe": Client("sshpipe", "sshpipe", ("--json",)),
     }
     return [available[name] for name in dict.fromkeys(args.clients)]
 
 
-def make_links(args: argparse.Namespace) -> list[Link]:
+def link_label(rtt: float, rate: float) -> str:
+    return f"{rtt:g} ms RTT, {rate:g} Mbit/s"
+
+
+def make_settings(args: argparse.Namespace) -> list[Setting]:
     if args.server is not None:
         rtt = args.rtts[0] if args.rtts else None
         rate = args.rates[0] if args.rates else None
         described = rtt is not None and rate is not None
-        default = f"{rtt:g} ms {rate:g} Mbit/s" if described else "{}:{}".format(*args.server)
-        label = args.link_label or default
-        return [Link(label=label, rtt_ms=rtt, rate_mbit=rate)]
-    return [
-        Link(label=f"{rtt:g} ms {rate:g} Mbit/s", rtt_ms=rtt, rate_mbit=rate)
+        default = link_label(rtt, rate) if described else "{}:{}".format(*args.server)
+        sizes = args.sizes_at.get(rtt, args.sizes)
+        return [Setting(args.link_label or default, rtt, rate, sizes)]
+    settings = [
+        Setting(link_label(rtt, rate), rtt, rate, args.sizes_at.get(rtt, args.sizes))
         for rate in args.rates
         for rtt in args.rtts
     ]
+    if args.thin:
+        label = link_label(THIN_RTT_MS, THIN_RATE_MBIT)
+        settings.append(Setting(label, THIN_RTT_MS, THIN_RATE_MBIT, (THIN_SIZE,), role="thin"))
+    return settings
 
 
-# --------------------------------------------------------------------------- server-side files
-
-
-def make_sources(run: WanRun, files: ServerFiles, scratch: Path) -> dict[int, Source]:
-    sizes = sorted({SETUP_SIZE, *(run.size_for(c) for c in run.clients)})
-    sources: dict[int, Source] = {}
-    for size in sizes:
-        print(f"writing {size} random bytes for the source ...", flush=True)
-        sources[size] = files.create_source(size, f"source-{size}.bin", scratch)
-    os.sync()
-    return sources
+def as_link(setting: Setting) -> Link:
+    return Link(label=setting.label, rtt_ms=setting.rtt_ms, rate_mbit=setting.rate_mbit)
 
 
 # --------------------------------------------------------------------------- measuring
 
 
-@dataclass
-class Context:
-    run: WanRun
-    server: SSHServerInfo  # as the clients see it (the emulator's port)
-    files: ServerFiles
-    sources: dict[int, Source]
-    local: Path
-    logs: Path
+def make_where(
+    args: argparse.Namespace, server: SSHServerInfo, files: ServerFiles,
+    sources: dict[int, Source], scratch: Path,
+) -> Where:  # fmt: skip
+    def timeout(size: int) -> float:
+        return float(args.timeout_base + size / (args.timeout_rate * 1e6))
+
+    return Where(server=server, files=files, sources=sources, local=scratch / "local",
+                 logs=scratch / "logs", timeout=timeout)  # fmt: skip
 
 
-def timeout_for(args: argparse.Namespace, size: int) -> float:
-    return float(args.timeout_base + size / (args.timeout_rate * 1e6))
-
-
-def run_sample(
-    ctx: Context, link: Link, client: Client, direction: str, kind: str, rep: int, position: int
-) -> WanSample:
-    size = SETUP_SIZE if kind == "setup" else ctx.run.size_for(client)
-    source = ctx.sources[size]
-    get_output = ctx.local / GET_NAME
-    put_output = ctx.files.path(PUT_NAME)
-    paths = Paths(
-        source=source.remote if direction == "get" else source.local,
-        get_output=get_output,
-        put_output=put_output,
-        logs=ctx.logs,
-    )
-    remove_output(get_output)
-    argv = build_argv(client, direction, ctx.server, paths)
-    timeout = timeout_for(ctx.run.args, size)
-    sample = WanSample(
-        rep=rep, position=position, client=client.name, direction=direction, argv=argv,
-        link=link.label, kind=kind, size_bytes=size, timeout_s=timeout,
-    )  # fmt: skip
-    slug = re.sub(r"[^\w.-]+", "_", link.label)
-    log_path = ctx.logs / f"{slug}-{client.name}-{direction}-{kind}-rep{rep}.log"
-    measured = run_measured(argv, log_path, timeout)
-    sample.wall_s = measured.wall_s
-    sample.cpu_s = measured.cpu_s
-    sample.maxrss_kib = measured.maxrss_kib
-    sample.exit_code = measured.exit_code
-    if client.kind == "sshpipe":
-        sample.sshpipe_stats = last_json_object(_read(log_path))
-    sample.output_tail = "\n".join(
-        line for line in _tail(log_path).splitlines() if not line.startswith("{")
-    )
-    if measured.timed_out:
-        sample.error = f"killed after the {timeout:g} s timeout"
-    elif measured.exit_code != 0:
-        sample.error = f"exit code {measured.exit_code}"
-    elif direction == "get":
-        sample.error = verify_file(get_output, size, source.sha256)
-    else:
-        sample.error = ctx.files.verify(put_output, size, source.sha256)
-    sample.ok = sample.error is None
-    sample.mb_per_s = size / 1e6 / measured.wall_s if sample.ok else 0.0
-    remove_output(get_output)
-    if direction == "put":
-        ctx.files.remove(put_output)
-    return sample
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-def run_link(ctx: Context, link: Link) -> None:
-    run = ctx.run
-    for rep in range(run.args.reps):
-        for position, client in enumerate(rotated(run.clients, rep)):
-            for direction in run.directions:
-                # Set-up probe right before the transfer it is subtracted from.
-                for kind in ("setup", "transfer"):
-                    sample = run_sample(ctx, link, client, direction, kind, rep, position)
-                    run.samples.append(sample)
-                    report_sample(sample, run.args.reps)
-
-
-def check_host_keys_enforced(ctx: Context, scratch: Path) -> None:
+def check_host_keys_enforced(where: Where, clients: list[Client], scratch: Path) -> None:
     """Every client must refuse the server when its key is not in known_hosts.
 
     Guards the benchmark's own plumbing: a wrong option that turned checking
@@ -370,52 +323,55 @@ def check_host_keys_enforced(ctx: Context, scratch: Path) -> None:
     empty = scratch / "known_hosts-empty"
     empty.write_text("")
     stranger = client_view(
-        ctx.server, scratch, "empty", host=ctx.server.host, port=ctx.server.port,
+        where.server, scratch, "empty", host=where.server.host, port=where.server.port,
         known_hosts=empty,
     )  # fmt: skip
-    source = ctx.sources[SETUP_SIZE]
-    output = ctx.local / "hostkey-check.bin"
-    paths = Paths(source=source.remote, get_output=output, put_output=output, logs=ctx.logs)
+    source = where.sources[SETUP_SIZE]
+    output = where.local / "hostkey-check.bin"
+    paths = Paths(source=source.remote, get_output=output, put_output=output, logs=where.logs)
     accepted = []
-    for client in ctx.run.clients:
+    for client in clients:
         argv = build_argv(client, "get", stranger, paths)
-        log = ctx.logs / f"hostkey-check-{client.name}.log"
+        log = where.logs / f"hostkey-check-{client.name}.log"
         measured = run_measured(argv, log, HOST_KEY_CHECK_TIMEOUT)
         if measured.exit_code == 0 or output.exists():
             accepted.append(client.name)
         output.unlink(missing_ok=True)
     if accepted:
         raise BenchError(f"host key checking is OFF for {accepted}: they accepted an unknown key")
-    print(f"host keys: {len(ctx.run.clients)} client(s) refused an unknown key (good)\n")
+    print(f"host keys: {len(clients)} client(s) refused an unknown key (good)\n")
 
 
 # --------------------------------------------------------------------------- main
 
 
-def benchmark_emulated(run: WanRun, scratch: Path, local: Path, logs: Path) -> None:
-    args = run.args
+def benchmark_emulated(
+    args: argparse.Namespace, matrix: Matrix, records: list[LinkRecord], scratch: Path
+) -> None:
     with openssh_server(scratch / "server", max_sessions=args.max_sessions) as srv:
         files = LocalServerFiles(srv.root)
-        sources = make_sources(run, files, scratch)
+        sources = make_sources(matrix, files, scratch)
         checked = False
-        for link in run.links:
+        for setting in matrix.settings:
+            link = as_link(setting)
             record = LinkRecord(
                 label=link.label, rtt_ms=link.rtt_ms, rate_mbit=link.rate_mbit,
                 queue_bytes=args.queue,
             )  # fmt: skip
-            run.links_done.append(record)
+            records.append(record)
+            logs = scratch / "logs"
             with emulated_view(link, srv, args.queue, scratch, logs, record) as view:
-                ctx = Context(run=run, server=view, files=files, sources=sources,
-                              local=local, logs=logs)  # fmt: skip
+                where = make_where(args, view, files, sources, scratch)
                 if not checked:
-                    check_host_keys_enforced(ctx, scratch)
+                    check_host_keys_enforced(where, matrix.clients, scratch)
                     checked = True
-                run_link(ctx, link)
+                run_setting(matrix, setting, where)
             print(format_links([record]) + "\n", flush=True)
 
 
-def benchmark_server(run: WanRun, scratch: Path, local: Path, logs: Path) -> None:
-    args = run.args
+def benchmark_server(
+    args: argparse.Namespace, matrix: Matrix, records: list[LinkRecord], scratch: Path
+) -> None:
     host, port = args.server
     user = args.user or os.environ.get("USER") or "root"
     key, kh = args.identity.resolve(), args.known_hosts.resolve()
@@ -424,18 +380,28 @@ def benchmark_server(run: WanRun, scratch: Path, local: Path, logs: Path) -> Non
         root=Path(args.remote_dir), ssh_config=Path(os.devnull), log_file=Path(os.devnull),
     )  # fmt: skip
     view = client_view(base, scratch, "server", host=host, port=port, known_hosts=kh)
-    link = run.links[0]
-    run.links_done.append(LinkRecord(label=link.label, rtt_ms=link.rtt_ms,
-                                     rate_mbit=link.rate_mbit))  # fmt: skip
-    files = RemoteServerFiles(view, args.remote_dir, logs)
+    setting = matrix.settings[0]
+    records.append(LinkRecord(label=setting.label, rtt_ms=setting.rtt_ms,
+                              rate_mbit=setting.rate_mbit))  # fmt: skip
+    files = RemoteServerFiles(view, args.remote_dir, scratch / "logs")
     try:
-        sources = make_sources(run, files, scratch)
-        ctx = Context(run=run, server=view, files=files, sources=sources, local=local, logs=logs)
-        check_host_keys_enforced(ctx, scratch)
-        print(f"== {link.label}", flush=True)
-        run_link(ctx, link)
+        sources = make_sources(matrix, files, scratch)
+        where = make_where(args, view, files, sources, scratch)
+        check_host_keys_enforced(where, matrix.clients, scratch)
+        print(f"== {setting.label}", flush=True)
+        run_setting(matrix, setting, where)
     finally:
         files.cleanup()
+
+
+def describe_where(args: argparse.Namespace) -> str:
+    if args.server is not None:
+        return f"existing server {args.server[0]}:{args.server[1]}, no emulator"
+    queue = f"queue {args.queue} B" if args.queue else "queue one BDP (at least 1 MiB)"
+    return (
+        "user-space link emulator (`python -m sshpipe.linkemu`, its own process) in front of "
+        f"one OpenSSH sshd with MaxSessions {args.max_sessions}; {queue}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -447,57 +413,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("OpenSSH sftp not found on PATH")
     if args.server is None and not (REPO_ROOT / "sshpipe" / "linkemu" / "__main__.py").exists():
         parser.error("sshpipe/linkemu is missing: the emulator is needed without --server")
-    run = WanRun(
-        args=args,
+    matrix = Matrix(
         clients=clients,
         directions=list(dict.fromkeys(args.directions)),
-        links=make_links(args),
-        mode="emulator" if args.server is None else "server",
+        settings=make_settings(args),
+        reps=args.reps,
     )
+    records: list[LinkRecord] = []
+    errors: list[str] = []
     machine = machine_info()
-    print(format_header(machine, run) + "\n", flush=True)
+    header = format_header(machine, matrix, describe_where(args))
+    print(header + "\n", flush=True)
     try:
         with scratch_dir(args.workdir) as scratch:
-            local, logs = scratch / "local", scratch / "logs"
-            local.mkdir()
-            logs.mkdir()
-            if run.mode == "emulator":
-                benchmark_emulated(run, scratch, local, logs)
+            (scratch / "local").mkdir()
+            (scratch / "logs").mkdir()
+            if args.server is None:
+                benchmark_emulated(args, matrix, records, scratch)
             else:
-                benchmark_server(run, scratch, local, logs)
+                benchmark_server(args, matrix, records, scratch)
     except BenchError as exc:
-        run.setup_errors.append(str(exc))
+        errors.append(str(exc))
         print(f"\nbenchmark set-up FAILED: {exc}", file=sys.stderr)
     finally:
         # Partial results are still worth keeping after a crash or ^C.
-        rows = summarize(run)
-        text = "\n\n".join(
-            part
-            for part in (
-                format_header(machine, run),
-                format_table(rows),
-                format_links(run.links_done),
-            )
-            if part
+        rows, setups = summarize(matrix)
+        links = format_links(records)
+        markdown = f"## SFTP over an emulated WAN: whole command\n\n{header}\n\n"
+        markdown += format_tables(rows, setups, matrix)
+        if links:
+            markdown += f"\n\n### Emulator\n\n```\n{links}\n```"
+        extra = {
+            "mode": "emulator" if args.server is None else "server",
+            "max_sessions": args.max_sessions if args.server is None else None,
+            "queue_bytes": args.queue,
+            "server": None if args.server is None else "{}:{}".format(*args.server),
+            "quick": args.quick,
+            "timeout_base_s": args.timeout_base,
+            "timeout_rate_mb_per_s": args.timeout_rate,
+            "links": [rec.__dict__ for rec in records],
+            "errors": errors,
+        }
+        write_results(args.out, "wan", machine, matrix, rows, setups, markdown, extra)
+    print("\n" + markdown)
+    print(f"\nresults: {args.out / 'results.md'}, {args.out / 'results.json'}")
+    return report_failures(matrix, records, errors)
+
+
+def report_failures(matrix: Matrix, records: list[LinkRecord], errors: list[str]) -> int:
+    failed = [s for s in matrix.samples if not s.ok]
+    link_errors = [rec for rec in records if rec.error]
+    if not (failed or link_errors or errors):
+        return 0
+    if failed:
+        print(f"\n{len(failed)} run(s) FAILED:", file=sys.stderr)
+    for s in failed:
+        print(
+            f"  {s.setting} rep {s.rep + 1} {s.client} {s.direction} "
+            f"{size_label(s.size_bytes)}: {s.error}",
+            file=sys.stderr,
         )
-        write_results(args.json, machine, run, rows, text)
-    print("\n" + text)
-    print(f"\nraw samples: {args.json}\ntable: {args.json.with_suffix('.txt')}")
-    failed = [s for s in run.samples if not s.ok]
-    link_errors = [rec for rec in run.links_done if rec.error]
-    if failed or link_errors or run.setup_errors:
-        print(f"\n{len(failed)} run(s) FAILED:" if failed else "", file=sys.stderr)
-        for s in failed:
-            print(
-                f"  {s.link} rep {s.rep + 1} {s.client} {s.direction} {s.kind}: {s.error}",
-                file=sys.stderr,
-            )
-        for rec in link_errors:
-            print(f"  {rec.label}: emulator: {rec.error}", file=sys.stderr)
-        for error in run.setup_errors:
-            print(f"  set-up: {error}", file=sys.stderr)
-        return 1
-    return 0
+    for rec in link_errors:
+        print(f"  {rec.label}: emulator: {rec.error}", file=sys.stderr)
+    for error in errors:
+        print(f"  set-up: {error}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

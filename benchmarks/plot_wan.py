@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Plot bench_wan.py's results: net throughput against RTT, one line per client.
+"""Plot bench_wan.py's results: whole-command MB/s against RTT, one line per client and size.
 
-One panel per (direction, link rate); the link rate is the dashed line. Needs
-matplotlib (``pip install -e '.[bench]'``).
+One panel per (direction, link rate); the link rate is the dashed line; the
+thin link is left out (it is one point). ``--net`` plots net of set-up
+instead. Reads ``results.json`` (schema sshpipe-bench-whole/1) or, for the
+older single-size files, their ``summary`` rows (net only). Needs matplotlib
+(``pip install -e '.[bench]'``).
 
 Run from the repo root:  python benchmarks/plot_wan.py
-                         python benchmarks/plot_wan.py --json results/wan-quick.json --out x.png
+                         python benchmarks/plot_wan.py --net --out net.png
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_JSON = RESULTS_DIR / "wan-latest.json"
-DEFAULT_PNG = RESULTS_DIR / "wan-throughput.png"
+DEFAULT_JSON = RESULTS_DIR / "wan" / "results.json"
+DEFAULT_PNG = RESULTS_DIR / "wan" / "throughput.png"
+# Bigger files are drawn bolder: the line a size makes is read against its neighbours.
+SIZE_STYLES = (":", "-.", "--", "-")
 # Fixed per client, so a colour means the same thing in every plot.
 STYLES: dict[str, dict[str, Any]] = {
     # Dotted and larger, so it still shows where it lies under sftp-tuned.
@@ -38,47 +43,61 @@ def build_parser() -> argparse.ArgumentParser:
         "--linear", action="store_true", help="linear axes (default: log-log, where a "
         "window-limited client, rate = window / RTT, is a straight line of slope -1)"
     )  # fmt: skip
+    parser.add_argument("--net", action="store_true", help="net of set-up instead of whole command")
     return parser
 
 
-def _title(document: dict[str, Any]) -> str:
+def _title(document: dict[str, Any], metric: str) -> str:
     machine = document.get("machine", {})
     settings = document.get("settings", {})
+    if not isinstance(settings, dict):  # the new schema lists settings; details are top-level
+        settings = {}
     created = str(document.get("created", ""))[:10]
-    sizes = (
-        f"sshpipe {settings.get('size_bytes', 0) / 2**20:g} MiB, others "
-        f"{settings.get('baseline_size_bytes', 0) / 2**20:g} MiB, median of "
-        f"{settings.get('reps', '?')}"
-    )
+    reps = document.get("reps", settings.get("reps", "?"))
+    sizes = f"median of {reps}; line style: file size"
     if document.get("mode") == "server":
-        where = f"existing server {settings.get('server')}"
+        where = f"existing server {document.get('server', settings.get('server'))}"
     else:
-        where = f"user-space emulator, sshd MaxSessions {settings.get('max_sessions')}"
+        sessions = document.get("max_sessions", settings.get("max_sessions"))
+        where = f"user-space emulator, sshd MaxSessions {sessions}"
     return (
-        f"SFTP throughput net of set-up against RTT — {where}\n"
+        f"SFTP {metric} against RTT — {where}\n"
         f"{machine.get('cpu', '?')} ×{machine.get('nproc', '?')}, {machine.get('kernel', '')}, "
         f"{created}\n{sizes}"
     )
 
 
-def plot(document: dict[str, Any], out: Path, *, linear: bool) -> int:
+def _rows(document: dict[str, Any], net: bool) -> tuple[list[dict[str, Any]], str]:
+    """(rows with "rtt_ms", "rate_mbit", "client", "direction", "size_bytes", "y"), metric."""
+    if "rows" in document:
+        key = "net_mb_per_s" if net else "whole_mb_per_s"
+        metric = "net MB/s (of set-up)" if net else "whole-command MB/s"
+        source = [r for r in document["rows"] if r.get("role") == "matrix"]
+    else:
+        key, metric, source = "net_mb_per_s", "net MB/s (of set-up)", document["summary"]
+    rows = [
+        {**r, "y": r.get(key)}
+        for r in source
+        if r.get("rtt_ms") is not None and r.get("rate_mbit") is not None
+    ]
+    return rows, metric
+
+
+def plot(document: dict[str, Any], out: Path, *, linear: bool, net: bool) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    rows = [
-        r
-        for r in document["summary"]
-        if r.get("rtt_ms") is not None and r.get("rate_mbit") is not None
-    ]
+    rows, metric = _rows(document, net)
     if not rows:
         print("nothing to plot: no row with a known RTT and rate", file=sys.stderr)
         return 1
     directions = [d for d in ("get", "put") if any(r["direction"] == d for r in rows)]
     rates = sorted({r["rate_mbit"] for r in rows}, reverse=True)
     clients = list(dict.fromkeys(r["client"] for r in rows))
+    sizes = sorted({r["size_bytes"] for r in rows})
     rtts = sorted({r["rtt_ms"] for r in rows})
     fig, axes = plt.subplots(
         len(directions), len(rates), figsize=(max(7.5, 5.2 * len(rates)), 4.0 * len(directions)),
@@ -95,15 +114,21 @@ def plot(document: dict[str, Any], out: Path, *, linear: bool) -> int:
                 textcoords="offset points", fontsize=8,
             )  # fmt: skip
             for client in clients:
-                points = sorted(
-                    (r["rtt_ms"], r["net_mb_per_s"])
-                    for r in rows
-                    if r["client"] == client and r["direction"] == direction
-                    and r["rate_mbit"] == rate and r["net_mb_per_s"]
-                )  # fmt: skip
-                if points:
+                for k, size in enumerate(sizes):
+                    points = sorted(
+                        (r["rtt_ms"], r["y"])
+                        for r in rows
+                        if r["client"] == client and r["direction"] == direction
+                        and r["rate_mbit"] == rate and r["size_bytes"] == size and r["y"]
+                    )  # fmt: skip
+                    if not points:
+                        continue
                     xs, ys = zip(*points, strict=True)
-                    ax.plot(xs, ys, label=client, **STYLES.get(client, {"marker": "x"}))
+                    style = dict(STYLES.get(client, {"marker": "x"}))
+                    if len(sizes) > 1:
+                        style["linestyle"] = SIZE_STYLES[max(0, k - len(sizes) + len(SIZE_STYLES))]
+                    label = client if len(sizes) == 1 else f"{client} {size / 2**20:g} MiB"
+                    ax.plot(xs, ys, label=label, **style)
             ax.set_title(f"{direction} at {rate:g} Mbit/s", fontsize=10)
             if not linear:
                 ax.set_xscale("log")
@@ -120,11 +145,11 @@ def plot(document: dict[str, Any], out: Path, *, linear: bool) -> int:
             if i == len(directions) - 1:
                 ax.set_xlabel("round-trip time (ms)")
             if j == 0:
-                ax.set_ylabel("net MB/s (10^6 B/s)")
+                ax.set_ylabel(f"{metric} (10^6 B/s)")
     if linear:
         axes[0][0].set_ylim(bottom=0)
     axes[0][0].legend(fontsize=8, loc="lower left")
-    fig.suptitle(_title(document), fontsize=10)
+    fig.suptitle(_title(document, metric), fontsize=10)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -135,7 +160,7 @@ def plot(document: dict[str, Any], out: Path, *, linear: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     document = json.loads(args.json.read_text())
-    return plot(document, args.out, linear=args.linear)
+    return plot(document, args.out, linear=args.linear, net=args.net)
 
 
 if __name__ == "__main__":
