@@ -156,10 +156,20 @@ class FlowController:
 
     @property
     def budget(self) -> int:
-        """Bytes the engine may charge at once: the target, on a LAN not below the floor."""
+        """Bytes the engine may charge at once: the target in whole blocks, rounded up.
+
+        The engine sends whole blocks, so a budget of 1.7 blocks holds one: on
+        a link slower than a block per round trip (20 Mbit/s, 40 ms, 255 KiB
+        blocks: a block is 100 ms of the link) the next request then leaves
+        only once the last byte of the one before is in, and the link idles a
+        round trip per block (1.8 MB/s of 2.5). Rounded up, the next block is
+        asked for while this one arrives. On a LAN not below the floor.
+        """
+        block = self.limits.block
+        whole = min(-(-self.target // block) * block, self.limits.memory_budget)
         if self.min_rtt >= LAN_RTT:
-            return self.target
-        return max(self.target, min(self.limits.min_in_flight, self.limits.memory_budget))
+            return whole
+        return max(whole, min(self.limits.min_in_flight, self.limits.memory_budget))
 
     def on_reply(self, now: float, *, rtt: float, delivered: int, in_flight: int) -> bool:
         """Account one answered request; returns True when a round ended.

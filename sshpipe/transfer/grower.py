@@ -49,8 +49,9 @@ class Grower:
 
     It starts as soon as the pump is sized (the controller's first guess
     comes from the RTT seen at set-up), so new channels' four round trips
-    overlap the first channel's OPEN (an upload's) or first READs. Channels that arrive before the pump
-    exists are parked; ``attach`` turns them into lease. Each channel becomes a
+    overlap the first channel's OPEN (an upload's) or first READs. Channels
+    that arrive before the pump exists are parked; ``attach`` turns them into
+    lease. Each channel becomes a
     lane as soon as it and its handle are open, not when the whole batch is (a
     new connection takes ten round trips). A channel or connection that cannot
     be opened only stops the growth: the transfer goes on with what it has.

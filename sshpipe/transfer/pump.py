@@ -270,9 +270,10 @@ async def pumping(
 
     The grower starts before an upload's file is open, so new channels' round
     trips overlap the first one's OPEN (a download opens its file first: its
-    OPEN goes out with the server's limits request, which sizes the pump). ``size``: the transfer's, when known before
-    the file is open (an upload's); ``shared``: a byte cap shared with other
-    transfers (a tree's big files).
+    OPEN goes out with the server's limits request, which sizes the pump).
+    ``size``: the transfer's, when known before the file is open (an
+    upload's); ``shared``: a byte cap shared with other transfers (a tree's
+    big files).
     """
     controller = make_controller(config, lease, sizing, size=size)
     async with growing(lease, controller) as grower:

@@ -734,3 +734,32 @@ def test_follows_a_slower_link() -> None:
     sim.run(Link(40 * MB, 0.1), 10.0)  # another flow now takes two thirds of the link
     assert ctl.max_rate == pytest.approx(40 * MB, rel=0.05), ctl
     assert ctl.target <= 1.25 * 40 * MB * 0.1 * 1.05, ctl
+
+
+def test_the_budget_is_the_target_in_whole_blocks_rounded_up() -> None:
+    block = 255 * 1024
+    ctl = FlowController(limits(block=block, min_in_flight=1), rtt0=0.04, now=0.0)
+    for target, budget in [
+        (int(1.7 * block), 2 * block),
+        (2 * block, 2 * block),
+        (1, block),
+        (MEMORY - 1, MEMORY),  # never past the memory budget
+    ]:
+        ctl.target = target
+        assert ctl.budget == budget, target
+
+
+def test_a_thin_link_is_kept_busy_by_whole_blocks() -> None:
+    """20 Mbit/s at 40 ms with 255 KiB blocks: a block is 100 ms of the link.
+
+    With k whole blocks in flight a block-by-block link delivers at most
+    k x block per (delay + block / rate): one block gave 1.8 MB/s of 2.5 (the
+    steady target, 1.7 blocks, was rounded down); the budget must hold two.
+    """
+    block, rate, delay = 255 * 1024, 2.5 * MB, 0.04
+    ctl = FlowController(limits(block=block, min_in_flight=1), rtt0=delay, now=0.0)
+    sim = Sim(ctl, whole_blocks=True)
+    sim.run(Link(rate, delay), 30.0)
+    assert ctl.phase == "steady"
+    blocks = ctl.budget // block
+    assert min(rate, blocks * block / (delay + block / rate)) >= 0.9 * rate, ctl
