@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import glob
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 from .._client import Client, connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
@@ -218,3 +220,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         say(f"internal error: {type(exc).__name__}: {exc} (set SSHPIPE_DEBUG=1 for details)")
         return EXIT_INTERNAL
+
+
+def run() -> NoReturn:
+    """``python -m sshpipe`` and the ``sshpipe`` command: ``main()``, then a quick exit.
+
+    The exit handlers run and the streams are flushed, but the interpreter is
+    not torn down: the modules' teardown and the last garbage collection of
+    asyncssh's and cryptography's objects took 0.15 s of an empty file's
+    0.7 s get on loopback.
+    """
+    code = main()
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken pipe: sys.exit would say 120
+        code = code or 120
+    os._exit(code)

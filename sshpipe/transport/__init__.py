@@ -18,4 +18,10 @@
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
 above this package sees them. May import: ``core``, ``_config``, ``_errors``.
+``loading`` imports asyncssh itself, before any module here does, without
+ctypes' slow search for a library it rarely finds.
 """
+
+from .loading import load_asyncssh
+
+load_asyncssh()

@@ -1,0 +1,76 @@
+"""What ``python -m sshpipe`` costs before it connects: what it runs and imports.
+
+Checked in fresh interpreters: this test process imported everything long ago.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from sshpipe.transport.loading import in_library_path
+
+
+def _fresh(code: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_loading_asyncssh_runs_no_compiler_or_linker() -> None:
+    """ctypes' search for liboqs ran gcc and ld in subprocesses: 40-60 ms a command."""
+    result = _fresh("""
+        import ctypes.util, json, subprocess
+        stock = ctypes.util.find_library
+        ran = []
+        popen_init = subprocess.Popen.__init__
+        def recording(self, args, *rest, **kwargs):
+            ran.append(args if isinstance(args, str) else " ".join(map(str, args)))
+            popen_init(self, args, *rest, **kwargs)
+        subprocess.Popen.__init__ = recording
+        import sshpipe.cli.main
+        print(json.dumps({"ran": ran, "restored": ctypes.util.find_library is stock}))
+    """)
+    assert result["restored"] is True
+    ran = result["ran"]
+    assert isinstance(ran, list)
+    assert not [cmd for cmd in ran if "gcc" in cmd or cmd.split()[0].endswith(("ld", "cc"))], ran
+
+
+def test_a_library_the_loader_would_find_is_found(tmp_path: Path) -> None:
+    (tmp_path / "liboqs.so.5").write_bytes(b"")
+    (tmp_path / "liboqsfoo.so").write_bytes(b"")
+    assert in_library_path("oqs", f"/nonexistent:{tmp_path}") == "liboqs.so.5"
+    assert in_library_path("nothing", str(tmp_path)) is None
+
+
+def test_a_plain_get_loads_no_tree_hashing_emulator_or_test_server(tmp_path: Path) -> None:
+    """The modules a single-file command imports, up to the connect (and a failed one)."""
+    result = _fresh(f"""
+        import json, sys
+        from sshpipe.cli.main import main
+        code = main(["get", "-o", "ConnectTimeout=1", "-P", "1", "-F", "/dev/null",
+                     "127.0.0.1:/nowhere", {str(tmp_path / "out")!r}])
+        print(json.dumps({{"code": code, "modules": sorted(sys.modules)}}))
+    """)
+    assert result["code"] != 0  # nobody listens on port 1: the command got to the connect
+    modules = result["modules"]
+    assert isinstance(modules, list)
+    heavy = [
+        m
+        for m in modules
+        if m.startswith(("sshpipe.tree.", "sshpipe.linkemu", "sshpipe.testing"))
+        and m != "sshpipe.tree.item"
+    ]
+    assert heavy == []
+    assert "sshpipe.durability.treejournal" not in modules
