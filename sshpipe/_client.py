@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
@@ -17,6 +18,7 @@ from ._config import (
 from ._errors import UsageError
 from ._stats import TransferStats, TreeProgress, TreeStats
 from .transfer.download import download
+from .transfer.lanes import channels_at_start
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
 from .transport.pool import ChannelPool
@@ -180,7 +182,8 @@ class Client:
             progress=progress,
         )
         if isinstance(remote, str) and not recursive:
-            async with self._pool.lease(cfg) as lease:
+            at_start = channels_at_start(cfg, size=None, write=False)
+            async with self._pool.lease(cfg, at_start=at_start) as lease:
                 if preserve:
                     from .tree.get import download_preserving
 
@@ -267,7 +270,8 @@ class Client:
             progress=progress,
         )
         if isinstance(local, str) and not recursive:
-            async with self._pool.lease(cfg) as lease:
+            at_start = channels_at_start(cfg, size=_size_of(local), write=True)
+            async with self._pool.lease(cfg, at_start=at_start) as lease:
                 if preserve:
                     from .tree.put import upload_preserving
 
@@ -362,6 +366,14 @@ class Client:
             raise UsageError("resume needs a file it can read again, not a stream")
         async with self._pool.lease(cfg) as lease:
             return await upload_stream(lease, chunks, remote, cfg, mode)
+
+
+def _size_of(path: str) -> int | None:
+    """The local file's size, to size the start (None: the upload will say what is wrong)."""
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return None
 
 
 def connect(

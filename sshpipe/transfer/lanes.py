@@ -10,10 +10,12 @@ most room.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._config import TransferConfig
 from ..core import codec
+from ..core.flowcontrol import FlowController, FlowLimits
 from ..core.sizing import Sizing, lane_cap, sizing
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
@@ -39,6 +41,44 @@ def sizing_of(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> Sizi
         window=sftp.peer_window if write else sftp.recv_window,
         write=write,
     )
+
+
+# What a server that has not answered yet is taken to allow: OpenSSH's limits.
+_GUESSED_LIMITS = codec.Limits(
+    max_packet_len=256 * 1024, max_read_len=261120, max_write_len=261120, max_open_handles=0
+)
+
+
+def channels_at_start(
+    config: TransferConfig, *, size: int | None, write: bool
+) -> Callable[[float], int]:
+    """How many channels the flow controller will want at once on a link of RTT ``rtt``.
+
+    For ``ChannelPool.lease(at_start=)``: its first target (``rtt`` x 1 Gbit/s,
+    at most ``size``) over what one channel carries, guessed before any
+    channel is open: OpenSSH's limits and, for an upload, sshd's 2 MiB window.
+    """
+
+    def count(rtt: float) -> int:
+        guess = sizing(
+            configured_block=config.block_size,
+            requests=config.requests,
+            default_window=config.window,
+            limits=_GUESSED_LIMITS,
+            window=0 if write else config.window,
+            write=write,
+        )
+        limits = FlowLimits(
+            memory_budget=config.max_bytes_in_flight,
+            min_in_flight=config.min_bytes_in_flight,
+            channel_capacity=max(1, guess.channel_capacity),
+            max_channels=config.channels_per_connection * config.max_connections,
+            size=size,
+            block=guess.block,
+        )
+        return FlowController(limits, rtt0=rtt, now=0.0).channels if rtt > 0 else 1
+
+    return count
 
 
 @dataclass(slots=True, eq=False)

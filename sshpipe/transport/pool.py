@@ -326,10 +326,14 @@ class ChannelPool:
                 for channels in new_counts:
                     group.create_task(on_new_link(channels))
         except BaseException:
-            for sftp in opened:
-                self._busy.discard(sftp)
-                self._forget(sftp)
-                sftp.close()
+            # Cancelled (or failed) midway: what opened is closed, unless it was
+            # already handed to ``ready`` (a grower's lane, a lease's spare):
+            # that is its holder's to give back.
+            if ready is None:
+                for sftp in opened:
+                    self._busy.discard(sftp)
+                    self._forget(sftp)
+                    sftp.close()
             raise
         finally:
             self._connecting -= unsettled[0]  # tasks cancelled before they started
@@ -383,14 +387,60 @@ class ChannelPool:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
 
     @contextlib.asynccontextmanager
-    async def lease(self, config: TransferConfig) -> AsyncIterator[PoolLease]:
-        """Channels for one transfer, given back to the pool when it ends."""
+    async def lease(
+        self, config: TransferConfig, *, at_start: Callable[[float], int] | None = None
+    ) -> AsyncIterator[PoolLease]:
+        """Channels for one transfer, given back to the pool when it ends.
+
+        ``at_start(rtt)``: how many channels the transfer will want at once on
+        a link of that round trip (the flow controller's first guess). All of
+        them are opened together, with the first, on more connections if need
+        be: the transfer gets the first as soon as it is open and the others
+        as they are (``PoolLease.add``), so none waits for measured growth.
+        """
         first = config.channels or 1
+        if config.channels is None and at_start is not None:
+            await self.open()
+            early = at_start(self._rtt_estimate()) - first
+            if early > 0:
+                async with self._leased_with_spares(config, first, early) as lease:
+                    yield lease
+                return
         lease = PoolLease(self, config, await self._take_channels(config, first, required=first))
         try:
             yield lease
         finally:
             self._give_back(config, lease.channels)
+
+    @contextlib.asynccontextmanager
+    async def _leased_with_spares(
+        self, config: TransferConfig, first: int, spares: int
+    ) -> AsyncIterator[PoolLease]:
+        """A lease of ``first`` channels, ``spares`` more being opened alongside.
+
+        The body's error is caught inside the TaskGroup (whose only task is
+        stopped first) and raised again outside it, as itself.
+        """
+        lease = PoolLease(self, config, [])
+        failure: BaseException | None = None
+        async with asyncio.TaskGroup() as group:
+            lease.open_spares(group, spares)
+            try:
+                lease.channels = await self._take_channels(config, first, required=first)
+                yield lease
+            except BaseException as exc:  # CancelledError and GeneratorExit too
+                failure = exc
+            await lease.stop_spares()
+        self._give_back(config, lease.channels + lease.spares)
+        if failure is not None:
+            try:
+                raise failure
+            finally:
+                failure = None  # no reference cycle through the traceback
+
+    def _rtt_estimate(self) -> float:
+        """The round trip the first connection's log-in took (0 if none is open)."""
+        return self._slots[0].link.rtt_estimate if self._slots else 0.0
 
     async def warm(self, config: TransferConfig, count: int) -> None:
         """Open up to ``count`` idle channels now, if there is room; never wait for one."""
@@ -408,6 +458,42 @@ class PoolLease:
             64, config.channels_per_connection * config.max_connections
         )
         self.can_grow = config.channels is None
+        # Channels opened at the start, before anyone asked (``ChannelPool.lease``):
+        # open and not yet handed out, and still being opened.
+        self.spares: list[SFTPSession] = []
+        self._spares_opening = 0
+        self._spare_came = asyncio.Event()
+        self._spare_task: asyncio.Task[None] | None = None
+
+    def open_spares(self, group: asyncio.TaskGroup, count: int) -> None:
+        """Start opening ``count`` channels that ``add`` hands out first."""
+        count = min(count, self.max_channels - 1)
+        if count <= 0:
+            return
+        self._spares_opening = count
+
+        def came(sftp: SFTPSession) -> None:
+            self._spares_opening -= 1
+            self.spares.append(sftp)
+            self._spare_came.set()
+
+        async def open_them() -> None:
+            try:
+                await self._client._take_channels(self._config, count, required=0, ready=came)
+            except SSHPipeError as exc:  # only the head start is lost
+                logger.debug("channels opened at the start: %s", exc)
+            finally:
+                self._spares_opening = 0
+                self._spare_came.set()
+
+        self._spare_task = group.create_task(open_them())
+
+    async def stop_spares(self) -> None:
+        """Stop opening spares and wait for it (those open stay in ``spares``)."""
+        task, self._spare_task = self._spare_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
 
     def __repr__(self) -> str:
         return f"<PoolLease channels={len(self.channels)}/{self.max_channels}>"
@@ -433,7 +519,23 @@ class PoolLease:
             if ready is not None:
                 ready(sftp)
 
-        return await self._client._take_channels(self._config, count, required=0, ready=arrived)
+        added: list[SFTPSession] = []
+        while len(added) < count and (self.spares or self._spares_opening):
+            if not self.spares:  # opened at the start: sooner here than a new one
+                self._spare_came.clear()
+                await self._spare_came.wait()
+                continue
+            sftp = self.spares.pop(0)
+            if sftp.broken is None:
+                added.append(sftp)
+                arrived(sftp)
+            else:
+                self._client._give_back(self._config, [sftp])
+        if len(added) < count:
+            added += await self._client._take_channels(
+                self._config, count - len(added), required=0, ready=arrived
+            )
+        return added
 
     async def recover(self, *, stalled: bool) -> None:
         """After a dropped (or, ``stalled``, silent) connection: fresh channels.

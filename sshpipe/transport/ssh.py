@@ -36,7 +36,7 @@ from .._errors import (
 )
 from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
-from .asyncssh_patches import ChannelTuning, tune_connection
+from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
 from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
 from .replies import ReplyClock
 from .sftp import SFTPSession
@@ -119,6 +119,7 @@ class SSHLink:
         # How the connection was set up (``core.timeline``): handed to the
         # first channel opened on it, whose transfer reports it.
         self.setup: list[tuple[str, float]] = []
+        self.rtt_estimate = 0.0  # seconds of one round trip, from the log-in
 
     def __repr__(self) -> str:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
@@ -329,4 +330,8 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     ):
         timeline.mark(name, at or timeline.last)
     link.setup = timeline.phases
+    # The log-in is one round trip when the key is signed at once (two when
+    # asyncssh queries it first), plus the server's check of one signature.
+    auth = dict(timeline.phases)["auth"]
+    link.rtt_estimate = auth if SIGNED_FIRST in patches else auth / 2
     return link
