@@ -386,3 +386,32 @@ async def test_a_failed_background_sync_fails_the_download(
             await sp.get(openssh_peer.remote("big.bin"), str(tmp_path / "big.bin"))
     assert not (tmp_path / "big.bin").exists()
     assert leftover_temps(tmp_path) == []
+
+
+class RecordingWrites(Recording):
+    """Records each WRITE served too."""
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        self.events.append(("write", self._paths[id(file_obj)]))
+        return super().write(file_obj, offset, data)
+
+
+async def test_a_big_upload_is_synced_while_it_runs_and_after_its_last_write(
+    faulty_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsync@openssh.com goes out while the WRITEs still do (on a channel of its own), and
+    once more after the last WRITE: only that one makes the whole file durable."""
+    monkeypatch.setattr(_writeback, "SYNC_EVERY", 4 * 1024 * 1024)
+    events: Events = []
+    data = os.urandom(20 * 1024 * 1024)
+    (tmp_path / "f.bin").write_bytes(data)
+    async with faulty_server(factory(RecordingWrites, Tracker(), events=events)) as peer:
+        async with peer.client(SYNCED) as sp:
+            await sp.put(str(tmp_path / "f.bin"), "/f.bin")
+        assert (peer.root / "f.bin").read_bytes() == data
+    rename = next(i for i, (kind, _) in enumerate(events) if kind == "rename")
+    temp = events[rename][1].split(" -> ")[0]
+    writes = [i for i, (kind, what) in enumerate(events) if kind == "write"]
+    syncs = [i for i, event in enumerate(events) if event == ("fsync", temp)]
+    assert any(i < writes[-1] for i in syncs), "no fsync while the writes went on"
+    assert any(writes[-1] < i < rename for i in syncs), "no fsync after the last write"
