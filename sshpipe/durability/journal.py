@@ -28,7 +28,7 @@ from ..core.readback import latest_disjoint
 from ..core.readplan import Range, ReadPlan
 from ..core.text import printable
 from ..local.dirfd import LocalFile, local_error, lstat, open_regular, remove
-from ..local.target import Batch
+from ..local.writeback import Batch
 
 logger = logging.getLogger("sshpipe.download")
 

@@ -68,6 +68,7 @@ class Grower:
         self._group: asyncio.TaskGroup | None = None
         self._task: asyncio.Task[None] | None = None
         self._bug: Exception | None = None
+        self._side = 0  # channels of the lease taken for other work than lanes
 
     def start(self, group: asyncio.TaskGroup) -> None:
         if self.lease.can_grow:
@@ -79,6 +80,13 @@ class Grower:
         if task is not None:
             task.cancel()
             await asyncio.wait([task])
+
+    async def side_channel(self) -> SFTPSession | None:
+        """One more channel of the lease for other work than the lanes (an upload's
+        early syncs), not counted as one the controller asked for; None if refused."""
+        added = await self.lease.add(1)
+        self._side += len(added)
+        return added[0] if added else None
 
     def check(self) -> None:
         """Raise the bug that ended the growth before there was a pump to fail."""
@@ -139,7 +147,7 @@ class Grower:
                     self.want.clear()
                     self._use_parked()
                     pump = self._pump
-                    missing = self.controller.channels - len(self.lease.channels)
+                    missing = self.controller.channels - len(self.lease.channels) + self._side
                     if not growing or missing <= 0 or (pump is not None and pump.error):
                         continue
                     try:

@@ -23,6 +23,7 @@ from ..core.readplan import Range
 from ..core.retry import RetryBudget
 from ..core.sizing import Sizing
 from ..durability.putresume import UploadResume, remote_resume_name
+from ..local import writeback
 from ..local.source import LocalSource
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
@@ -34,7 +35,8 @@ from ..transport.remoteplace import (
     resolve_remote_target,
 )
 from ..transport.replies import quiet
-from .lanes import initial_channels, open_lanes, sizing_for
+from .earlysync import EarlySync, syncing_early
+from .lanes import Handles, initial_channels, open_lanes, sizing_for
 from .pump import pumping, setup_phases, take_setup
 from .retrying import Retrying
 from .stream import read_back
@@ -199,6 +201,7 @@ class _Sending:
         self.closing = 0.0  # seconds the last attempt's fsync and CLOSE took
         self.resuming = resuming
         self.kept: list[Range] = []  # ranges the server already has: skipped
+        self.early: EarlySync | None = None  # fsyncs while the writes go on
         self._next_kept = 0
 
     def skip(self, kept: list[Range]) -> None:
@@ -223,6 +226,8 @@ class _Sending:
 
     def _moved(self, count: int) -> None:
         self.acked += count
+        if self.early is not None:
+            self.early.acked(count)
         if self.on_progress is not None:
             self.on_progress(count)
 
@@ -255,7 +260,16 @@ class _Sending:
                 if self.resuming is not None:
                     pump.on_acked = self.resuming.acked
                 setup.start(pump)
-                await self._send_all(pump)
+                if self._syncs_early(handles):
+                    left = (self.size or 0) - self.acked
+                    async with syncing_early(setup.grower, pump, target, remote, left) as early:
+                        self.early = early
+                        try:
+                            await self._send_all(pump)
+                        finally:
+                            self.early = None
+                else:
+                    await self._send_all(pump)
                 closing = time.monotonic()
                 lane = handles.lanes[0]
                 if config.fsync and lane.sftp.can_fsync and pump.error is None:
@@ -274,6 +288,12 @@ class _Sending:
                 self.resend.update(pump.unacked)
             raise
         return pump
+
+    def _syncs_early(self, handles: Handles) -> bool:
+        """Worth a channel of its own: a durable upload with more than one sync's worth left."""
+        left = (self.size or 0) - self.acked
+        durable = self.config.fsync and handles.lanes[0].sftp.can_fsync
+        return durable and left > 2 * writeback.SYNC_EVERY
 
     async def _send_all(self, pump: WritePump) -> None:
         while self.resend and pump.error is None:  # first what a dropped connection took

@@ -12,7 +12,7 @@ from functools import partial
 from ..core import codec
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.status import status_error
-from ..local.target import Batch
+from ..local.writeback import Batch
 from ..transport.replies import quiet, settle
 from ..transport.sftp import SFTPSession
 from .verify import sha256_of

@@ -7,8 +7,10 @@ served them. sshd offers fsync@openssh.com too; there the tests check results.
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import asyncssh
 import pytest
 
 import sshpipe
-from sshpipe.local import target as _localio
+from sshpipe.local import writeback as _writeback
 from sshpipe.testing.faults import Tracker, TrackingServer, factory
 from sshpipe.transport.commands import RemoteCommands
 from sshpipe.tree import groupcommit as _groupcommit
@@ -322,16 +324,94 @@ async def test_when_sync_fails_on_the_server_each_upload_is_fsynced(
         assert ("fsync", temp) in events[:i], (temp, events)
 
 
+@pytest.fixture
+def background_syncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every os.fdatasync (the background syncs): the file's path, and "loop" if on the loop."""
+    syncs: list[tuple[str, str]] = []
+    loop_thread = threading.get_ident()
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        syncs.append((_fd_path(fd), "loop" if threading.get_ident() == loop_thread else "thread"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(_writeback, "SYNC_EVERY", 4 * 1024 * 1024)
+    return syncs
+
+
 @pytest.mark.parametrize("fsync", [True, False])
-async def test_a_durable_download_starts_writeback_while_it_runs(
-    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+@pytest.mark.parametrize("in_thread", [False, True])
+async def test_a_durable_download_is_synced_while_it_runs(
+    openssh_peer: Peer,
+    tmp_path: Path,
+    local_events: Events,
+    background_syncs: list[tuple[str, str]],
+    fsync: bool,
+    in_thread: bool,
 ) -> None:
-    """The fsync before the rename then finds little left to write (it used to find all)."""
-    kicks: list[int] = []
-    monkeypatch.setattr(_localio, "_sync_file_range", lambda: lambda *args: kicks.append(1) or 0)
-    data = os.urandom(80 * 1024 * 1024)
+    """The fsync before the rename then finds only the tail to write (it used to find all),
+    and the syncs meanwhile never run on the loop (nor in the writer: it goes on writing)."""
+    data = os.urandom(24 * 1024 * 1024)
     (openssh_peer.root / "big.bin").write_bytes(data)
-    async with openssh_peer.client(sshpipe.TransferConfig(fsync=fsync)) as sp:
+    config = sshpipe.TransferConfig(fsync=fsync, local_io_in_thread=in_thread)
+    async with openssh_peer.client(config) as sp:
         await sp.get(openssh_peer.remote("big.bin"), str(tmp_path / "big.bin"))
     assert (tmp_path / "big.bin").read_bytes() == data
-    assert len(kicks) == (80 // 32 if fsync else 0)
+    if not fsync:
+        assert background_syncs == []
+        return
+    assert 1 <= len(background_syncs) <= 24 // 4, background_syncs
+    assert {where for _, where in background_syncs} == {"thread"}
+    assert {path for path, _ in background_syncs} == {
+        what.split(" -> ")[0] for kind, what in local_events if kind == "replace"
+    }
+    _synced_before_renamed(local_events, tmp_path / "big.bin")  # the final fsync is still done
+
+
+async def test_a_failed_background_sync_fails_the_download(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write-back error is reported once per open file: the background sync that saw it
+    must fail the download, or the final fsync would pass and a bad file take the name."""
+
+    def fdatasync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(_writeback, "SYNC_EVERY", 1024 * 1024)
+    (openssh_peer.root / "big.bin").write_bytes(os.urandom(6 * 1024 * 1024))
+    async with openssh_peer.client(SYNCED) as sp:
+        with pytest.raises(sshpipe.LocalError, match="Input/output error"):
+            await sp.get(openssh_peer.remote("big.bin"), str(tmp_path / "big.bin"))
+    assert not (tmp_path / "big.bin").exists()
+    assert leftover_temps(tmp_path) == []
+
+
+class RecordingWrites(Recording):
+    """Records each WRITE served too."""
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        self.events.append(("write", self._paths[id(file_obj)]))
+        return super().write(file_obj, offset, data)
+
+
+async def test_a_big_upload_is_synced_while_it_runs_and_after_its_last_write(
+    faulty_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsync@openssh.com goes out while the WRITEs still do (on a channel of its own), and
+    once more after the last WRITE: only that one makes the whole file durable."""
+    monkeypatch.setattr(_writeback, "SYNC_EVERY", 4 * 1024 * 1024)
+    events: Events = []
+    data = os.urandom(20 * 1024 * 1024)
+    (tmp_path / "f.bin").write_bytes(data)
+    async with faulty_server(factory(RecordingWrites, Tracker(), events=events)) as peer:
+        async with peer.client(SYNCED) as sp:
+            await sp.put(str(tmp_path / "f.bin"), "/f.bin")
+        assert (peer.root / "f.bin").read_bytes() == data
+    rename = next(i for i, (kind, _) in enumerate(events) if kind == "rename")
+    temp = events[rename][1].split(" -> ")[0]
+    writes = [i for i, (kind, what) in enumerate(events) if kind == "write"]
+    syncs = [i for i, event in enumerate(events) if event == ("fsync", temp)]
+    assert any(i < writes[-1] for i in syncs), "no fsync while the writes went on"
+    assert any(writes[-1] < i < rename for i in syncs), "no fsync after the last write"
