@@ -105,10 +105,22 @@ class Handles:
 
     @classmethod
     async def open(
-        cls, sftp: SFTPSession, path: str, pflags: int, attrs: codec.Attrs, *, write: bool
+        cls,
+        sftp: SFTPSession,
+        path: str,
+        pflags: int,
+        attrs: codec.Attrs,
+        *,
+        write: bool,
+        sent: asyncio.Future[codec.Reply] | None = None,
     ) -> Handles:
+        """``sent``: that OPEN is already on its way (on ``sftp``): its answer is the handle."""
         handles = cls(path, pflags, attrs, write)
-        handles._append(sftp, await sftp.open(path, pflags, attrs))
+        if sent is not None:
+            handle = await sftp.handle_from(sent, path)
+        else:
+            handle = await sftp.open(path, pflags, attrs)
+        handles._append(sftp, handle)
         return handles
 
     async def add(self, sftp: SFTPSession) -> Lane:
@@ -159,10 +171,19 @@ def initial_channels(lease: Lease) -> list[SFTPSession]:
 
 
 async def open_lanes(
-    channels: list[SFTPSession], path: str, pflags: int, attrs: codec.Attrs, *, write: bool
+    channels: list[SFTPSession],
+    path: str,
+    pflags: int,
+    attrs: codec.Attrs,
+    *,
+    write: bool,
+    sent: asyncio.Future[codec.Reply] | None = None,
 ) -> Handles:
-    """Open the file on the first channel alone (one error if the path is wrong), then the rest."""
-    handles = await Handles.open(channels[0], path, pflags, attrs, write=write)
+    """Open the file on the first channel alone (one error if the path is wrong), then the rest.
+
+    ``sent``: the first channel's OPEN, already sent (an upload's, with its STAT).
+    """
+    handles = await Handles.open(channels[0], path, pflags, attrs, write=write, sent=sent)
     try:
         rest = await asyncio.gather(
             *(handles.add(sftp) for sftp in channels[1:]), return_exceptions=True

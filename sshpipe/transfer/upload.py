@@ -9,13 +9,14 @@ run inside one reconnect loop (``retrying.py``), sharing its count.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
 from functools import partial
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, LocalError, RemoteError
+from .._errors import ConnectionBroken, LocalError, RemoteError, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -28,13 +29,16 @@ from ..local.source import LocalSource
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
+    landing_of,
     named,
     remote_temp_name,
     remove_quietly,
     rename_into_place,
     resolve_remote_target,
+    stat_request,
 )
 from ..transport.replies import quiet
+from ..transport.sftp import SFTPSession
 from .earlysync import EarlySync, syncing_early
 from .lanes import Handles, initial_channels, open_lanes, sizing_for
 from .pump import pumping, setup_phases, take_setup
@@ -74,22 +78,37 @@ async def _upload(
     committed = False
     temp: str | None = None  # renamed into place at the end
     discard: str | None = None  # removed if the upload fails
+    sent: asyncio.Future[codec.Reply] | None = None  # the first OPEN, not yet answered
+    sending: _Sending | None = None
     try:
-        remote = await resolve_remote_target(sftp, remote, name)
         pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
-        if config.inplace:  # straight to the destination: nothing to rename or remove
-            target = remote
-        elif resuming is not None:  # a fixed name, kept on failure for the next --resume
-            temp = target = remote_resume_name(remote)
+        if config.inplace or resuming is not None:
+            remote = await resolve_remote_target(sftp, remote, name)
+            # In place: straight to the destination, nothing to rename or remove;
+            # resuming: a fixed name, kept on failure for the next --resume.
+            temp = None if config.inplace else remote_resume_name(remote)
+            target = temp or remote
         else:
             # Inside the try: a cancel while the OPEN is in flight must still remove
             # the temp file the server may have created (the name is ours alone: EXCL).
             temp = discard = target = remote_temp_name(remote)
             pflags |= codec.FXF_EXCL
+            # The OPEN goes with the STAT that says whether ``remote`` is a
+            # directory: one round trip for both when it is not (the usual case).
+            stat = sftp.request(stat_request(remote))
+            stat.add_done_callback(quiet)
+            sent = sftp.open_request(target, pflags, codec.Attrs(permissions=mode))
+            sent.add_done_callback(quiet)
+            landing = await landing_of(stat, remote, name)
+            if landing != remote:  # a directory: the file goes inside it
+                await _drop(sftp, sent, target)
+                remote, sent = landing, None
+                temp = discard = target = remote_temp_name(remote)
         sizing = await sizing_for(config, sftp, write=True)
         sending = _Sending(
             config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming
         )
+        sending.first_open, sent = sent, None
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
         retry = Retrying(lease, budget, path=remote)
 
@@ -161,12 +180,23 @@ async def _upload(
             stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
         return stats
     finally:
+        unused = sent or (sending.first_open if sending is not None else None)
+        if unused is not None:  # failed before the upload took its handle
+            await _drop(sftp, unused, None)
         if resuming is not None:
             resuming.finish(committed)
         if not committed and discard is not None:
             live = [channel for channel in lease.channels if channel.broken is None]
             if live:
                 await remove_quietly(live[0], discard)
+
+
+async def _drop(sftp: SFTPSession, sent: asyncio.Future[codec.Reply], temp: str | None) -> None:
+    """Close the handle an OPEN sent ahead got (if any), and remove ``temp`` it created."""
+    with contextlib.suppress(SSHPipeError):
+        sftp.close_handle_soon(await sftp.handle_from(sent, temp or ""), temp or "")
+    if temp is not None:
+        await remove_quietly(sftp, temp)
 
 
 class _Sending:
@@ -202,6 +232,8 @@ class _Sending:
         self.resuming = resuming
         self.kept: list[Range] = []  # ranges the server already has: skipped
         self.early: EarlySync | None = None  # fsyncs while the writes go on
+        # The first attempt's OPEN, sent with the STAT of the destination.
+        self.first_open: asyncio.Future[codec.Reply] | None = None
         self._next_kept = 0
 
     def skip(self, kept: list[Range]) -> None:
@@ -245,6 +277,7 @@ class _Sending:
             async with pumping(
                 lease, config, self.sizing, size=self.size, shared=self.shared
             ) as setup:
+                sent, self.first_open = self.first_open, None
                 try:
                     handles = await open_lanes(
                         setup.channels,
@@ -252,6 +285,7 @@ class _Sending:
                         pflags,
                         codec.Attrs(permissions=self.mode),
                         write=True,
+                        sent=sent,
                     )
                 except RemoteError as exc:
                     raise named(exc, remote) from exc  # the user's path, not our temp name

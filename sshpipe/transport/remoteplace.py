@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+from collections.abc import Callable
 
 from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ..core import codec
@@ -25,12 +26,25 @@ def remote_temp_name(remote: str) -> str:
 
 async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
     """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
+    return await landing_of(sftp.request(stat_request(remote)), remote, name)
+
+
+def stat_request(path: str) -> Callable[[int], bytes]:
+    return lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
+
+
+async def landing_of(stat: asyncio.Future[codec.Reply], remote: str, name: str | None) -> str:
+    """``resolve_remote_target`` from a STAT of ``remote`` already sent.
+
+    Raises:
+        RemoteIsADirectory: ``remote`` is a directory and there is no ``name``.
+    """
     try:
-        attrs = await sftp.stat(remote)
+        reply = await asyncio.shield(stat)
     except SSHPipeError:
+        return remote  # the session broke: the open will say so
+    if not (isinstance(reply, codec.AttrsReply) and reply.attrs.is_dir()):
         return remote  # missing (the usual case) or unreadable: the open will say why
-    if not attrs.is_dir():
-        return remote
     if name is None:
         raise RemoteIsADirectory(remote, "is a directory")
     return f"{remote.rstrip('/')}/{name}"

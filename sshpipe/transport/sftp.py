@@ -350,8 +350,17 @@ class SFTPSession:
             lambda rid: codec.encode_path_request(codec.FXP_OPENDIR, rid, codec.wire(path)), path
         )
 
+    def open_request(
+        self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS
+    ) -> asyncio.Future[codec.Reply]:
+        """Send an OPEN now, to go out with other requests; ``handle_from`` its answer."""
+        return self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+
     async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
-        future = self._request(build)
+        return await self.handle_from(self._request(build), path)
+
+    async def handle_from(self, future: asyncio.Future[codec.Reply], path: str) -> bytes:
+        """The handle an OPEN (or OPENDIR) sent on this session answered with."""
         try:
             reply = await asyncio.shield(future)
         except asyncio.CancelledError:
