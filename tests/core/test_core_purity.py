@@ -6,14 +6,10 @@ asyncio, asyncssh and sshpipe.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import sshpipe
+from tests.support.fresh import run_fresh
 
 PACKAGE_DIR = Path(sshpipe.__file__).parent
 # Everything under core/, found on disk rather than kept by hand, and the two
@@ -27,23 +23,9 @@ CORE = [
 FORBIDDEN = ["asyncio", "asyncssh", "uvloop"]
 
 
-def run(code: str) -> dict[str, Any]:
-    """Run ``code`` in a fresh interpreter; it prints one JSON object as its last line."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 def test_fresh_interpreter_starts_clean() -> None:
     """Guard for the tests below: the bare interpreter loads none of the modules."""
-    result = run(f"""
+    result = run_fresh(f"""
         import json, sys
         print(json.dumps({{"loaded": [m for m in {FORBIDDEN!r} if m in sys.modules]}}))
     """)
@@ -56,7 +38,7 @@ def test_core_modules_import_nothing_but_the_stdlib() -> None:
     A bare package object stands in for ``sshpipe`` so only the modules' own
     imports run. Every module they load must be from the standard library.
     """
-    result = run(f"""
+    result = run_fresh(f"""
         import json, sys, types
         before = set(sys.modules)
         package = types.ModuleType("sshpipe")
@@ -82,7 +64,7 @@ def test_core_modules_import_nothing_but_the_stdlib() -> None:
 
 
 def test_importing_the_core_loads_no_asyncio_or_asyncssh() -> None:
-    result = run(f"""
+    result = run_fresh(f"""
         import json, sys
         import {", ".join(CORE)}
         print(json.dumps({{"loaded": [m for m in ("asyncio", "asyncssh") if m in sys.modules]}}))
@@ -92,7 +74,7 @@ def test_importing_the_core_loads_no_asyncio_or_asyncssh() -> None:
 
 def test_import_sshpipe_does_nothing() -> None:
     """No uvloop (only the command line loads it), no loop policy, threads or logging set up."""
-    result = run("""
+    result = run_fresh("""
         import asyncio, json, logging, sys, threading
         policy = type(asyncio.get_event_loop_policy())
         root_handlers = list(logging.getLogger().handlers)

@@ -5,31 +5,15 @@ Checked in fresh interpreters: this test process imported everything long ago.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 from sshpipe.transport.loading import in_library_path
-
-
-def _fresh(code: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+from tests.support.fresh import run_fresh
 
 
 def test_loading_asyncssh_runs_no_compiler_or_linker() -> None:
     """ctypes' search for liboqs ran gcc and ld in subprocesses: 40-60 ms a command."""
-    result = _fresh("""
+    result = run_fresh("""
         import ctypes.util, json, subprocess
         stock = ctypes.util.find_library
         ran = []
@@ -56,7 +40,7 @@ def test_a_library_the_loader_would_find_is_found(tmp_path: Path) -> None:
 
 def test_a_plain_get_loads_no_tree_hashing_emulator_or_test_server(tmp_path: Path) -> None:
     """The modules a single-file command imports, up to the connect (and a failed one)."""
-    result = _fresh(f"""
+    result = run_fresh(f"""
         import json, sys
         from sshpipe.cli.main import main
         code = main(["get", "-o", "ConnectTimeout=1", "-P", "1", "-F", "/dev/null",
