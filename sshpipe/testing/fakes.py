@@ -6,7 +6,7 @@ replies encoded and fed back to its ``data_received``), so the pumps, the read
 loop and the reconnect loop run exactly as over SSH. ``Faults`` makes it
 awkward on purpose: replies delayed and reordered, READs answered short, a
 READ or WRITE failed at an offset, the server gone silent, the channel cut.
-``FakeLease`` lends its channels the way ``transport.pool.PoolLease`` does.
+``FakeLease`` lends its channels the way ``transport.poollease.PoolLease`` does.
 
 Every reply is delivered from the event loop, never inside the ``write`` that
 sent its request, as over a real pipe.

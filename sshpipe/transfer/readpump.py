@@ -186,9 +186,7 @@ async def open_for_read(
     first = channels[0]
     stat: asyncio.Future[codec.Reply] | None = None
     if known is None or known.kind != "file":
-        stat = first.request(
-            lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
-        )
+        stat = first.stat_request(path)
         stat.add_done_callback(quiet)
     try:
         handles = await open_lanes(channels, path, codec.FXF_READ, codec.Attrs(), write=False)

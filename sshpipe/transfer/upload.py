@@ -35,7 +35,6 @@ from ..transport.remoteplace import (
     remove_quietly,
     rename_into_place,
     resolve_remote_target,
-    stat_request,
 )
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
@@ -95,7 +94,7 @@ async def _upload(
             pflags |= codec.FXF_EXCL
             # The OPEN goes with the STAT that says whether ``remote`` is a
             # directory: one round trip for both when it is not (the usual case).
-            stat = sftp.request(stat_request(remote))
+            stat = sftp.stat_request(remote)
             stat.add_done_callback(quiet)
             sent = sftp.open_request(target, pflags, codec.Attrs(permissions=mode))
             sent.add_done_callback(quiet)

@@ -11,9 +11,12 @@
 - ``sftp``: ``SFTPSession``, one SFTP channel with requests pipelined on it
   (it never sees asyncssh); ``replies``: the reply callback, ``quiet`` and
   ``settle`` for replies nobody reads, the connection's reply clock;
+  ``wiring``: the protocols of what a session is wired to (pipe, shell);
 - ``commands``: a tree's remote commands (``sync -f``, ``sha256sum``) with caps
   and timeouts;
-- ``pool``: the client's connections and channels, handed out as a ``Lease``;
+- ``pool``: the client's connections and channels, handed out as a ``Lease``
+  (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
+  at its start);
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename.
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing

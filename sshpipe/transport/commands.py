@@ -16,7 +16,8 @@ from collections.abc import Callable
 from .._config import DEFAULT_STALL_TIMEOUT
 from .._errors import ConnectionBroken
 from ..core.untrusted import COMMAND_OUTPUT_SLACK, command_timeout
-from .sftp import SFTPSession, Shell
+from .sftp import SFTPSession
+from .wiring import Shell
 
 logger = logging.getLogger("sshpipe.remote")
 

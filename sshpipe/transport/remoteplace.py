@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Callable
 
 from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ..core import codec
@@ -26,11 +25,7 @@ def remote_temp_name(remote: str) -> str:
 
 async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
     """Where an upload lands: ``remote`` itself, or ``remote/name`` if it is a directory (scp)."""
-    return await landing_of(sftp.request(stat_request(remote)), remote, name)
-
-
-def stat_request(path: str) -> Callable[[int], bytes]:
-    return lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
+    return await landing_of(sftp.stat_request(remote), remote, name)
 
 
 async def landing_of(stat: asyncio.Future[codec.Reply], remote: str, name: str | None) -> str:

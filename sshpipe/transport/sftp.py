@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from .._errors import (
     ClosedError,
@@ -28,40 +28,11 @@ from .._errors import (
 from ..core import codec
 from ..core.status import status_error
 from .replies import ReplyCallback, ReplyClock
+from .wiring import Pipe, RunCommand, Shell
 
 logger = logging.getLogger("sshpipe.sftp")
 
 _R = TypeVar("_R", bound="codec.Reply")
-
-
-class Shell(Protocol):
-    """A shell kept open on the server: commands one after another, each one round trip."""
-
-    async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
-        """(exit status, stdout) of ``command``, or None once the shell is gone.
-
-        Raises:
-            ProtocolError: it printed more than ``max_output`` characters.
-        """
-        ...
-
-    def close(self) -> None: ...
-
-
-class RunCommand(Protocol):
-    """Runs one command on the server (an exec of its own): see ``Shell.run``."""
-
-    async def __call__(
-        self, command: str, *, within: float, max_output: int
-    ) -> tuple[int, str] | None: ...
-
-
-class Pipe(Protocol):
-    """A reliable, ordered byte stream to the SFTP server."""
-
-    def write(self, data: bytes) -> None: ...
-
-    def close(self) -> None: ...
 
 
 _NO_ATTRS = codec.Attrs()
@@ -404,11 +375,14 @@ class SFTPSession:
         )
         return self._expect(reply, codec.AttrsReply, path).attrs
 
-    async def stat(self, path: str) -> codec.Attrs:
-        reply = await self.call(
+    def stat_request(self, path: str) -> asyncio.Future[codec.Reply]:
+        """Send a STAT now, to go out with other requests (an OPEN)."""
+        return self._request(
             lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
         )
-        return self._expect(reply, codec.AttrsReply, path).attrs
+
+    async def stat(self, path: str) -> codec.Attrs:
+        return self._expect(await self.stat_request(path), codec.AttrsReply, path).attrs
 
     async def lstat(self, path: str) -> codec.Attrs:
         reply = await self.call(

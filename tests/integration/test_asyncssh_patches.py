@@ -50,10 +50,6 @@ async def open_sftp(link: SSHLink) -> SFTPSession:
     )
 
 
-def stat_request(path: str) -> Any:
-    return lambda rid: codec.encode_path_request(codec.FXP_STAT, rid, codec.wire(path))
-
-
 async def test_every_patch_applies_on_the_installed_asyncssh(link: SSHLink) -> None:
     assert patches.version_checked(asyncssh.__version__)
     assert link.patches == {
@@ -178,7 +174,7 @@ async def test_one_loop_turn_of_requests_is_one_transport_write(
 
     transport.write, transport.writelines = counted_write, counted_writelines
     try:
-        futures = [sftp.request(stat_request(str(openssh_peer.root))) for _ in range(32)]
+        futures = [sftp.stat_request(str(openssh_peer.root)) for _ in range(32)]
         await asyncio.gather(*futures)
     finally:
         del transport.write, transport.writelines

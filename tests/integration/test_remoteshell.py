@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import sshpipe
-from sshpipe.transport.sftp import RunCommand, Shell
+from sshpipe.transport.wiring import RunCommand, Shell
 from tests.support.peers import Peer
 
 BOUNDS: dict[str, Any] = {"within": 30.0, "max_output": 4096}

@@ -1,0 +1,40 @@
+"""What an ``SFTPSession`` is wired to, as protocols: the fakes in tests stand in for them.
+
+- ``Pipe``: the byte stream its requests go down (an SSH channel);
+- ``Shell`` and ``RunCommand``: the remote shell and command runner the SSH
+  edge lends it (a tree's ``sync -f``, ``--verify``'s ``sha256sum``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Shell(Protocol):
+    """A shell kept open on the server: commands one after another, each one round trip."""
+
+    async def run(self, command: str, *, within: float, max_output: int) -> tuple[int, str] | None:
+        """(exit status, stdout) of ``command``, or None once the shell is gone.
+
+        Raises:
+            ProtocolError: it printed more than ``max_output`` characters.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+class RunCommand(Protocol):
+    """Runs one command on the server (an exec of its own): see ``Shell.run``."""
+
+    async def __call__(
+        self, command: str, *, within: float, max_output: int
+    ) -> tuple[int, str] | None: ...
+
+
+class Pipe(Protocol):
+    """A reliable, ordered byte stream to the SFTP server."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
