@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from .._stats import SetupPhase
 
 CONNECTION_PHASES = ("connect", "key_exchange", "auth")
-CHANNEL_PHASES = ("channel", "sftp_init")
 
 
 @dataclass(slots=True)
