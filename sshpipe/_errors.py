@@ -11,7 +11,8 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── RemoteError                the SFTP server answered with a failure status (exit 4)
     │   ├── RemoteNotFound
     │   ├── RemotePermissionDenied
-    │   └── RemoteIsADirectory
+    │   ├── RemoteIsADirectory
+    │   └── RemoteOpenFailed       an OPEN refused with a bare failure (out of handles?)
     ├── ConnectError               no session could be set up (exit 5, retryable)
     │   ├── ConnectTimeout         TCP connect plus handshake took over connect_timeout (T)
     │   ├── AuthenticationError    keys/password refused (exit 6)
@@ -124,6 +125,12 @@ class RemotePermissionDenied(RemoteError):
 
 class RemoteIsADirectory(RemoteError):
     """A file was expected at the remote path but it is a directory."""
+
+
+class RemoteOpenFailed(RemoteError):
+    """An OPEN or OPENDIR answered with a bare failure, which is also how a
+    server out of handles says so: a tree that holds others lowers its cap
+    and asks again (``core.servercaps``) before it takes it as the file's."""
 
 
 class TimedOut(SSHPipeError):

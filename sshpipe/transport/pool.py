@@ -25,6 +25,7 @@ from typing import Protocol
 from .._config import ConnectConfig, TransferConfig
 from .._errors import ChannelRefused, ClosedError, ConnectionBroken, SSHPipeError
 from ..core.codec import Limits
+from ..core.servercaps import ServerCaps
 from ..core.sizing import reply_cap
 from .poollease import PoolLease
 from .sftp import SFTPSession
@@ -100,6 +101,9 @@ class ChannelPool:
         # The server's limits@openssh.com answer, learned on the first channel:
         # every connection reaches the same server.
         self._server_limits: Limits | None = None
+        # What the server was found to refuse (handles, blocks, requests in
+        # flight), shared by every channel, reconnects included.
+        self.server_caps = ServerCaps()
         self._freed = asyncio.Event()  # set when a transfer gives channels back
 
     def __repr__(self) -> str:
@@ -296,6 +300,7 @@ class ChannelPool:
                 slot.open -= 1
                 return
             sftp.on_limits = self._learned
+            sftp.caps = self.server_caps
             self._slot_of[sftp] = slot
             self._busy.add(sftp)
             opened.append(sftp)

@@ -22,10 +22,13 @@ from .._errors import (
     ClosedError,
     ConnectionBroken,
     ProtocolError,
+    RemoteOpenFailed,
     SSHPipeError,
     Stalled,
 )
 from ..core import codec
+from ..core.servercaps import ServerCaps
+from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from .replies import ReplyCallback, ReplyClock
 from .wiring import Pipe, RunCommand, Shell
@@ -87,8 +90,12 @@ class SFTPSession:
         # granted. 0 means unknown; the SSH edge fills them in.
         self.recv_window = 0
         self.peer_window = 0
-        # The server's SSH version string: OpenSSH swaps SYMLINK's arguments.
+        # The server's SSH version string (the SSH edge fills it in) and what
+        # it and the VERSION extensions say the server is (``start``).
         self.server_version = ""
+        self.profile = profile_of("", {})
+        # Caps the server was found to impose, shared by its channels (the pool's).
+        self.caps = ServerCaps()
         # "user@host:port" of the connection it runs on (the SSH edge fills
         # it in): an upload's resume journal is kept per destination server.
         self.peer = ""
@@ -211,15 +218,30 @@ class SFTPSession:
         self._pending[request_id] = callback
         return request_id
 
+    def _send(self, request_id: int, data: bytes) -> None:
+        """Write one request; if the pipe is gone, the session breaks with it.
+
+        The request is no longer owed, and its sender gets the error raised
+        here, not also through its callback: nothing is left to fail unseen.
+        """
+        try:
+            self._pipe.write(data)
+        except ConnectionBroken as exc:
+            self._pending.pop(request_id, None)
+            self._fail(exc)
+            raise
+
     def send_read(self, handle: bytes, offset: int, length: int, callback: ReplyCallback) -> None:
         request_id = self._allocate(callback)
-        self._pipe.write(codec.encode_read(request_id, handle, offset, length))
+        self._send(request_id, codec.encode_read(request_id, handle, offset, length))
 
     def send_write(self, handle: bytes, offset: int, data: bytes, callback: ReplyCallback) -> None:
         request_id = self._allocate(callback)
         # One write, not header then payload: asyncssh cuts each write into SSH
         # packets separately, so a separate header would cost a packet of its own.
-        self._pipe.write(codec.encode_write_header(request_id, handle, offset, len(data)) + data)
+        self._send(
+            request_id, codec.encode_write_header(request_id, handle, offset, len(data)) + data
+        )
 
     def _request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
         """Send one request built by ``build(request_id)``; its reply resolves the future."""
@@ -234,7 +256,7 @@ class SFTPSession:
                 future.set_result(reply)
 
         request_id = self._allocate(resolve)
-        self._pipe.write(build(request_id))
+        self._send(request_id, build(request_id))
         return future
 
     def request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
@@ -260,12 +282,16 @@ class SFTPSession:
         """
         self._version = asyncio.get_running_loop().create_future()
         sent = time.monotonic()
-        self._pipe.write(codec.encode_init())
+        try:
+            self._pipe.write(codec.encode_init())
+        except ConnectionBroken as exc:
+            self._fail(exc)  # the await below raises it
         version = await self._version
         self.init_rtt = time.monotonic() - sent
         if version.version != codec.SFTP_VERSION:
             raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
         self.extensions = version.extensions
+        self.profile = profile_of(self.server_version, version.extensions)
         if "limits@openssh.com" in self.extensions and known_limits is not None:
             self._take_limits(known_limits)
         elif "limits@openssh.com" in self.extensions:
@@ -342,6 +368,9 @@ class SFTPSession:
                 if isinstance(late, codec.Handle):
                     await self.close_handle(late.handle, path)
             raise
+        if isinstance(reply, codec.Status) and reply.code == codec.FX_FAILURE:
+            failed = status_error(reply, path)
+            raise RemoteOpenFailed(path, failed.reason, status=reply.code)
         return self._expect(reply, codec.Handle, path).handle
 
     async def close_handle(self, handle: bytes, path: str) -> None:
@@ -403,12 +432,16 @@ class SFTPSession:
         return self._single_name(reply, path)
 
     async def symlink(self, target: str, link: str) -> None:
-        """Make ``link`` a symlink to ``target``.
+        """Make ``link`` a symlink to ``target``, in the order the server reads them.
 
-        filexfer-02 sends (linkpath, targetpath); OpenSSH's server has always
-        read them the other way round, and asyncssh's client swaps them for it.
+        filexfer-02 sends (linkpath, targetpath); OpenSSH's server reads them
+        the other way round, and so does nearly every other v3 server
+        (``core.serverprofile.symlink_order``).
         """
-        first, second = (target, link) if "OpenSSH" in self.server_version else (link, target)
+        if self.profile.symlink_order == "target-link":
+            first, second = target, link
+        else:
+            first, second = link, target
         reply = await self.call(
             lambda rid: codec.encode_symlink(rid, codec.wire(first), codec.wire(second))
         )

@@ -81,8 +81,17 @@ class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
         return self._tuning.peer_window if self._tuning is not None else 0
 
     def write(self, data: bytes) -> None:
+        """Send ``data``; a channel the server closed under us raises ConnectionBroken.
+
+        asyncssh raises BrokenPipeError once the channel is closed for sending
+        (it may be before ``connection_lost`` tells us): the broken path, so
+        the work on it is retried.
+        """
         assert self._chan is not None
-        self._chan.write(data)
+        try:
+            self._chan.write(data)
+        except (asyncssh.Error, OSError) as exc:
+            raise _broken(exc, "SFTP channel closed by the server") from exc
 
     def close(self) -> None:
         if self._chan is not None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from ..core.servercaps import after_handle_refusal, handle_cap
 from ..transport.sftp import SFTPSession
 
-# Handles per channel when the server does not say (limits@openssh.com).
-DEFAULT_HANDLES_PER_CHANNEL = 128
+logger = logging.getLogger("sshpipe.tree")
 
 
 class Credits:
@@ -94,36 +95,82 @@ class Credits:
 
 @dataclass(slots=True, eq=False)
 class TreeChannel:
-    """One pipeline channel and how many handles are open on it."""
+    """One pipeline channel, how many handles are open on it, and how many it may hold."""
 
     sftp: SFTPSession
     cap: int
     handles: int = 0
 
+    @property
+    def room(self) -> int:
+        return self.cap - self.handles if self.sftp.broken is None else 0
+
 
 class TreeChannels:
-    """The pipeline's channels; each file or directory goes to the least loaded one."""
+    """The pipeline's channels; each step goes to the one with the most room.
+
+    A step waits while every channel holds its cap of handles: a server's
+    handle table is per channel (Green End's has 128 slots and it crashes
+    past them), so the tree's files in flight are not a per-channel bound.
+    """
 
     def __init__(self, channels: list[SFTPSession]) -> None:
         self.slots = [TreeChannel(sftp, _handle_cap(sftp)) for sftp in channels]
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def __repr__(self) -> str:
+        held = " ".join(f"{slot.handles}/{slot.cap}" for slot in self.slots)
+        return f"<TreeChannels {held} waiting={len(self._waiters)}>"
 
     def add(self, sftp: SFTPSession) -> None:
         self.slots.append(TreeChannel(sftp, _handle_cap(sftp)))
+        self._wake()
 
-    def take(self) -> TreeChannel:
-        live = [slot for slot in self.slots if slot.sftp.broken is None] or self.slots
-        slot = min(live, key=lambda candidate: candidate.handles)
-        slot.handles += 1
-        return slot
+    async def take(self) -> TreeChannel:
+        """The live channel with the most room, once one has any; its handle counted."""
+        while True:
+            slot = max(self.slots, key=lambda candidate: candidate.room)
+            if slot.room > 0 or all(each.sftp.broken is not None for each in self.slots):
+                # All broken: take one anyway; its step fails at once and heals the tree.
+                slot.handles += 1
+                return slot
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
-    @staticmethod
-    def give(slot: TreeChannel) -> None:
+    def give(self, slot: TreeChannel) -> None:
         slot.handles -= 1
+        self._wake()
+
+    def refused(self, slot: TreeChannel) -> bool:
+        """An OPEN on ``slot`` was refused with a generic failure: was it its handle cap?
+
+        If other handles were open on it, the cap comes down to those (for this
+        channel and, through ``ServerCaps``, every channel opened later) and
+        the step is to run again; if none were, the failure is the file's.
+        """
+        learned = after_handle_refusal(slot.handles - 1)
+        if learned is None:
+            return False
+        slot.cap = min(slot.cap, learned)
+        caps = slot.sftp.caps
+        caps.handles = learned if caps.handles is None else min(caps.handles, learned)
+        logger.info("%s: a handle refused with %d open: at most that many", slot.sftp.name, learned)
+        return True
+
+    def _wake(self) -> None:
+        """Let every waiting step look again (few wait, and each takes one handle)."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 def _handle_cap(sftp: SFTPSession) -> int:
-    """Handles we may keep open on one channel: half the server's limit, for its other users."""
+    """Handles we may keep open on one channel (``core.servercaps.handle_cap``)."""
     stated = sftp.limits.max_open_handles if sftp.limits is not None else 0
-    if stated <= 0:
-        return DEFAULT_HANDLES_PER_CHANNEL
-    return max(1, min(DEFAULT_HANDLES_PER_CHANNEL, stated // 2))
+    return handle_cap(stated, sftp.caps.handles)

@@ -31,7 +31,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, IncompleteTransfer, SSHPipeError, TransferError
+from .._errors import (
+    ConnectionBroken,
+    IncompleteTransfer,
+    RemoteOpenFailed,
+    SSHPipeError,
+    TransferError,
+)
 from .._stats import TransferStats, TreeStats
 from ..core.flight import SharedBytes
 from ..core.text import printable
@@ -291,15 +297,23 @@ class TreeRun(abc.ABC):
         the tree's one reconnect and runs again from scratch on a fresh
         channel, so it must be safe to repeat (``recovery``).
         """
+        lowered = False
         while True:
             seen = self.recovery.generation
-            slot = self.channels.take()
+            slot = await self.channels.take()
             try:
                 return await operation(slot.sftp)
             except ConnectionBroken as exc:
                 broken = exc
+            except RemoteOpenFailed:
+                # Out of handles there? Once, with the cap lowered; failing
+                # again with fewer open, it is the file's own failure.
+                if lowered or not self.channels.refused(slot):
+                    raise
+                lowered = True
+                continue
             finally:
-                TreeChannels.give(slot)
+                self.channels.give(slot)
             await self.recovery.heal(seen, broken)
 
     async def _healed(self, channels: list[SFTPSession]) -> None:

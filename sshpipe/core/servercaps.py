@@ -1,0 +1,102 @@
+"""What a server turned out to allow, learned by trying, and the rules that learn it (pure).
+
+A server states some limits (``limits@openssh.com``); most others are found
+only when the server refuses: an OPEN past its handle table, a request past
+the block it takes whole, READs past the number it answers, a WRITE out of
+order. Each refusal lowers one cap here for the rest of the run; every
+channel of the same server shares one ``ServerCaps`` (the pool's), so the
+lesson is paid once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Handles per channel when the server states none: Green End's sftpserver has a
+# 128-slot table and crashes past it; half leaves room for its other users.
+DEFAULT_HANDLES_PER_CHANNEL = 64
+# The most handles we keep open on one channel, whatever the server states:
+# a tree has no use for more, and each costs the server a descriptor.
+MAX_HANDLES_PER_CHANNEL = 128
+
+# Blocks tried, largest first, on a server that states no limits: OpenSSH's
+# 255 KiB first (the most any common server takes), down to the 32 KiB every
+# server must take (filexfer-02 §3).
+PROBE_BLOCKS = (261120, 131072, 65536, 32768)
+FLOOR_BLOCK = PROBE_BLOCKS[-1]
+
+
+@dataclass(slots=True)
+class ServerCaps:
+    """Caps one server was found to impose (None: none found), shared by its channels.
+
+    Attributes:
+        handles: handles one channel may hold open (an OPEN was refused past it).
+        read_block, write_block: the READ/WRITE length the server took whole,
+            once probed on a server that states no limits.
+        requests: requests one channel may have in flight (the server stalled past it).
+        sequential_writes: the server refused a WRITE that was not at the end of
+            the file: uploads go in order on one channel.
+    """
+
+    handles: int | None = None
+    read_block: int | None = None
+    write_block: int | None = None
+    requests: int | None = None
+    sequential_writes: bool = False
+
+    def learned(self) -> dict[str, object]:
+        """What was found, for ``--json`` and ``-v`` (only what is set)."""
+        found: dict[str, object] = {}
+        for name in ("handles", "read_block", "write_block", "requests"):
+            value = getattr(self, name)
+            if value is not None:
+                found[name] = value
+        if self.sequential_writes:
+            found["sequential_writes"] = True
+        return found
+
+
+def handle_cap(stated: int, learned: int | None) -> int:
+    """Handles we keep open on one channel: half the server's stated limit, or a guess.
+
+    ``stated`` is ``max_open_handles`` from limits@openssh.com (0: none stated).
+    """
+    cap = DEFAULT_HANDLES_PER_CHANNEL if stated <= 0 else max(1, stated // 2)
+    cap = min(cap, MAX_HANDLES_PER_CHANNEL)
+    return cap if learned is None else min(cap, learned)
+
+
+def after_handle_refusal(held: int) -> int | None:
+    """The cap an OPEN refused with a generic failure teaches, ``held`` handles being open.
+
+    None when no other handle was open: the server refused this file, not
+    one more handle, and the failure is the file's.
+    """
+    return held if held >= 1 else None
+
+
+def after_stall(outstanding: int, current: int) -> int:
+    """Requests per channel after the server went silent with ``outstanding`` owed.
+
+    Half of what it left unanswered, never below 1, never above the cap in force:
+    a server that answers only the first N prefetched reads is met within a
+    few stalls (128 → 64 → 32), each costing one stall timeout.
+    """
+    return max(1, min(current, outstanding) // 2)
+
+
+def probe_next(asked: int, returned: int | None) -> int:
+    """The next block to try after a probe of ``asked`` bytes came back ``returned`` long.
+
+    ``returned`` None: the server failed the request. A whole reply keeps
+    ``asked``; a short one (not at EOF) keeps the largest probe block it covers.
+    """
+    if returned is not None and returned >= asked:
+        return asked
+    smaller = [block for block in PROBE_BLOCKS if block < asked]
+    if returned is not None:
+        covered = [block for block in PROBE_BLOCKS if block <= returned]
+        if covered:
+            return covered[0]
+    return smaller[0] if smaller else FLOOR_BLOCK
