@@ -87,16 +87,15 @@ def after_stall(outstanding: int, current: int) -> int:
 
 
 def probe_next(asked: int, returned: int | None) -> int:
-    """The next block to try after a probe of ``asked`` bytes came back ``returned`` long.
+    """The block to use after a probe of ``asked`` bytes came back ``returned`` long.
 
-    ``returned`` None: the server failed the request. A whole reply keeps
-    ``asked``; a short one (not at EOF) keeps the largest probe block it covers.
+    A whole reply keeps ``asked``; a short one (not at EOF) the largest probe
+    block it covers; a failure (``returned`` None) the floor: a server that
+    refuses one size is not tried at the next, each try could cost a session.
     """
-    if returned is not None and returned >= asked:
+    if returned is None:
+        return FLOOR_BLOCK
+    if returned >= asked:
         return asked
-    smaller = [block for block in PROBE_BLOCKS if block < asked]
-    if returned is not None:
-        covered = [block for block in PROBE_BLOCKS if block <= returned]
-        if covered:
-            return covered[0]
-    return smaller[0] if smaller else FLOOR_BLOCK
+    covered = [block for block in PROBE_BLOCKS if block <= returned]
+    return covered[0] if covered else FLOOR_BLOCK

@@ -33,9 +33,10 @@ async def sizing_for(config: TransferConfig, sftp: SFTPSession, *, write: bool) 
 
 def sizing_of(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> Sizing:
     """``sizing_for`` once the channel's limits are in (``learn_limits`` awaited)."""
+    learned = sftp.caps.write_block if write else sftp.caps.read_block
     return sizing(
-        configured_block=config.block_size,
-        requests=config.requests,
+        configured_block=config.block_size or (learned if sftp.limits is None else None),
+        requests=min(config.requests, sftp.caps.requests or config.requests),
         default_window=config.window,
         limits=sftp.limits,
         window=sftp.peer_window if write else sftp.recv_window,

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 from .._config import TransferConfig
-from .._errors import RemoteError, RemoteIsADirectory, SSHPipeError
+from .._errors import RemoteError, RemoteIsADirectory, RemoteOpenFailed, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -28,6 +28,7 @@ from ..core.status import status_error
 from ..transport.pool import Lease
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
+from .blockprobe import needs_probe, probe_read
 from .lanes import Handles, Lane, initial_channels, open_lanes, sizing_for
 from .pump import Parts, Pump, pumping
 
@@ -193,7 +194,7 @@ async def open_for_read(
     except RemoteError as exc:
         # Some servers refuse to open a directory with a bare FAILURE (asyncssh
         # does, OpenSSH opens it and fails the reads): say what it really is.
-        if type(exc) is RemoteError and await _is_dir(stat, first, path):
+        if type(exc) in (RemoteError, RemoteOpenFailed) and await _is_dir(stat, first, path):
             raise RemoteIsADirectory(path, "is a directory") from exc
         raise
     if stat is None:
@@ -264,6 +265,8 @@ async def reading(
     started = False
     try:
         if sizing is None:
+            if needs_probe(config, channels[0], write=False, size=attrs.size or 0):
+                await probe_read(channels[0], handles.lanes[0].handle, remote)
             sizing = await sizing_for(config, channels[0], write=False)
         async with pumping(lease, config, sizing, shared=shared) as setup:
             setup.controller.set_size(attrs.size)

@@ -38,6 +38,7 @@ from ..transport.remoteplace import (
 )
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
+from .blockprobe import needs_probe, probe_write
 from .earlysync import EarlySync, syncing_early
 from .lanes import Handles, initial_channels, open_lanes, sizing_for
 from .pump import pumping, setup_phases, take_setup
@@ -119,6 +120,8 @@ async def _upload(
                     sending.skip(resuming.kept)
                     if resuming.continuing:
                         pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
+                if temp is not None and resuming is None and sending.first_open is not None:
+                    await sending.probe_block(sftp, target)
                 return await sending.attempt(lease, target, remote, pflags)
             except RemoteError as exc:  # a WRITE refused (a full disk...) names the temp file
                 if exc.path == remote:  # in place, or an error about the destination itself
@@ -214,7 +217,8 @@ class _Sending:
         resuming: UploadResume | None = None,
     ) -> None:
         self.config = config
-        self.sizing = sizing  # fixed for the whole upload, reconnects included
+        # Fixed for the whole upload, reconnects included (once probed, ``probe_block``).
+        self.sizing = sizing
         self.blocks = blocks
         self.size = size
         self.mode = mode
@@ -234,6 +238,23 @@ class _Sending:
         # The first attempt's OPEN, sent with the STAT of the destination.
         self.first_open: asyncio.Future[codec.Reply] | None = None
         self._next_kept = 0
+
+    async def probe_block(self, sftp: SFTPSession, target: str) -> None:
+        """On a server stating no limits, the block it takes (``blockprobe``), once.
+
+        Before the first byte is sent, on the temporary file the first OPEN
+        made: the probe's zeros are overwritten from offset 0.
+        """
+        size = self.size or 0
+        if self.first_open is None or not needs_probe(self.config, sftp, write=True, size=size):
+            return
+        try:
+            handle = await sftp.handle_from(self.first_open, target)
+            block = await probe_write(sftp, handle, target)
+        except BaseException:
+            self.first_open = None  # the retry opens afresh, and probes no more
+            raise
+        self.sizing = replace(self.sizing, block=block)
 
     def skip(self, kept: list[Range]) -> None:
         """Send nothing of ``kept`` (sorted, disjoint)."""

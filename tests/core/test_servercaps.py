@@ -1,0 +1,65 @@
+"""The caps a server is found to impose, and the rules that learn them: tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from sshpipe.core.servercaps import (
+    FLOOR_BLOCK,
+    ServerCaps,
+    after_handle_refusal,
+    after_stall,
+    handle_cap,
+    probe_next,
+)
+
+
+@pytest.mark.parametrize(
+    ("stated", "learned", "cap"),
+    [
+        (0, None, 64),  # none stated: under Green End's 128-slot table
+        (0, 16, 16),
+        (1024, None, 128),  # half of what is stated, at most 128
+        (100, None, 50),
+        (1, None, 1),
+        (1024, 10, 10),
+    ],
+)
+def test_handle_cap(stated: int, learned: int | None, cap: int) -> None:
+    assert handle_cap(stated, learned) == cap
+
+
+@pytest.mark.parametrize(("held", "cap"), [(0, None), (1, 1), (15, 15)])
+def test_a_refused_open_teaches_a_cap_only_when_others_were_open(
+    held: int, cap: int | None
+) -> None:
+    assert after_handle_refusal(held) == cap
+
+
+@pytest.mark.parametrize(
+    ("outstanding", "current", "requests"), [(128, 128, 64), (64, 64, 32), (300, 128, 64), (1, 8, 1)]
+)
+def test_after_stall(outstanding: int, current: int, requests: int) -> None:
+    assert after_stall(outstanding, current) == requests
+
+
+@pytest.mark.parametrize(
+    ("asked", "returned", "block"),
+    [
+        (261120, 261120, 261120),  # whole
+        (261120, 1 << 20, 261120),
+        (261120, 100000, 65536),  # short: the largest probe block it covers
+        (261120, 131072, 131072),
+        (261120, 20000, FLOOR_BLOCK),
+        (261120, None, FLOOR_BLOCK),  # refused: the floor, no second try
+    ],
+)
+def test_probe_next(asked: int, returned: int | None, block: int) -> None:
+    assert probe_next(asked, returned) == block
+
+
+def test_learned_shows_only_what_was_found() -> None:
+    caps = ServerCaps()
+    assert caps.learned() == {}
+    caps.handles, caps.read_block, caps.sequential_writes = 16, 65536, True
+    assert caps.learned() == {"handles": 16, "read_block": 65536, "sequential_writes": True}
