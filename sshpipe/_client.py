@@ -15,9 +15,10 @@ from ._config import (
     TransferConfig,
     parse_destination,
 )
-from ._errors import UsageError
+from ._errors import RemoteError, UsageError
 from ._stats import TransferStats, TreeProgress, TreeStats
 from .transfer.download import download
+from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
@@ -88,6 +89,14 @@ class Client:
     def connections(self) -> int:
         """SSH connections open now."""
         return self._pool.connections
+
+    @property
+    def server(self) -> dict[str, object]:
+        """What the server is and offers (its banner's software, SYMLINK order, the
+        extensions that matter, its stated limits) and the caps sshpipe found by
+        trying ("learned": handles, read/write block, requests, sequential writes).
+        Empty until a channel is open; ``--json`` shows it as "server"."""
+        return self._pool.server()
 
     def _config(self, override: TransferConfig | None) -> TransferConfig:
         return override if override is not None else self.config
@@ -270,17 +279,29 @@ class Client:
             progress=progress,
         )
         if isinstance(local, str) and not recursive:
-            at_start = channels_at_start(cfg, size=_size_of(local), write=True)
-            async with self._pool.lease(cfg, at_start=at_start) as lease:
-                if preserve:
-                    from .tree.put import upload_preserving
-
-                    return await upload_preserving(lease, local, remote, cfg)
-                return await upload(lease, local, remote, cfg)
+            caps = self._pool.server_caps
+            try:
+                return await self._put_one(local, remote, in_order(cfg, caps), preserve=preserve)
+            except RemoteError as exc:
+                if not refused_out_of_order(exc, in_order(cfg, caps)):
+                    raise
+                caps.sequential_writes = True
+                return await self._put_one(local, remote, in_order(cfg, caps), preserve=preserve)
         sources = [local] if isinstance(local, str) else list(local)
         from .tree.put import TreePut
 
         return await self._tree(TreePut, sources, remote, options, cfg)
+
+    async def _put_one(
+        self, local: str, remote: str, cfg: TransferConfig, *, preserve: bool
+    ) -> TransferStats:
+        at_start = channels_at_start(cfg, size=_size_of(local), write=True)
+        async with self._pool.lease(cfg, at_start=at_start) as lease:
+            if preserve:
+                from .tree.put import upload_preserving
+
+                return await upload_preserving(lease, local, remote, cfg)
+            return await upload(lease, local, remote, cfg)
 
     async def glob(self, pattern: str) -> list[str]:
         """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
@@ -364,6 +385,7 @@ class Client:
         cfg = self._config(config)
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
+        cfg = in_order(cfg, self._pool.server_caps)  # a stream cannot be sent twice
         async with self._pool.lease(cfg) as lease:
             return await upload_stream(lease, chunks, remote, cfg, mode)
 

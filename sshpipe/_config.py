@@ -140,6 +140,10 @@ class TransferConfig:
             name renamed over it (``rsync --inplace``): no second copy on
             disk and the file keeps its inode, but a failure leaves a partial
             file under the final name.
+        sequential_writes: send an upload's WRITEs in file order on one
+            channel, for servers that refuse any other (object-store backed
+            ones: Azure Blob SFTP). Without it, a server that refuses a WRITE
+            gets the upload again this way, once, and keeps it for the client.
     """
 
     requests: int = DEFAULT_REQUESTS
@@ -158,6 +162,7 @@ class TransferConfig:
     resume: bool = False
     retries: int = DEFAULT_RETRIES
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    sequential_writes: bool = False
 
     def __post_init__(self) -> None:
         if self.retries < 0 or isinstance(self.retries, bool):

@@ -223,6 +223,12 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         help="write the destination itself, not a temporary name renamed over it "
         "(a failure then leaves a partial file)",
     )
+    parser.add_argument(
+        "--sequential-writes",
+        action="store_true",
+        help="upload in file order on one channel, for servers that refuse other writes "
+        "(detected without it, at the cost of one attempt)",
+    )
     parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing on success")
     parser.add_argument("--json", action="store_true", help="print the transfer stats as JSON")
 
@@ -342,6 +348,8 @@ def transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, window=args.window)
     if args.inplace:
         config = replace(config, inplace=True)
+    if args.sequential_writes:
+        config = replace(config, sequential_writes=True)
     if args.resume:
         config = replace(config, resume=True)
     if args.fsync is not None:

@@ -77,7 +77,7 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
                 stats = await client.get(paths[0], args.target, preserve=args.preserve)
             else:
                 stats = await client.put(local_side[0], paths[0], preserve=args.preserve)
-            report(args, args.sources[0], args.target, stats)
+            report(args, args.sources[0], args.target, stats, server=client.server)
             return 0
         options: dict[str, Any] = {
             "recursive": args.recursive,
@@ -92,10 +92,10 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
             else:
                 tree_stats = await client.put(local_side, paths[0], **options)
         except IncompleteTransfer as exc:
-            report_failures(args, exc)
+            report_failures(args, exc, server=client.server)
             raise
         end_progress(args)
-    report_tree(args, args.sources, args.target, tree_stats)
+    report_tree(args, args.sources, args.target, tree_stats, server=client.server)
     return 0
 
 

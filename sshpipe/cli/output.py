@@ -36,9 +36,17 @@ def say(message: str) -> None:
     print(f"sshpipe: {printable(message)}", file=sys.stderr)
 
 
-def report(args: argparse.Namespace, source: str, target: str, stats: TransferStats) -> None:
+def report(
+    args: argparse.Namespace,
+    source: str,
+    target: str,
+    stats: TransferStats,
+    *,
+    server: dict[str, object] | None = None,
+) -> None:
     if args.json:
-        print(json.dumps({"source": source, "target": target, **stats.as_dict()}))
+        shown = {"source": source, "target": target, **stats.as_dict(), "server": server or {}}
+        print(json.dumps(shown))
     elif not args.quiet:
         print(
             f"{printable(source)} -> {printable(target)}: {_human(stats.bytes)} "
@@ -83,10 +91,16 @@ def end_progress(args: argparse.Namespace) -> None:
 
 
 def report_tree(
-    args: argparse.Namespace, sources: list[str], target: str, stats: TreeStats
+    args: argparse.Namespace,
+    sources: list[str],
+    target: str,
+    stats: TreeStats,
+    *,
+    server: dict[str, object] | None = None,
 ) -> None:
     if args.json:
-        print(json.dumps({"source": sources, "target": target, **stats.as_dict()}))
+        shown = {"source": sources, "target": target, **stats.as_dict(), "server": server or {}}
+        print(json.dumps(shown))
     elif not args.quiet:
         failed = f", {len(stats.failures)} failed" if stats.failures else ""
         skipped = f", {stats.skipped} skipped" if stats.skipped else ""
@@ -102,7 +116,9 @@ def report_tree(
         )
 
 
-def report_failures(args: argparse.Namespace, exc: IncompleteTransfer) -> None:
+def report_failures(
+    args: argparse.Namespace, exc: IncompleteTransfer, *, server: dict[str, object] | None = None
+) -> None:
     """A tree that did not copy everything: its failures, one line each, then its stats."""
     end_progress(args)
     for failure in exc.failures[:FAILURES_SHOWN]:
@@ -110,7 +126,7 @@ def report_failures(args: argparse.Namespace, exc: IncompleteTransfer) -> None:
     unlisted = len(exc.failures) - FAILURES_SHOWN + exc.stats.failures_unlisted
     if unlisted > 0:
         say(f"failed: {unlisted} more (--json lists the first 1,000)")
-    report_tree(args, args.sources, args.target, exc.stats)
+    report_tree(args, args.sources, args.target, exc.stats, server=server)
 
 
 class Escaped(logging.Formatter):

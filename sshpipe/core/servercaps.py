@@ -25,6 +25,9 @@ MAX_HANDLES_PER_CHANNEL = 128
 PROBE_BLOCKS = (261120, 131072, 65536, 32768)
 FLOOR_BLOCK = PROBE_BLOCKS[-1]
 
+# Requests per channel a stall never takes us below (``after_stall``).
+MIN_REQUESTS_AFTER_STALL = 8
+
 
 @dataclass(slots=True)
 class ServerCaps:
@@ -44,6 +47,10 @@ class ServerCaps:
     write_block: int | None = None
     requests: int | None = None
     sequential_writes: bool = False
+
+    def stalled(self, outstanding: int) -> None:
+        """The server left ``outstanding`` requests of one channel unanswered too long."""
+        self.requests = after_stall(outstanding, self.requests or outstanding)
 
     def learned(self) -> dict[str, object]:
         """What was found, for ``--json`` and ``-v`` (only what is set)."""
@@ -79,11 +86,13 @@ def after_handle_refusal(held: int) -> int | None:
 def after_stall(outstanding: int, current: int) -> int:
     """Requests per channel after the server went silent with ``outstanding`` owed.
 
-    Half of what it left unanswered, never below 1, never above the cap in force:
-    a server that answers only the first N prefetched reads is met within a
-    few stalls (128 → 64 → 32), each costing one stall timeout.
+    Half of what it left unanswered, never above the cap in force: a server
+    that answers only the first N prefetched reads is met within a few stalls
+    (128 → 64 → 32), each costing one stall timeout. A stall is also what a
+    dead link looks like, so the halving stops at a floor that still fills a
+    link (8 x 255 KiB per channel).
     """
-    return max(1, min(current, outstanding) // 2)
+    return max(MIN_REQUESTS_AFTER_STALL, min(current, outstanding) // 2)
 
 
 def probe_next(asked: int, returned: int | None) -> int:

@@ -29,6 +29,8 @@ def needs_probe(config: TransferConfig, sftp: SFTPSession, *, write: bool, size:
     """Whether a transfer of ``size`` bytes should try the top block first."""
     if config.block_size is not None or sftp.limits is not None or size <= PROBE:
         return False
+    if write and config.sequential_writes:
+        return False  # the probe's zeros are rewritten from 0: out of order
     if "limits@openssh.com" in sftp.extensions:
         return False  # stated (or still to come): the limits decide
     learned = sftp.caps.write_block if write else sftp.caps.read_block

@@ -122,6 +122,7 @@ async def _upload(
                         pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
                 if temp is not None and resuming is None and sending.first_open is not None:
                     await sending.probe_block(sftp, target)
+                sending.heed_stalls(sftp)
                 return await sending.attempt(lease, target, remote, pflags)
             except RemoteError as exc:  # a WRITE refused (a full disk...) names the temp file
                 if exc.path == remote:  # in place, or an error about the destination itself
@@ -255,6 +256,12 @@ class _Sending:
             self.first_open = None  # the retry opens afresh, and probes no more
             raise
         self.sizing = replace(self.sizing, block=block)
+
+    def heed_stalls(self, sftp: SFTPSession) -> None:
+        """Fewer requests in flight once the server stalled past some (``ServerCaps``)."""
+        learned = sftp.caps.requests
+        if learned is not None and learned < self.sizing.requests:
+            self.sizing = replace(self.sizing, requests=learned)
 
     def skip(self, kept: list[Range]) -> None:
         """Send nothing of ``kept`` (sorted, disjoint)."""

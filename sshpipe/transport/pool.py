@@ -26,6 +26,7 @@ from .._config import ConnectConfig, TransferConfig
 from .._errors import ChannelRefused, ClosedError, ConnectionBroken, SSHPipeError
 from ..core.codec import Limits
 from ..core.servercaps import ServerCaps
+from ..core.serverprofile import ServerProfile
 from ..core.sizing import reply_cap
 from .poollease import PoolLease
 from .sftp import SFTPSession
@@ -59,6 +60,8 @@ class Lease(Protocol):
 
 class Pool(Protocol):
     """Where a tree's big files get their leases."""
+
+    server_caps: ServerCaps
 
     def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[Lease]:
         """Channels for one file, growing as its flow controller wants; given back after."""
@@ -104,6 +107,7 @@ class ChannelPool:
         # What the server was found to refuse (handles, blocks, requests in
         # flight), shared by every channel, reconnects included.
         self.server_caps = ServerCaps()
+        self.server_profile: ServerProfile | None = None  # from the first channel
         self._freed = asyncio.Event()  # set when a transfer gives channels back
 
     def __repr__(self) -> str:
@@ -301,6 +305,7 @@ class ChannelPool:
                 return
             sftp.on_limits = self._learned
             sftp.caps = self.server_caps
+            self.server_profile = self.server_profile or sftp.profile
             self._slot_of[sftp] = slot
             self._busy.add(sftp)
             opened.append(sftp)
@@ -346,6 +351,21 @@ class ChannelPool:
         if errors:
             logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
         return opened
+
+    def server(self) -> dict[str, object]:
+        """What the server is, offers and was found to allow (``--json``'s "server")."""
+        shown: dict[str, object] = {}
+        if self.server_profile is not None:
+            shown.update(self.server_profile.as_dict())
+        if self._server_limits is not None:
+            limits = self._server_limits
+            shown["limits"] = {
+                "max_read_len": limits.max_read_len,
+                "max_write_len": limits.max_write_len,
+                "max_open_handles": limits.max_open_handles,
+            }
+        shown["learned"] = self.server_caps.learned()
+        return shown
 
     def _learned(self, limits: Limits) -> None:
         self._server_limits = self._server_limits or limits

@@ -202,6 +202,7 @@ class SFTPSession:
             self._watch(timeout - silent)
             return
         logger.debug("%s: no reply for %.1f s: stalled", self.name, silent)
+        self.caps.stalled(len(self._pending))  # the next attempt asks for fewer at once
         self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
 
     # -- sending -------------------------------------------------------------

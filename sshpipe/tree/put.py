@@ -34,6 +34,7 @@ from ..core import codec
 from ..core.untrusted import safe_mode
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
+from ..transfer.inorder import in_order, refused_out_of_order
 from ..transfer.upload import upload
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
@@ -193,6 +194,19 @@ class TreePut(TreeRun):
             if renamed_here:
                 await remove_quietly(sftp, sent.temp)
             raise
+
+    async def copy_big(self, item: Item) -> None:
+        """A big file, in file order where the server needs it (``transfer.inorder``)."""
+        caps = self.pool.server_caps
+        self.big_config = in_order(self.big_config, caps)
+        try:
+            await super().copy_big(item)
+        except RemoteError as exc:
+            if not refused_out_of_order(exc, self.big_config):
+                raise
+            caps.sequential_writes = True
+            self.big_config = in_order(self.big_config, caps)
+            await super().copy_big(item)
 
     async def move_big(
         self,

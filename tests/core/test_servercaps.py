@@ -38,7 +38,7 @@ def test_a_refused_open_teaches_a_cap_only_when_others_were_open(
 
 @pytest.mark.parametrize(
     ("outstanding", "current", "requests"),
-    [(128, 128, 64), (64, 64, 32), (300, 128, 64), (1, 8, 1)],
+    [(128, 128, 64), (64, 64, 32), (300, 128, 64), (1, 8, 8), (20, 128, 10)],
 )
 def test_after_stall(outstanding: int, current: int, requests: int) -> None:
     assert after_stall(outstanding, current) == requests
