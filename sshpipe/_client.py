@@ -17,6 +17,7 @@ from ._config import (
 )
 from ._errors import RemoteError, UsageError
 from ._stats import TransferStats, TreeProgress, TreeStats
+from .durability import lefttemps
 from .transfer.download import download
 from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
@@ -47,6 +48,7 @@ class Client:
         self.connect_config = connect_config
         self.config = transfer_config
         self._pool = ChannelPool(connect_config, transfer_config)
+        self.left_temps: tuple[str, ...] = ()  # see ``aclose``
 
     def __repr__(self) -> str:
         return f"<Client {self.connect_config.host} {self._pool.state}>"
@@ -72,7 +74,13 @@ class Client:
         await self._pool.open()
 
     async def aclose(self) -> None:
-        """Close every channel and connection; calling it twice is fine."""
+        """Close every channel and connection; calling it twice is fine.
+
+        Temp files of failed uploads that the server could not be made to
+        remove (it went away) are recorded, logged as one warning and listed
+        in ``left_temps``; the next upload to that server removes them first.
+        """
+        self.left_temps = tuple(lefttemps.keep(self._pool))
         await self._pool.aclose()
 
     def abort(self) -> None:
@@ -290,13 +298,14 @@ class Client:
         sources = [local] if isinstance(local, str) else list(local)
         from .tree.put import TreePut
 
-        return await self._tree(TreePut, sources, remote, options, cfg)
+        return await self._tree(TreePut, sources, remote, options, cfg, uploads=True)
 
     async def _put_one(
         self, local: str, remote: str, cfg: TransferConfig, *, preserve: bool
     ) -> TransferStats:
         at_start = channels_at_start(cfg, size=_size_of(local), write=True)
         async with self._pool.lease(cfg, at_start=at_start) as lease:
+            await lefttemps.sweep(self._pool, lease.channels[0])
             if preserve:
                 from .tree.put import upload_preserving
 
@@ -322,6 +331,8 @@ class Client:
         dest: str,
         options: TreeOptions,
         config: TransferConfig,
+        *,
+        uploads: bool = False,
     ) -> TreeStats:
         if not sources:
             raise UsageError("nothing to copy: no sources given")
@@ -331,6 +342,8 @@ class Client:
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
         async with self._pool.lease(config) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
+            if uploads:
+                await lefttemps.sweep(self._pool, lease.channels[0])
             run = kind(lease, self._pool, options, config, sources, dest)
             return await run.run()
 

@@ -190,8 +190,7 @@ async def _upload(
             resuming.finish(committed)
         if not committed and discard is not None:
             live = [channel for channel in lease.channels if channel.broken is None]
-            if live:
-                await remove_quietly(live[0], discard)
+            await remove_quietly((live or lease.channels)[0], discard)
 
 
 async def _drop(sftp: SFTPSession, sent: asyncio.Future[codec.Reply], temp: str | None) -> None:

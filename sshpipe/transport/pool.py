@@ -108,6 +108,10 @@ class ChannelPool:
         # flight), shared by every channel, reconnects included.
         self.server_caps = ServerCaps()
         self.server_profile: ServerProfile | None = None  # from the first channel
+        # Our temp files the server could not be made to remove (``durability.lefttemps``).
+        self.left_temps: set[str] = set()
+        self.peer = ""  # "user@host:port", from the first channel
+        self.swept = False  # the temps an earlier run left were looked for
         self._freed = asyncio.Event()  # set when a transfer gives channels back
 
     def __repr__(self) -> str:
@@ -305,6 +309,8 @@ class ChannelPool:
                 return
             sftp.on_limits = self._learned
             sftp.caps = self.server_caps
+            sftp.left_temps = self.left_temps
+            self.peer = self.peer or sftp.peer
             self.server_profile = self.server_profile or sftp.profile
             self._slot_of[sftp] = slot
             self._busy.add(sftp)

@@ -143,6 +143,16 @@ async def exists(sftp: SFTPSession, path: str) -> bool:
 
 
 async def remove_quietly(sftp: SFTPSession, path: str) -> None:
+    """Remove ``path`` if the server can; one of our temp files it cannot is kept in
+    ``sftp.left_temps``, for the client to report and the next upload to remove."""
     if sftp.broken is None:
-        with contextlib.suppress(SSHPipeError):
+        try:
             await sftp.remove(path)
+        except RemoteNotFound:
+            pass
+        except SSHPipeError:
+            sftp.left_temps.add(path)
+            return
+        sftp.left_temps.discard(path)
+        return
+    sftp.left_temps.add(path)

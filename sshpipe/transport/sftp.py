@@ -96,6 +96,8 @@ class SFTPSession:
         self.profile = profile_of("", {})
         # Caps the server was found to impose, shared by its channels (the pool's).
         self.caps = ServerCaps()
+        # Our temp files on the server that could not be removed (the pool's, shared).
+        self.left_temps: set[str] = set()
         # "user@host:port" of the connection it runs on (the SSH edge fills
         # it in): an upload's resume journal is kept per destination server.
         self.peer = ""

@@ -68,6 +68,14 @@ class TreePut(TreeRun):
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         return [*super().services(), self.remote_sync.running()]
 
+    async def close(self) -> None:
+        # Cut off and never removed (the tree ended first): the client reports
+        # them and the next upload to the server removes them.
+        if self.lease.channels:
+            self.lease.channels[0].left_temps.update(self.stale_temps)
+        self.stale_temps = []
+        await super().close()
+
     async def dest_size(self, item: Item) -> int | None:
         try:
             attrs = await self.on_channel(partial(SFTPSession.lstat, path=item.dest))
