@@ -15,7 +15,7 @@
   pytest fixture.
 - ``fakes``: an in-memory SFTP server and lease for the engine tests
   (``tests/transfer``): replies delayed, reordered, shortened, failed, or never
-  sent; a channel cut; no sockets.
+  sent; a channel cut; check-file answered or lied about; no sockets.
 
 The servers import asyncssh's server side and ``sshpipe.testing.embedded``,
 never the client's modules; ``fakes`` drives the client's ``SFTPSession`` over a
