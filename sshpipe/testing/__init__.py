@@ -9,6 +9,9 @@
   connections), counting what they served.
 - ``hostile``: servers for the tree tests (hostile listings, refused opens,
   link text served as stored).
+- ``checkfile``: asyncssh's SFTP server with the ``check-file`` extension
+  (ProFTPD's dialect or paramiko's, truthful or lying) and no exec, for
+  ``--verify`` where no ``sha256sum`` can run.
 - ``rawsftp``: an SFTP server written from the wire up, for what asyncssh's
   server will not send (oversized handles, tiny or missing limits).
 - ``sshd``: a throwaway OpenSSH sshd on loopback; ``plugin`` makes it a
