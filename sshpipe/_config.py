@@ -117,9 +117,10 @@ class TransferConfig:
         verify: check the copy end to end before it takes its final name:
             "none"; "size" (the server's size after the copy); "hash" (a
             SHA-256 computed as the bytes flow, against ``sha256sum`` run on
-            the server, else the size); "read-back" (as "hash", else the file
-            read back over SFTP and hashed). ``TransferStats.verified`` says
-            which was achieved.
+            the server; where it runs none, the hash its SFTP ``check-file``
+            extension makes, in the best algorithm it has; else the size);
+            "read-back" (as "hash", else the file read back over SFTP and
+            hashed). ``TransferStats.verified`` says which was achieved.
         retries: reconnects in a row that may fail to move a byte before a
             download gives up (0: none). A dropped or stalled connection is
             reopened with backoff and only the missing ranges are asked again;

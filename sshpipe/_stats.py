@@ -50,7 +50,9 @@ class TransferStats:
         flow_phase: "startup" if the transfer ended before the controller
             found the link's rate, else "steady"; "fixed" when channels were set.
         verified: how the copy was checked: "none", "size", "hash-remote"
-            (SHA-256 against the server's sha256sum) or "read-back".
+            (SHA-256 against the server's sha256sum), "hash-remote:<algorithm>"
+            (against the hash the server's check-file made: "hash-remote:md5",
+            "hash-remote:sha256"...) or "read-back".
         reconnects: times the connection dropped or stalled and was reopened
             (the counters above are those of the last connection).
         resumed_bytes: bytes of an earlier partial copy found intact and kept
@@ -134,7 +136,8 @@ class TreeStats:
         reconnects: times the pipeline's connection dropped (or went silent)
             and was opened again; a big file's own reconnects are not counted.
         verified: with ``verify``, the weakest check any file passed ("size",
-            "read-back", "hash-remote"); "none" when not asked (or no file).
+            "read-back", "hash-remote:md5", "hash-remote:sha1", ...,
+            "hash-remote"); "none" when not asked (or no file).
         resumed_files: with ``resume``, files an earlier run of the same copy
             finished, left alone (counted in ``files_done``, not in ``bytes``).
     """

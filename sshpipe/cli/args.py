@@ -201,7 +201,8 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         const="hash",
         choices=VERIFY_LEVELS,
         help="check the copy before it takes its name: its SHA-256 against sha256sum on "
-        "the server (default), else its size; read-back: else read it back over SFTP",
+        "the server (default), else against the server's check-file hash, else its size; "
+        "read-back: else read it back over SFTP",
     )
     parser.add_argument(
         "--fsync",

@@ -9,13 +9,16 @@
   connections), counting what they served.
 - ``hostile``: servers for the tree tests (hostile listings, refused opens,
   link text served as stored).
+- ``checkfile``: asyncssh's SFTP server with the ``check-file`` extension
+  (ProFTPD's dialect or paramiko's, truthful or lying) and no exec, for
+  ``--verify`` where no ``sha256sum`` can run.
 - ``rawsftp``: an SFTP server written from the wire up, for what asyncssh's
   server will not send (oversized handles, tiny or missing limits).
 - ``sshd``: a throwaway OpenSSH sshd on loopback; ``plugin`` makes it a
   pytest fixture.
 - ``fakes``: an in-memory SFTP server and lease for the engine tests
   (``tests/transfer``): replies delayed, reordered, shortened, failed, or never
-  sent; a channel cut; no sockets.
+  sent; a channel cut; check-file answered or lied about; no sockets.
 
 The servers import asyncssh's server side and ``sshpipe.testing.embedded``,
 never the client's modules; ``fakes`` drives the client's ``SFTPSession`` over a

@@ -6,6 +6,8 @@ replies encoded and fed back to its ``data_received``), so the pumps, the read
 loop and the reconnect loop run exactly as over SSH. ``Faults`` makes it
 awkward on purpose: replies delayed and reordered, READs answered short, a
 READ or WRITE failed at an offset, the server gone silent, the channel cut.
+``CheckFileOffer`` gives it the ``check-file`` extension, ProFTPD's way or
+paramiko's, truthful or lying.
 ``FakeLease`` lends its channels the way ``transport.poollease.PoolLease`` does.
 
 Every reply is delivered from the event loop, never inside the ``write`` that
@@ -15,6 +17,7 @@ sent its request, as over a real pipe.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import struct
 from collections.abc import Callable
@@ -57,6 +60,29 @@ class Faults:
 
 
 @dataclass
+class CheckFileOffer:
+    """The ``check-file`` extension as the fake server offers it (``core.checkfile``).
+
+    Attributes:
+        advertised: its VERSION data: "1" as ProFTPD (then ``check-file-name``
+            and ``check-file-handle`` are answered as ProFTPD does), or a list
+            such as paramiko's "md5,sha1".
+        algorithms: what it hashes with: the first of a request's it has.
+        lies: each answer's first hash has a byte flipped.
+        answer_with: the algorithm its answers name, whatever was asked.
+        delay: seconds before each answer (the server reading the file).
+        asked: (request, algorithms, start, length, block) of each request seen.
+    """
+
+    advertised: bytes = b"1"
+    algorithms: tuple[str, ...] = ("sha256", "md5")
+    lies: bool = False
+    answer_with: str | None = None
+    delay: float = 0.0
+    asked: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+
+
+@dataclass
 class Served:
     """One READ or WRITE the server saw: (offset, length asked, bytes it answered with)."""
 
@@ -69,9 +95,15 @@ class Served:
 class FakeServer:
     """Files in memory, shared by every channel opened on it (as a disk is)."""
 
-    def __init__(self, files: dict[str, bytes] | None = None, faults: Faults | None = None):
+    def __init__(
+        self,
+        files: dict[str, bytes] | None = None,
+        faults: Faults | None = None,
+        check_file: CheckFileOffer | None = None,
+    ):
         self.files: dict[str, bytearray] = {k: bytearray(v) for k, v in (files or {}).items()}
         self.faults = faults or Faults()
+        self.check_file = check_file
         self.served: list[Served] = []
         self.open_handles = 0
         self.reordered = 0  # replies sent before a reply to an earlier request
@@ -106,7 +138,11 @@ class FakeServer:
 
     def handle(self, pipe: FakePipe, ptype: int, body: bytes) -> None:
         if ptype == codec.FXP_INIT:
-            pipe.send(_packet(2, _U32.pack(3)), 0.0)
+            offered = self.check_file
+            extensions = (
+                b"" if offered is None else _string(b"check-file") + _string(offered.advertised)
+            )
+            pipe.send(_packet(2, _U32.pack(3) + extensions), 0.0)
             return
         rid = _U32.unpack_from(body)[0]
         rest = body[4:]
@@ -128,8 +164,57 @@ class FakeServer:
             else:
                 attrs = _U32.pack(0x01 | 0x04) + _U64.pack(len(data)) + _U32.pack(0o100644)
                 pipe.send(_packet(105, _U32.pack(rid) + attrs), 0.0)
+        elif ptype == codec.FXP_REMOVE:
+            found = self.files.pop(_take(rest)[0].decode(), None)
+            pipe.send(
+                _status(rid, codec.FX_OK if found is not None else codec.FX_NO_SUCH_FILE), 0.0
+            )
+        elif ptype == codec.FXP_RENAME:
+            old, rest = _take(rest)
+            new = _take(rest)[0].decode()
+            if old.decode() not in self.files or new in self.files:
+                pipe.send(_status(rid, codec.FX_FAILURE, "cannot rename"), 0.0)
+            else:
+                self.files[new] = self.files.pop(old.decode())
+                pipe.send(_status(rid, codec.FX_OK), 0.0)
+        elif ptype == codec.FXP_EXTENDED and self.check_file is not None:
+            self._check_file(pipe, rid, rest, self.check_file)
         else:
             pipe.send(_status(rid, codec.FX_OP_UNSUPPORTED, "unsupported"), 0.0)
+
+    def _check_file(self, pipe: FakePipe, rid: int, rest: bytes, offer: CheckFileOffer) -> None:
+        """check-file as ProFTPD answers it (by name or handle), or paramiko (``check-file``)."""
+        name, rest = _take(rest)
+        request = name.decode()
+        by_list = offer.advertised != b"1"
+        if request not in (
+            ("check-file",) if by_list else ("check-file-name", "check-file-handle")
+        ):
+            pipe.send(_status(rid, codec.FX_OP_UNSUPPORTED, "unsupported"), 0.0)
+            return
+        target, rest = _take(rest)
+        listed, rest = _take(rest)
+        start, length = struct.unpack_from(">QQ", rest)
+        block = _U32.unpack_from(rest, 16)[0]
+        offer.asked.append((request, listed.decode(), start, length, block))
+        path = target.decode() if request == "check-file-name" else self._handles.get(target)
+        data = self.files.get(path or "")
+        usable = [name for name in listed.decode().split(",") if name in offer.algorithms]
+        if data is None or not usable or 0 < block < 256:
+            pipe.send(_status(rid, codec.FX_FAILURE, "cannot hash that"), offer.delay)
+            return
+        algorithm = usable[0]
+        end = start + length if length else len(data)
+        step = block or max(1, end - start)
+        hashes = b"".join(
+            hashlib.new(algorithm, bytes(data[at : min(at + step, end)])).digest()
+            for at in range(start, end, step)
+        )
+        if offer.lies and hashes:
+            hashes = bytes([hashes[0] ^ 0xFF]) + hashes[1:]
+        said = _string((offer.answer_with or algorithm).encode())
+        head = _string(b"check-file") if request == "check-file" else b""  # paramiko's
+        pipe.send(_packet(201, _U32.pack(rid) + head + said + hashes), offer.delay)
 
     def _open(self, pipe: FakePipe, rid: int, rest: bytes) -> None:
         raw, rest = _take(rest)

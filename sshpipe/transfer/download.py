@@ -27,7 +27,7 @@ from .pump import setup_phases, take_setup
 from .readpump import ReadPump, reading
 from .retrying import Retrying
 from .stream import read_back
-from .verify import OrderedHash, RemoteHash, check, digest_of
+from .verify import OrderedHash, RemoteHash, check_copy, digests_of, plan_for
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -86,9 +86,10 @@ async def download(
             after_write=resuming.journal.record if resuming is not None else None,
         )
         written = False
+        checks = plan_for(config.verify, lease.channels[0], remote_hash)
         # A resumed copy's kept bytes do not flow through this run: it is hashed from disk.
-        hashing = config.verify != "none" and resuming is None
-        consumer = _ToDisk(config, digest=OrderedHash() if hashing else None)
+        hashing = bool(checks.specs) and resuming is None
+        consumer = _ToDisk(config, digest=OrderedHash(checks.specs) if hashing else None)
         consumer.on_tail = on_tail
         try:
             retry = Retrying(lease, RetryBudget(attempts=config.retries), path=remote)
@@ -117,12 +118,13 @@ async def download(
             written = True
             verified = "none"
             if config.verify != "none":
-                verified = await check(
+                copied = plan.final_size
+                verified = await check_copy(
                     lease.channels[0],
                     remote,
-                    level=config.verify,
-                    size=plan.final_size,
-                    digest=await digest_of(consumer.digest, target.temp, plan.final_size),
+                    checks,
+                    size=copied,
+                    digests=await digests_of(consumer.digest, target.temp, copied, checks.specs),
                     read_back=partial(read_back, lease, remote, config),
                     shown=remote,
                     remote_hash=remote_hash,

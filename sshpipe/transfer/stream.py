@@ -1,4 +1,4 @@
-"""``stream()``: a remote file's bytes yielded in order, and ``read_back`` (its SHA-256).
+"""``stream()``: a remote file's bytes yielded in order, and ``read_back`` (its hashes).
 
 Replies arrive in any order; a reorder buffer hands them out in offset order,
 its bytes charged to the flight budget until yielded. The stream reads through
@@ -12,11 +12,11 @@ new connection's budget counts everything the buffer holds.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import AsyncGenerator, Callable
 
 from .._config import TransferConfig
 from ..core import codec
+from ..core.checkfile import SHA256, Hasher, HashSpec
 from ..core.readplan import Range, ReadPlan
 from ..core.reorder import ReorderBuffer
 from ..core.retry import RetryBudget
@@ -25,13 +25,15 @@ from .readpump import reading
 from .retrying import Retrying
 
 
-async def read_back(lease: Lease, remote: str, config: TransferConfig) -> str:
-    """The SHA-256 of the remote file, read again over SFTP (verify="read-back")."""
-    digest = hashlib.sha256()
+async def read_back(
+    lease: Lease, remote: str, config: TransferConfig, spec: HashSpec = SHA256
+) -> bytes:
+    """The remote file's hashes (``spec``'s), read again over SFTP (verify="read-back")."""
+    hasher = Hasher(spec)
     async with contextlib.aclosing(stream(lease, remote, config)) as pieces:
         async for piece in pieces:
-            digest.update(piece)
-    return digest.hexdigest()
+            hasher.update(piece)
+    return hasher.digest()
 
 
 def _from(delivered: int) -> Callable[[codec.Attrs, int], ReadPlan] | None:

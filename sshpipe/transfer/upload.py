@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -19,6 +19,7 @@ from .._config import TransferConfig
 from .._errors import ConnectionBroken, LocalError, RemoteError, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
+from ..core.checkfile import HashSpec
 from ..core.flight import SharedBytes
 from ..core.readplan import Range
 from ..core.retry import RetryBudget
@@ -44,7 +45,7 @@ from .lanes import Handles, initial_channels, open_lanes, sizing_for
 from .pump import pumping, setup_phases, take_setup
 from .retrying import Retrying
 from .stream import read_back
-from .verify import OrderedHash, RemoteHash, check, digest_of
+from .verify import OrderedHash, RemoteHash, check_copy, digests_of, plan_for
 from .writepump import WritePump
 
 
@@ -105,8 +106,9 @@ async def _upload(
                 remote, sent = landing, None
                 temp = discard = target = remote_temp_name(remote)
         sizing = await sizing_for(config, sftp, write=True)
+        checks = plan_for(config.verify, sftp, remote_hash)
         sending = _Sending(
-            config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming
+            config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming, checks.specs
         )
         sending.first_open, sent = sent, None
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
@@ -149,12 +151,13 @@ async def _upload(
             if config.verify != "none" and not checked:
                 # Without a streamed hash it is a resume: its source is a file.
                 source = resuming.source.path if resuming is not None else ""
-                verified = await check(
+                copied = sending.offset
+                verified = await check_copy(
                     sftp,
                     target,
-                    level=config.verify,
-                    size=sending.offset,
-                    digest=await digest_of(sending.digest, source, sending.offset),
+                    checks,
+                    size=copied,
+                    digests=await digests_of(sending.digest, source, copied, checks.specs),
                     read_back=partial(read_back, lease, target, config),
                     shown=remote,
                     remote_hash=remote_hash,
@@ -215,6 +218,7 @@ class _Sending:
         on_tail: Callable[[], None] | None,
         on_progress: Callable[[int], None] | None,
         resuming: UploadResume | None = None,
+        specs: Sequence[HashSpec] = (),
     ) -> None:
         self.config = config
         # Fixed for the whole upload, reconnects included (once probed, ``probe_block``).
@@ -225,9 +229,9 @@ class _Sending:
         self.shared = shared
         self.on_tail = on_tail
         self.on_progress = on_progress
-        # A resumed upload sends only the gaps: its source is hashed from disk instead.
-        hashing = config.verify != "none" and resuming is None
-        self.digest = OrderedHash() if hashing else None
+        # ``specs``: what --verify hashes as the bytes go. A resumed upload sends
+        # only the gaps: its source is hashed from disk instead.
+        self.digest = OrderedHash(specs) if specs and resuming is None else None
         self.offset = 0  # the next byte never sent
         self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
         self.acked = 0

@@ -1,43 +1,70 @@
 """End-to-end checks of a copy before it takes its final name (``TransferConfig.verify``).
 
-The SHA-256 of what was transferred is computed while the bytes flow, in file
-order (a download's replies come out of order: ``OrderedHash`` holds the early
-ones, counted in the flight budget, until the gap before them fills), so the
-local side is never read a second time. It is then compared with the server's
-own ``sha256sum`` of the file when the server runs commands; a server that
-runs none gets a read-back over SFTP if asked ("read-back"), else a size check.
+What was transferred is hashed while the bytes flow, in file order (a
+download's replies come out of order: ``OrderedHash`` holds the early ones,
+counted in the flight budget, until the gap before them fills), so the local
+side is never read a second time. Which hashes is chosen before the first
+byte (``core.checkfile.plan_verify``: one where one serves every check that
+may be tried). ``check`` then tries, in order: the server's ``sha256sum``
+when it runs commands ("hash-remote"); its ``check-file`` extension
+("hash-remote:<algorithm>": ProFTPD, paramiko); a read-back over SFTP if
+asked ("read-back"); else the size.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import re
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from .._config import DEFAULT_STALL_TIMEOUT
 from .._errors import IntegrityError
+from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
 from ..core.codec import wire
 from ..core.reorder import ReorderBuffer
 from ..core.untrusted import command_output_cap, command_timeout
 from ..local.dirfd import LocalFile, open_regular
 from ..local.target import run_blocking
+from ..transport.checkfile import remote_check_file
 from ..transport.sftp import SFTPSession
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-# (path, size) -> its SHA-256 on the server, or None where it cannot say
-RemoteHash = Callable[[str, int], Awaitable[str | None]]
+Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes them
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteHash:
+    """The server's SHA-256 of a path by other means than an exec of its own.
+
+    A tree's shell, kept open: a connection full of channels has no room for
+    one more session.
+
+    Attributes:
+        of: (path, size) -> its SHA-256 on the server, or None where it cannot say.
+        usable: False once the server is known to have no ``sha256sum``: the
+            copy then takes no SHA-256 for it.
+    """
+
+    of: Callable[[str, int], Awaitable[str | None]]
+    usable: bool = True
+
+
+def plan_for(level: str, sftp: SFTPSession, remote_hash: RemoteHash | None = None) -> VerifyPlan:
+    """The checks one copy on ``sftp``'s server will try, chosen before its bytes flow."""
+    runs = remote_hash.usable if remote_hash is not None else sftp.run_command is not None
+    return plan_verify(level, choose_check_file(sftp.extensions), runs_commands=runs)
 
 
 class OrderedHash:
-    """SHA-256 of pieces given in any order, taken in file order."""
+    """The hashes (one per spec) of pieces given in any order, taken in file order."""
 
-    def __init__(self) -> None:
+    def __init__(self, specs: Sequence[HashSpec] = (SHA256,)) -> None:
         self._reorder = ReorderBuffer()
-        self._hash = hashlib.sha256()
+        self._hashers = [Hasher(spec) for spec in specs]
 
     @property
     def buffered(self) -> int:
@@ -47,30 +74,33 @@ class OrderedHash:
     def add(self, offset: int, data: bytes) -> None:
         self._reorder.add(offset, data)
         for piece in self._reorder.pop_ready():
-            self._hash.update(piece)
+            for hasher in self._hashers:
+                hasher.update(piece)
 
     def update(self, data: bytes) -> None:
         """The next bytes in order (an upload reads its file in order)."""
         self.add(self._reorder.delivered, data)
 
-    def hexdigest(self, size: int) -> str:
-        """The digest of the first ``size`` bytes; all of them must have been added."""
+    def digests(self, size: int) -> dict[HashSpec, bytes]:
+        """The hashes of the first ``size`` bytes; all of them must have been added."""
         if self._reorder.delivered != size or self._reorder.buffered:
             raise IntegrityError(
                 "(in memory)",
                 f"hashed {self._reorder.delivered} bytes in order, the file has {size}",
             )
-        return self._hash.hexdigest()
+        return {hasher.spec: hasher.digest() for hasher in self._hashers}
 
 
-def file_sha256(path: str | os.PathLike[str] | LocalFile, size: int) -> str:
-    """SHA-256 of a local file's first ``size`` bytes (blocking: run it in a thread).
+def file_digests(
+    path: str | os.PathLike[str] | LocalFile, size: int, specs: Sequence[HashSpec]
+) -> dict[HashSpec, bytes]:
+    """The hashes of a local file's first ``size`` bytes (blocking: run it in a thread).
 
     For a resumed copy, whose bytes did not all flow through this run. A
     download's file is opened through its directory's descriptor, as every
     file under a destination is (``_localdir``).
     """
-    digest = hashlib.sha256()
+    hashers = [Hasher(spec) for spec in specs]
     fd = (
         open_regular(path, write=False)
         if isinstance(path, LocalFile)
@@ -81,21 +111,28 @@ def file_sha256(path: str | os.PathLike[str] | LocalFile, size: int) -> str:
     with open(fd, "rb") as file:
         left = size
         while left > 0 and (chunk := file.read(min(left, 1 << 20))):
-            digest.update(chunk)
+            for hasher in hashers:
+                hasher.update(chunk)
             left -= len(chunk)
-    return digest.hexdigest()
+    return {hasher.spec: hasher.digest() for hasher in hashers}
 
 
-async def digest_of(
-    streamed: OrderedHash | None, path: str | os.PathLike[str] | LocalFile, size: int
-) -> str:
-    """The copy's SHA-256: the one taken as the bytes flowed, else read from ``path``.
+async def digests_of(
+    streamed: OrderedHash | None,
+    path: str | os.PathLike[str] | LocalFile,
+    size: int,
+    specs: Sequence[HashSpec],
+) -> dict[HashSpec, bytes]:
+    """The copy's hashes: those taken as the bytes flowed, else read from ``path``.
 
     A resumed copy's kept bytes never flowed through this run, so it has none.
+    No specs (``--verify=size``, nothing to ask a hash of): none to take.
     """
     if streamed is not None:
-        return streamed.hexdigest(size)
-    return await run_blocking(file_sha256, path, size)
+        return streamed.digests(size)
+    if not specs:
+        return {}
+    return await run_blocking(file_digests, path, size, specs)
 
 
 async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> str | None:
@@ -122,42 +159,114 @@ async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> str | None:
 async def check(
     sftp: SFTPSession,
     path: str,
+    plan: VerifyPlan,
     *,
-    level: str,
     size: int,
-    digest: str,
-    read_back: Callable[[], Awaitable[str]],
+    digests: Digests,
+    remote_sha256: Callable[[], Awaitable[str | None]],
+    read_back: Callable[[HashSpec], Awaitable[bytes | None]],
     shown: str,
-    remote_hash: RemoteHash | None = None,
 ) -> str:
     """Compare the copy with the server's file at ``path``; the level achieved.
 
+    The one place the order of the checks is kept, for single files and trees.
+
     Args:
-        level: "size", "hash" or "read-back" (see TransferConfig.verify).
-        size, digest: what was transferred.
-        read_back: hashes the server's file over SFTP.
+        plan: the checks to try (``plan_for``, before the bytes flowed).
+        size, digests: what was transferred, hashed as ``plan.specs`` say.
+        remote_sha256: the server's ``sha256sum`` of the file, None where it has none.
+        read_back: hashes the server's file as read again over SFTP (None: it
+            is longer than the copy).
         shown: the path named in errors (the user's, not a temporary one).
-        remote_hash: the server's SHA-256 of a path by other means than an
-            exec of its own (a tree's shell, kept open: a connection full of
-            channels has no room for one more session).
 
     Raises:
         IntegrityError: they differ.
     """
-    if level in ("hash", "read-back"):
-        theirs = await (remote_hash or partial(remote_sha256, sftp))(path, size)
+    if plan.sha256sum:
+        theirs = await remote_sha256()
         if theirs is not None:
-            same(shown, "sha256 (sha256sum on the server)", theirs, digest)
+            same(shown, "sha256 (sha256sum on the server)", theirs, digests[SHA256].hex())
             return "hash-remote"
-        if level == "read-back":
-            same(shown, "sha256 (read back)", await read_back(), digest)
-            return "read-back"
-    theirs_size = (await sftp.stat(path)).size
-    same(shown, "size", str(theirs_size), str(size))
+    check_file = plan.check_file
+    if check_file is not None:
+        if size == 0:
+            # No bytes to hash (ProFTPD refuses a start offset at the end of the
+            # file): a size of 0 proves what a hash would.
+            same(shown, "size", str((await sftp.stat(path)).size), "0")
+            return check_file.level
+        hashes = await remote_check_file(sftp, path, check_file, size)
+        if hashes is not None:
+            spec = check_file.spec
+            same_hash(shown, "check-file on the server", spec, hashes, digests[spec])
+            return check_file.level
+    if plan.level == "read-back":
+        spec = plan.specs[0]
+        same_hash(shown, "read back", spec, await read_back(spec), digests[spec])
+        return "read-back"
+    same(shown, "size", str((await sftp.stat(path)).size), str(size))
     return "size"
+
+
+async def check_copy(
+    sftp: SFTPSession,
+    path: str,
+    plan: VerifyPlan,
+    *,
+    size: int,
+    digests: Digests,
+    read_back: Callable[[HashSpec], Awaitable[bytes | None]],
+    shown: str,
+    remote_hash: RemoteHash | None = None,
+) -> str:
+    """``check`` for one file of the engine's: the server's SHA-256 by an exec of its
+    own, unless ``remote_hash`` says how else."""
+    hashed = (
+        partial(remote_hash.of, path, size)
+        if remote_hash is not None
+        else partial(remote_sha256, sftp, path, size)
+    )
+    return await check(
+        sftp,
+        path,
+        plan,
+        size=size,
+        digests=digests,
+        remote_sha256=hashed,
+        read_back=read_back,
+        shown=shown,
+    )
 
 
 def same(path: str, what: str, theirs: str, ours: str) -> None:
     """Raise IntegrityError naming ``path`` unless the server's ``what`` equals ours."""
     if theirs != ours:
         raise IntegrityError(path, f"{what} differs: the server has {theirs}, the copy {ours}")
+
+
+def same_hash(path: str, how: str, spec: HashSpec, theirs: bytes | None, ours: bytes) -> None:
+    """Raise IntegrityError naming ``path`` unless the server's hashes (``how``) are ours.
+
+    Hashes by blocks are told apart at the first block that differs: the
+    whole list would be megabytes of hex.
+    """
+    if theirs == ours:
+        return
+    what = f"{spec.algorithm} ({how})"
+    if theirs is None:
+        raise IntegrityError(path, f"{what} differs: the server's file is longer than the copy")
+    if spec.block:
+        step = spec.digest_size
+        if len(theirs) != len(ours):
+            raise IntegrityError(
+                path,
+                f"{what} differs: the server has {len(theirs) // step} blocks, "
+                f"the copy {len(ours) // step}",
+            )
+        first = next(
+            at for at in range(0, len(ours), step) if theirs[at : at + step] != ours[at : at + step]
+        )
+        what = f"{spec.algorithm} of the block at byte {first // step * spec.block} ({how})"
+        theirs, ours = theirs[first : first + step], ours[first : first + step]
+    raise IntegrityError(
+        path, f"{what} differs: the server has {theirs.hex()}, the copy {ours.hex()}"
+    )

@@ -56,6 +56,10 @@ class RemoteCommands:
                 self._known[tool] = await self._probe(tool, marker)
             return self._known[tool]
 
+    def known(self, tool: str) -> bool | None:
+        """What the last probe of ``tool`` found (None: not asked yet)."""
+        return self._known.get(tool)
+
     async def _probe(self, tool: str, marker: str) -> bool:
         result = await self.run(f"{tool} --version", max_output=COMMAND_OUTPUT_SLACK)
         found = result is not None and result[0] == 0 and marker in result[1]

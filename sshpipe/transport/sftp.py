@@ -70,6 +70,7 @@ class SFTPSession:
         self.stall_timeout = stall_timeout
         self._watchdog: asyncio.TimerHandle | None = None
         self._pending: dict[int, ReplyCallback] = {}
+        self._slow: dict[int, float] = {}  # request id: seconds its answer may take more
         self._next_id = 0
         self._version: asyncio.Future[codec.Version] | None = None
         self._broken: BaseException | None = None
@@ -169,6 +170,8 @@ class SFTPSession:
             self._version.set_result(message)
             return
         self._replies.at = time.monotonic()
+        if self._slow:
+            self._slow.pop(message.request_id, None)
         callback = self._pending.pop(message.request_id, None)
         if callback is None:
             # A reply to a request we never sent (or already answered): the peer is
@@ -184,6 +187,7 @@ class SFTPSession:
             self._watchdog.cancel()
             self._watchdog = None
         pending, self._pending = self._pending, {}
+        self._slow.clear()
         if self._version is not None and not self._version.done():
             self._version.set_exception(exc)
         for callback in pending.values():
@@ -196,9 +200,9 @@ class SFTPSession:
     def _check_silence(self) -> None:
         """The watchdog's look: fail the session once the server owed a reply too long."""
         self._watchdog = None
-        timeout = self.stall_timeout
-        if self._broken is not None or not self._pending or timeout is None:
+        if self._broken is not None or not self._pending or self.stall_timeout is None:
             return  # re-armed by the next request owed
+        timeout = self.stall_timeout + max(self._slow.values(), default=0.0)
         silent = self._silence(time.monotonic())
         if silent < timeout:
             self._watch(timeout - silent)
@@ -246,8 +250,14 @@ class SFTPSession:
             request_id, codec.encode_write_header(request_id, handle, offset, len(data)) + data
         )
 
-    def _request(self, build: Callable[[int], bytes]) -> asyncio.Future[codec.Reply]:
-        """Send one request built by ``build(request_id)``; its reply resolves the future."""
+    def _request(
+        self, build: Callable[[int], bytes], slow: float = 0.0
+    ) -> asyncio.Future[codec.Reply]:
+        """Send one request built by ``build(request_id)``; its reply resolves the future.
+
+        ``slow``: seconds its answer may take beyond the stall timeout (the
+        server reads a whole file for it: check-file).
+        """
         future: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
 
         def resolve(reply: codec.Reply | BaseException) -> None:
@@ -259,6 +269,8 @@ class SFTPSession:
                 future.set_result(reply)
 
         request_id = self._allocate(resolve)
+        if slow > 0:
+            self._slow[request_id] = slow
         self._send(request_id, build(request_id))
         return future
 
@@ -266,9 +278,9 @@ class SFTPSession:
         """Send one request now; await the future for its reply (pipelining)."""
         return self._request(build)
 
-    async def call(self, build: Callable[[int], bytes]) -> codec.Reply:
-        """Send one request and await its reply."""
-        return await self._request(build)
+    async def call(self, build: Callable[[int], bytes], *, slow: float = 0.0) -> codec.Reply:
+        """Send one request and await its reply (``slow``: as for ``_request``)."""
+        return await self._request(build, slow)
 
     # -- session set-up and control requests ---------------------------------
 

@@ -129,6 +129,10 @@ class SSHLink:
         # first channel opened on it, whose transfer reports it.
         self.setup: list[tuple[str, float]] = []
         self.rtt_estimate = 0.0  # seconds of one round trip, from the log-in
+        # The server refused an exec once (an SFTP-only one: paramiko, ProFTPD):
+        # its sessions run no command more, and --verify hashes the copy for no
+        # sha256sum (``transfer.verify.plan_for``).
+        self.refuses_exec = False
 
     def __repr__(self) -> str:
         return f"<SSHLink {self.label} channels_opened={self.channels_opened}>"
@@ -189,7 +193,7 @@ class SSHLink:
         sftp.recv_window = window
         sftp.server_version = str(self._conn.get_extra_info("server_version", ""))
         sftp.peer = self.label
-        sftp.run_command = self.run
+        sftp.run_command = None if self.refuses_exec else self.run
         sftp.open_shell = self.open_shell
         # Read before INIT is sent: nothing has used the server's grant yet.
         sftp.peer_window = pipe.peer_window
@@ -238,6 +242,13 @@ class SSHLink:
                 status = (await process.wait(check=False)).exit_status
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             logger.debug("%s: no command run (%s)", self.label, type(exc).__name__)
+            refused = asyncssh.OPEN_REQUEST_SESSION_FAILED
+            if isinstance(exc, asyncssh.ChannelOpenError) and exc.code == refused:
+                # The session opened and the exec itself was refused (not a full
+                # connection's MaxSessions, which refuses the session).
+                self.refuses_exec = True
+                for sftp in self._sessions:
+                    sftp.run_command = None
             return None
         finally:
             if process is not None:

@@ -22,6 +22,7 @@ from typing import Any
 from .._config import TransferConfig
 from .._errors import LocalError, RemoteIsADirectory
 from .._stats import TransferStats
+from ..core.checkfile import VerifyPlan
 from ..core.untrusted import check_link_target, safe_mode
 from ..local.dirfd import (
     DirRoot,
@@ -39,14 +40,15 @@ from ..local.dirfd import (
 )
 from ..local.target import run_blocking, write_whole_file
 from ..transfer.download import download
+from ..transfer.verify import Digests
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .groupcommit import GroupCommit
 from .item import Item
 from .run import TreeRun
 from .scan import RemoteSide
-from .smallread import fetch_small, read_back_small, size_of
-from .verify import sha256_of
+from .smallread import fetch_small, read_back_small
+from .verify import digests_of_pieces
 
 logger = logging.getLogger("sshpipe.tree")
 
@@ -137,7 +139,9 @@ class TreeGet(TreeRun):
                     )
                 if fetched is not None:
                     pieces, final_size = fetched
-                    digest = sha256_of(pieces) if self.verifier is not None else ""
+                    if self.verifier is not None:
+                        checks = self.verifier.plan()
+                        digests = digests_of_pieces(pieces, checks.specs)
                     await self.local(
                         write_whole_file,
                         local,
@@ -151,7 +155,7 @@ class TreeGet(TreeRun):
                         syncs=self.config.fsync and not grouped,
                     )
             if fetched is not None and self.verifier is not None:
-                await self.on_channel(partial(self._check, item, digest, final_size))
+                await self.on_channel(partial(self._check, item, checks, digests, final_size))
         except BaseException:
             if temp is not None:  # written, maybe, but never handed to the committer
                 with contextlib.suppress(OSError):
@@ -168,14 +172,17 @@ class TreeGet(TreeRun):
             await self.local(rename_into_place, temp, local)
         self.account.file_done(final_size)
 
-    async def _check(self, item: Item, digest: str, size: int, sftp: SFTPSession) -> None:
-        """--verify of a small file read whole (its digest), against the server's copy."""
+    async def _check(
+        self, item: Item, checks: VerifyPlan, digests: Digests, size: int, sftp: SFTPSession
+    ) -> None:
+        """--verify of a small file read whole (its hashes), against the server's copy."""
         assert self.verifier is not None
         await self.verifier.check(
+            sftp,
             item.source,
-            digest=digest,
+            checks,
+            digests=digests,
             size=size,
-            remote_size=partial(size_of, sftp, item.source),
             read_back=partial(read_back_small, sftp, item.source, size, self.block),
             shown=item.source,
         )

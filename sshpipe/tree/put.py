@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import posixpath
 from collections.abc import Callable
@@ -31,11 +30,13 @@ from .._errors import (
 )
 from .._stats import TransferStats
 from ..core import codec
+from ..core.checkfile import VerifyPlan
 from ..core.untrusted import safe_mode
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.inorder import in_order, refused_out_of_order
 from ..transfer.upload import upload
+from ..transfer.verify import Digests
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
@@ -50,7 +51,8 @@ from .item import Item
 from .remotesync import RemoteSync
 from .run import TreeRun
 from .scan import LocalSide, attrs_of
-from .smallread import read_back_small, size_of
+from .smallread import read_back_small
+from .verify import digests_of_pieces
 
 
 class TreePut(TreeRun):
@@ -172,8 +174,12 @@ class TreePut(TreeRun):
             raise
         if not waits:
             return None
-        digest = hashlib.sha256(data).hexdigest() if self.verifier is not None else ""
-        return _Sent(temp, len(data), digest, batched)
+        if self.verifier is None:
+            return _Sent(temp, len(data), None, {}, batched)
+        checks = self.verifier.plan()
+        return _Sent(
+            temp, len(data), checks, digests_of_pieces([(0, [data])], checks.specs), batched
+        )
 
     async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
         """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
@@ -181,12 +187,13 @@ class TreePut(TreeRun):
         if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.size):
             return  # the rename went through before the connection did
         try:
-            if self.verifier is not None:
+            if self.verifier is not None and sent.checks is not None:
                 await self.verifier.check(
+                    sftp,
                     sent.temp,
-                    digest=sent.digest,
+                    sent.checks,
+                    digests=sent.digests,
                     size=sent.size,
-                    remote_size=partial(size_of, sftp, sent.temp),
                     read_back=partial(read_back_small, sftp, sent.temp, sent.size, self.block),
                     shown=item.dest,
                 )
@@ -329,7 +336,8 @@ class _Sent:
 
     temp: str
     size: int
-    digest: str  # its SHA-256, with --verify
+    checks: VerifyPlan | None  # with --verify: the checks chosen as it was hashed
+    digests: Digests  # and its hashes
     batched: bool  # durable by the next sync -f (else fsynced with its writes, if asked)
     renaming: bool = False  # the rename was sent: after a drop, a temp gone means it was done
 

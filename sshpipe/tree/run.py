@@ -39,6 +39,7 @@ from .._errors import (
     TransferError,
 )
 from .._stats import TransferStats, TreeStats
+from ..core.checkfile import choose_check_file
 from ..core.flight import SharedBytes
 from ..core.text import printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
@@ -47,6 +48,7 @@ from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
 from ..transfer.lanes import sizing_of
+from ..transfer.verify import RemoteHash
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
@@ -147,7 +149,10 @@ class TreeRun(abc.ABC):
         # The server's shell, for what a command does better than SFTP (sync, sha256sum).
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         verifying = config.verify != "none"
-        self.verifier = TreeVerifier(config.verify, self.commands) if verifying else None
+        check_file = choose_check_file(channels[0].extensions)
+        self.verifier = (
+            TreeVerifier(config.verify, self.commands, check_file) if verifying else None
+        )
         # -r --resume: the files an earlier run finished are skipped.
         header = tree_header(channels[0].peer, upload=self.writes, sources=sources, dest=dest)
         self.journal = TreeJournal(header) if config.resume else None
@@ -337,9 +342,9 @@ class TreeRun(abc.ABC):
             self.account.file_done(stats.bytes, reported=moved.total)
 
     @property
-    def remote_hash(self) -> Callable[[str, int], Awaitable[str | None]] | None:
-        """How a big file's --verify gets the server's hash: in the tree's batches."""
-        return self.verifier.remote_sha256 if self.verifier is not None else None
+    def remote_hash(self) -> RemoteHash | None:
+        """How a big file's --verify gets the server's SHA-256: in the tree's batches."""
+        return self.verifier.remote_hash if self.verifier is not None else None
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[_Moved]:

@@ -10,12 +10,13 @@ import asyncio
 from functools import partial
 
 from ..core import codec
+from ..core.checkfile import HashSpec
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.status import status_error
 from ..local.writeback import Batch
 from ..transport.replies import quiet, settle
 from ..transport.sftp import SFTPSession
-from .verify import sha256_of
+from .verify import digests_of_pieces
 
 
 async def fetch_small(
@@ -70,14 +71,12 @@ async def fetch_small(
     return pieces, plan.final_size
 
 
-async def size_of(sftp: SFTPSession, path: str) -> int | None:
-    return (await sftp.stat(path)).size
-
-
-async def read_back_small(sftp: SFTPSession, path: str, size: int, block: int) -> str:
-    """SHA-256 of a small remote file read again (a file that grew no longer matches)."""
+async def read_back_small(
+    sftp: SFTPSession, path: str, size: int, block: int, spec: HashSpec
+) -> bytes | None:
+    """A small remote file's hashes (``spec``'s) as read again; None if it grew past ``size``."""
     fetched = await fetch_small(sftp, path, size, block)
-    return sha256_of(fetched[0]) if fetched is not None else "(a file larger than copied)"
+    return digests_of_pieces(fetched[0], [spec])[spec] if fetched is not None else None
 
 
 def sftp_future() -> asyncio.Future[None]:

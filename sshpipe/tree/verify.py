@@ -1,40 +1,44 @@
 """``--verify`` for a tree's small files: hashed in memory, checked on the server by the batch.
 
-A small file is all in memory once read, so its SHA-256 costs no second read.
-The server's side is one ``sha256sum -z -- FILE...`` for every file ready
-meanwhile, through the tree's kept shell (``RemoteCommands``, ``Batcher``):
-one round trip for hundreds of files, where a command each would cost six.
-Where the server has no GNU ``sha256sum``, "read-back" reads the file again
-over SFTP; otherwise the sizes are compared. Big files go through the
-single-file engine, which verifies them itself; ``weakest`` is what the tree
-reports: the weakest check any file passed.
+A small file is all in memory once read, so its hashes cost no second read.
+The server's ``sha256sum`` is one ``sha256sum -z -- FILE...`` for every file
+ready meanwhile, through the tree's kept shell (``RemoteCommands``,
+``Batcher``): one round trip for hundreds of files, where a command each
+would cost six. Where the server has no GNU ``sha256sum``, its
+``check-file`` is asked file by file, else "read-back" reads the file again
+over SFTP, else the sizes are compared (the order is ``transfer.verify``'s
+``check``). Big files go through the single-file engine, which verifies them
+itself; ``weakest`` is what the tree reports: the weakest check any file passed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import partial
 
+from ..core.checkfile import CheckFile, Hasher, HashSpec, VerifyPlan, level_strength, plan_verify
 from ..core.codec import wire
 from ..core.untrusted import command_output_cap
-from ..transfer.verify import same
+from ..transfer.verify import Digests, RemoteHash, check
 from ..transport.commands import RemoteCommands
+from ..transport.sftp import SFTPSession
 from .batch import Batcher
 
 MAX_BATCH = 256  # files per sha256sum: its command line stays well under ARG_MAX
-# From the weakest: a read-back and the server's own hash both read what it stored.
-_STRENGTH = {"none": 0, "size": 1, "read-back": 2, "hash-remote": 3}
 
 
-def sha256_of(pieces: Iterable[tuple[int, Sequence[bytes | memoryview]]]) -> str:
-    """SHA-256 of a file held as (offset, chunks) pieces covering it."""
-    digest = hashlib.sha256()
+def digests_of_pieces(
+    pieces: Iterable[tuple[int, Sequence[bytes | memoryview]]], specs: Sequence[HashSpec]
+) -> dict[HashSpec, bytes]:
+    """The hashes (one per spec) of a file held as (offset, chunks) pieces covering it."""
+    hashers = [Hasher(spec) for spec in specs]
     for _, chunks in sorted(pieces, key=lambda piece: piece[0]):
         for chunk in chunks:
-            digest.update(chunk)
-    return digest.hexdigest()
+            for hasher in hashers:
+                hasher.update(chunk)
+    return {hasher.spec: hasher.digest() for hasher in hashers}
 
 
 def parse_sha256sum_z(output: str) -> dict[str, str]:
@@ -48,11 +52,18 @@ def parse_sha256sum_z(output: str) -> dict[str, str]:
 
 
 class TreeVerifier:
-    """Checks each small file against the server at ``level`` (see TransferConfig.verify)."""
+    """Checks each small file against the server at ``level`` (see TransferConfig.verify).
 
-    def __init__(self, level: str, commands: RemoteCommands) -> None:
+    Args:
+        check_file: how the server's check-file is asked (from its VERSION), if it has one.
+    """
+
+    def __init__(
+        self, level: str, commands: RemoteCommands, check_file: CheckFile | None = None
+    ) -> None:
         self.level = level
         self._commands = commands
+        self._check_file = check_file
         self._batches: Batcher[tuple[str, int], str | None] = Batcher(
             self._hash_batch, max_batch=MAX_BATCH
         )
@@ -61,34 +72,44 @@ class TreeVerifier:
     def __repr__(self) -> str:
         return f"<TreeVerifier {self.level} weakest={self.weakest} {self._batches!r}>"
 
+    def plan(self) -> VerifyPlan:
+        """The checks for a file about to be hashed (no SHA-256 once there is no ``sha256sum``)."""
+        runs = self._commands.known("sha256sum") is not False
+        return plan_verify(self.level, self._check_file, runs_commands=runs)
+
+    @property
+    def remote_hash(self) -> RemoteHash:
+        """How a big file's check gets the server's SHA-256: in the next batch."""
+        return RemoteHash(self.remote_sha256, usable=self._commands.known("sha256sum") is not False)
+
     async def check(
         self,
+        sftp: SFTPSession,
         path: str,
+        plan: VerifyPlan,
         *,
-        digest: str,
+        digests: Digests,
         size: int,
-        remote_size: Callable[[], Awaitable[int | None]],
-        read_back: Callable[[], Awaitable[str]],
+        read_back: Callable[[HashSpec], Awaitable[bytes | None]],
         shown: str,
     ) -> None:
-        """Compare the copy (``digest``, ``size``) with the server's file at ``path``.
+        """Compare the copy (``digests`` as ``plan`` chose, ``size``) with the server's file.
 
         Raises:
             IntegrityError: naming ``shown``: they differ.
             ConnectionBroken: the connection went (the file is tried again).
         """
-        if self.level in ("hash", "read-back"):
-            theirs = await self.remote_sha256(path, size)
-            if theirs is not None:
-                same(shown, "sha256 (sha256sum on the server)", theirs, digest)
-                self.passed("hash-remote")
-                return
-        if self.level == "read-back":
-            same(shown, "sha256 (read back)", await read_back(), digest)
-            self.passed("read-back")
-            return
-        same(shown, "size", str(await remote_size()), str(size))
-        self.passed("size")
+        level = await check(
+            sftp,
+            path,
+            plan,
+            size=size,
+            digests=digests,
+            remote_sha256=partial(self.remote_sha256, path, size),
+            read_back=read_back,
+            shown=shown,
+        )
+        self.passed(level)
 
     async def remote_sha256(self, path: str, size: int) -> str | None:
         """The server's SHA-256 of ``path`` in the next batch, or None if it has no sha256sum.
@@ -102,7 +123,7 @@ class TreeVerifier:
 
     def passed(self, level: str) -> None:
         """A file passed ``level`` (a big file's own check is counted here too)."""
-        if self.weakest is None or _STRENGTH[level] < _STRENGTH[self.weakest]:
+        if self.weakest is None or level_strength(level) < level_strength(self.weakest):
             self.weakest = level
 
     def running(self) -> contextlib.AbstractAsyncContextManager[None]:

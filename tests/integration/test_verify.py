@@ -20,6 +20,7 @@ import pytest
 
 import sshpipe
 import sshpipe.transfer.verify
+from sshpipe.core.checkfile import SHA256, HashSpec
 from sshpipe.testing.faults import Tracker, TrackingServer, factory
 from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from sshpipe.transport.commands import RemoteCommands
@@ -38,15 +39,18 @@ def test_ordered_hash_takes_pieces_in_any_order() -> None:
     cuts = sorted(random.Random(7).sample(range(1, len(data)), 40))
     pieces = [(a, data[a:b]) for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
     random.Random(8).shuffle(pieces)
-    digest = sshpipe.transfer.verify.OrderedHash()
+    md5_blocks = HashSpec("md5", 4096)
+    digest = sshpipe.transfer.verify.OrderedHash([SHA256, md5_blocks])  # both in one pass
     for offset, piece in pieces:
         digest.add(offset, piece)
     assert digest.buffered == 0
-    assert digest.hexdigest(len(data)) == hashlib.sha256(data).hexdigest()
+    blocks = b"".join(hashlib.md5(data[a : a + 4096]).digest() for a in range(0, len(data), 4096))
+    expected = {SHA256: hashlib.sha256(data).digest(), md5_blocks: blocks}
+    assert digest.digests(len(data)) == expected
     short = sshpipe.transfer.verify.OrderedHash()
     short.add(10, b"x")  # a gap at 0: not a whole file
     with pytest.raises(sshpipe.IntegrityError):
-        short.hexdigest(11)
+        short.digests(11)
 
 
 async def test_sshd_checks_with_sha256sum_both_ways(openssh_peer: Peer, tmp_path: Path) -> None:
