@@ -18,6 +18,10 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``readback``: checking an upload's kept bytes on resume;
 - ``checkfile``: the ``check-file`` extension's bytes, and which hashes --verify takes;
 - ``status``: the ``RemoteError`` a failure STATUS stands for;
+- ``serverprofile``: which server this is (banner, VERSION extensions): SYMLINK
+  order, what it offers;
+- ``servercaps``: what a server was found to refuse (handles, block, requests
+  in flight, out-of-order writes), and the rules that learn it;
 - ``timeline``: a transfer's set-up phases, in seconds and round trips.
 
 May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.

@@ -8,10 +8,12 @@
 - ``readpump`` / ``writepump``: READs or WRITEs in flight, replies fed to the
   read plan or the acknowledgement count;
 - ``pump``: what both share (lanes, flight budget, flow controller, error,
-  wake-ups; a stall is the sessions' watchdog's to find, see ``transport.sftp``);
+  wake-ups; a stall is the sessions' watchdog's to find, see ``transport.requests``);
 - ``grower``: more channels while the flow controller wants them;
 - ``lanes``: the file's handle on each channel;
-- ``verify``: the end-to-end SHA-256 check before the final rename.
+- ``verify``: the end-to-end hash check before the final rename;
+- ``blockprobe``: the block a server without limits@openssh.com takes whole;
+- ``inorder``: uploads in file order on one channel, where a server needs it.
 
 May import: ``core``, ``transport``, ``local``, ``durability``, ``_config``,
 ``_errors``, ``_stats``.

@@ -9,7 +9,8 @@
   touches asyncssh's private attributes;
 - ``shell``: a remote shell for batched commands (``RemoteShell``);
 - ``sftp``: ``SFTPSession``, one SFTP channel with requests pipelined on it
-  (it never sees asyncssh); ``replies``: the reply callback, ``quiet`` and
+  (it never sees asyncssh), on ``requests.RequestChannel`` (request ids,
+  replies owed, the stall watchdog); ``replies``: the reply callback, ``quiet`` and
   ``settle`` for replies nobody reads, the connection's reply clock;
   ``wiring``: the protocols of what a session is wired to (pipe, shell);
 - ``commands``: a tree's remote commands (``sync -f``, ``sha256sum``) with caps
@@ -17,7 +18,8 @@
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
   (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
   at its start);
-- ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename.
+- ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename;
+- ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
 above this package sees them. May import: ``core``, ``_config``, ``_errors``.
