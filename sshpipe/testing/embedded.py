@@ -59,15 +59,21 @@ class _Sessions(asyncssh.SSHServer):
     """
 
     def __init__(
-        self, sftp: ChannelSFTP, max_sessions: int | None, session: SessionFactory
+        self,
+        sftp: ChannelSFTP,
+        max_sessions: int | None,
+        session: SessionFactory,
+        refused: Callable[[], None],
     ) -> None:
         self._sftp = sftp
         self._max = max_sessions
         self._session = session
+        self._refused = refused
         self._open = 0
 
     def session_requested(self) -> SFTPOnlySession:
         if self._max is not None and self._open >= self._max:
+            self._refused()
             # sshd's answer past MaxSessions: "open failed", administratively prohibited.
             refused = asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
             raise asyncssh.ChannelOpenError(refused, "open failed")
@@ -148,6 +154,7 @@ async def embedded_server(
     server_version: str | None = None,
     max_sessions: int | None = None,
     session_factory: SessionFactory | None = None,
+    session_refused: Callable[[], None] = lambda: None,
     reuse_keys: bool = False,
 ) -> AsyncIterator[EmbeddedServer]:
     """Run the server for the duration of the ``async with`` block.
@@ -166,6 +173,7 @@ async def embedded_server(
         max_sessions: session channels one connection may hold open at once;
             one more is refused as sshd refuses past its MaxSessions. SFTP
             sessions only (no ``process_factory``).
+        session_refused: called at each session refused for ``max_sessions``.
         session_factory: builds each session channel around the SFTP server
             (an ``SFTPOnlySession`` subclass that sees its bytes); SFTP only.
         reuse_keys: take the host and client keys a server left in
@@ -193,7 +201,7 @@ async def embedded_server(
             raise ValueError("max_sessions and session_factory serve SFTP sessions only")
         opener = session_factory or SFTPOnlySession
         sessions = {
-            "server_factory": lambda: _Sessions(sftp, max_sessions, opener),
+            "server_factory": lambda: _Sessions(sftp, max_sessions, opener, session_refused),
             "encoding": None,
         }
     elif server_factory is not None:

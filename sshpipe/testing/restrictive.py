@@ -18,8 +18,9 @@ and reads afterwards: each counts the times its cap bit (``refused``,
 - ``NoExtensions``: a bare SFTP v3 VERSION (no limits@openssh.com,
   posix-rename, fsync, statvfs, hardlink); every EXTENDED request is
   OP_UNSUPPORTED, and RENAME onto an existing name fails (filexfer-02 §6.5).
-- ``DropsChannelMidTree(after)``: closes the SFTP channel carrying the
-  ``after``-th request of the whole server, once; the connection stays up.
+- ``DropsChannelMidTree(after, on)``: closes an SFTP channel right after a
+  reply (the first of kind ``on`` from the server's ``after``-th), once; the
+  connection stays up.
 - ``DiesMidTree(after)``: at the ``after``-th file created, the whole server
   goes down: it stops accepting and drops every connection. A test restarts
   it with ``restricted_server(..., reuse_keys=True)`` on the same port and root.
@@ -35,13 +36,15 @@ its way out.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
+import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import asyncssh
 
@@ -67,7 +70,7 @@ _U32 = struct.Struct(">I")
 
 # SFTP packet types (filexfer-02 §3) the taps look at.
 FXP_INIT, FXP_VERSION, FXP_OPEN, FXP_CLOSE, FXP_READ = 1, 2, 3, 4, 5
-FXP_OPENDIR, FXP_STATUS, FXP_HANDLE, FXP_EXTENDED = 11, 101, 102, 200
+FXP_OPENDIR, FXP_STATUS, FXP_HANDLE, FXP_NAME, FXP_EXTENDED = 11, 101, 102, 104, 200
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,8 @@ class Tap:
         """Whether ``packet`` goes on to asyncssh's server (False: dropped or answered here)."""
         return True
 
-    def reply(self, packet: Packet) -> Packet | None:
-        """The reply to send in place of ``packet`` (None: never sent)."""
+    def reply(self, session: TappedSession, packet: Packet) -> Packet | None:
+        """The reply to send in place of ``packet`` (None: not now, or never)."""
         return packet
 
 
@@ -147,16 +150,19 @@ class TappedSession(SFTPOnlySession):
     def _replied(self, data: bytes, datatype: asyncssh.DataType = None) -> None:
         self._outgoing += data
         for packet in _take_packets(self._outgoing):
-            sent = self.tap.reply(packet)
-            if sent is not None and not self.channel.is_closing():
-                self._send(sent.framed(), datatype)
+            sent = self.tap.reply(self, packet)
+            if sent is not None:
+                self.send(sent)
+
+    def send(self, packet: Packet) -> None:
+        """Send ``packet`` to the client (unless the channel is going)."""
+        if not self.channel.is_closing():
+            self._send(packet.framed(), None)
 
     def answer(self, request_id: int, code: int, message: str) -> None:
         """A STATUS from the tap itself: the request never reaches asyncssh's server."""
-        if self.channel.is_closing():
-            return
         body = _U32.pack(request_id) + _U32.pack(code) + _string(message.encode()) + _string(b"")
-        self._send(Packet(FXP_STATUS, body).framed(), None)
+        self.send(Packet(FXP_STATUS, body))
 
 
 class _Served(FaithfulLinks):
@@ -183,6 +189,9 @@ class Restriction:
     def session(self, sftp: ChannelSFTP) -> SFTPOnlySession:
         """The session channel around it (a tapped one, for caps the server cannot see)."""
         return SFTPOnlySession(sftp)
+
+    def session_refused(self) -> None:
+        """Called at each session channel refused for ``max_sessions``."""
 
     def started(self, server: EmbeddedServer) -> None:
         """Called once the server listens."""
@@ -214,6 +223,7 @@ async def restricted_server(
         sftp_factory=restriction.sftp,
         max_sessions=restriction.max_sessions,
         session_factory=restriction.session,
+        session_refused=restriction.session_refused,
     ) as server:
         restriction.started(server)
         yield server
@@ -258,7 +268,7 @@ class _HandleTap(Tap):
             self.handles.discard(packet.first_string())
         return True
 
-    def reply(self, packet: Packet) -> Packet | None:
+    def reply(self, session: TappedSession, packet: Packet) -> Packet | None:
         if packet.id in self.opening:
             self.opening.discard(packet.id)
             if packet.type == FXP_HANDLE:
@@ -272,6 +282,10 @@ class ChannelCap(Restriction):
     def __init__(self, n: int = 2) -> None:
         self.n = n
         self.max_sessions = n
+        self.refused = 0  # channel opens refused
+
+    def session_refused(self) -> None:
+        self.refused += 1
 
 
 # -- caps on how requests may come -------------------------------------------------
@@ -280,39 +294,29 @@ class ChannelCap(Restriction):
 class StallsPastOutstanding(Restriction):
     """A READ arriving while ``n`` READs are outstanding is never answered.
 
-    Each READ takes ``delay`` seconds, so that a client's prefetched reads
-    really queue up in front of the server.
+    Every reply leaves ``delay`` seconds after its request's answer was
+    ready, in order (a round trip's worth of latency), and a READ counts as
+    outstanding until its reply has left: a client's burst of prefetched reads
+    finds the server still busy with the first ``n``, however fast the
+    machine. ``delay`` bounds what the cap costs a client that keeps within
+    it: n blocks per ``delay``.
     """
 
-    def __init__(self, n: int = 32, *, delay: float = 0.001) -> None:
+    def __init__(self, n: int = 32, *, delay: float = 0.02) -> None:
         self.n = n
         self.delay = delay
         self.dropped = 0  # READs never answered
         self.peak = 0  # most READs outstanding on one session
 
-    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
-        return _SlowReads(chan, root, self.delay)
-
     def session(self, sftp: ChannelSFTP) -> SFTPOnlySession:
         return TappedSession(sftp, _StallTap(self))
-
-
-class _SlowReads(_Served):
-    def __init__(self, chan: Any, root: Path, delay: float) -> None:
-        super().__init__(chan, root)
-        self.delay = delay
-
-    async def read(self, file_obj: object, offset: int, size: int) -> bytes:
-        await asyncio.sleep(self.delay)
-        data = super().read(file_obj, offset, size)
-        assert isinstance(data, bytes)  # the stock read is synchronous
-        return data
 
 
 class _StallTap(Tap):
     def __init__(self, cap: StallsPastOutstanding) -> None:
         self.cap = cap
         self.outstanding: set[int] = set()
+        self.held: collections.deque[tuple[float, Packet]] = collections.deque()
 
     def request(self, session: TappedSession, packet: Packet) -> bool:
         if packet.type != FXP_READ:
@@ -325,9 +329,22 @@ class _StallTap(Tap):
         self.cap.peak = max(self.cap.peak, len(self.outstanding))
         return True
 
-    def reply(self, packet: Packet) -> Packet | None:
-        self.outstanding.discard(packet.id)
-        return packet
+    def reply(self, session: TappedSession, packet: Packet) -> Packet | None:
+        loop = asyncio.get_running_loop()
+        if not self.held:
+            loop.call_later(self.cap.delay, self._release, session)
+        self.held.append((loop.time() + self.cap.delay, packet))
+        return None
+
+    def _release(self, session: TappedSession) -> None:
+        loop = asyncio.get_running_loop()
+        while self.held and self.held[0][0] <= loop.time():
+            packet = self.held.popleft()[1]
+            if packet.id is not None:
+                self.outstanding.discard(packet.id)
+            session.send(packet)
+        if self.held:
+            loop.call_at(self.held[0][0], self._release, session)
 
 
 class SequentialWritesOnly(Restriction):
@@ -377,7 +394,7 @@ class _BareTap(Tap):
         session.answer(packet.id, asyncssh.FX_OP_UNSUPPORTED, "Unsupported request type")
         return False
 
-    def reply(self, packet: Packet) -> Packet | None:
+    def reply(self, session: TappedSession, packet: Packet) -> Packet | None:
         if packet.type == FXP_VERSION:
             return Packet(FXP_VERSION, packet.payload[:4])  # the version, no extension pairs
         return packet
@@ -387,11 +404,22 @@ class _BareTap(Tap):
 
 
 class DropsChannelMidTree(Restriction):
-    """Closes the SFTP channel that carries the server's ``after``-th request, once."""
+    """Closes an SFTP channel right after one of its replies, once, mid-run.
 
-    def __init__(self, after: int = 300) -> None:
+    As when a server's SFTP subsystem exits: its last reply and the channel's
+    close arrive together, so the client learns of the close while it acts
+    on that reply. The reply is the first, from the server's ``after``-th on
+    (counted over every channel of every connection), that is of the kind
+    ``on``: any reply; the status of a CLOSE (an upload renames its file at
+    once); or a listing's names (a walk reads on at once). Requests still
+    outstanding on the channel are never answered; the connection and its
+    other channels stay.
+    """
+
+    def __init__(self, after: int = 300, *, on: Literal["any", "close", "names"] = "any") -> None:
         self.after = after
-        self.requests = 0  # requests seen on every session of every connection
+        self.on = on
+        self.replies = 0  # replies sent on every session of every connection
         self.dropped = False
 
     def session(self, sftp: ChannelSFTP) -> SFTPOnlySession:
@@ -401,16 +429,43 @@ class DropsChannelMidTree(Restriction):
 class _DroppingTap(Tap):
     def __init__(self, cap: DropsChannelMidTree) -> None:
         self.cap = cap
+        self.closing: set[int] = set()  # ids of CLOSE requests not answered yet
 
     def request(self, session: TappedSession, packet: Packet) -> bool:
-        if packet.id is None:
-            return True
-        self.cap.requests += 1
-        if self.cap.requests < self.cap.after or self.cap.dropped:
-            return True
+        if packet.type == FXP_CLOSE:
+            assert packet.id is not None
+            self.closing.add(packet.id)
+        return True
+
+    def reply(self, session: TappedSession, packet: Packet) -> Packet | None:
+        if packet.id is None or self.cap.dropped:
+            return packet
+        self.cap.replies += 1
+        kind = {"any": True, "close": packet.id in self.closing, "names": packet.type == FXP_NAME}
+        self.closing.discard(packet.id)
+        if self.cap.replies < self.cap.after or not kind[self.cap.on]:
+            return packet
         self.cap.dropped = True
-        session.channel.close()  # this channel only: the connection and its others stay
-        return False
+        # One segment, as sshd sends a dead subsystem's last output with the close:
+        # the client reads the reply and the close in one go.
+        with _corked(session.channel.get_extra_info("socket")):
+            session.send(packet)
+            session.channel.close()
+        return None
+
+
+@contextlib.contextmanager
+def _corked(sock: Any) -> Iterator[None]:
+    """Hold what is written to ``sock`` and send it as one TCP segment at the end (Linux)."""
+    cork = getattr(socket, "TCP_CORK", None)
+    if cork is None or sock is None:
+        yield
+        return
+    sock.setsockopt(socket.IPPROTO_TCP, cork, 1)
+    try:
+        yield
+    finally:
+        sock.setsockopt(socket.IPPROTO_TCP, cork, 0)
 
 
 class DiesMidTree(Restriction):
@@ -446,14 +501,31 @@ class DiesMidTree(Restriction):
 
 
 class _Dying(_Served):
+    """Counts the files it creates; once dead, touches nothing.
+
+    asyncssh's handler goes on with the requests already in its channel
+    after the connection is gone (their replies are lost): a dead host would
+    not, so every path (``map_path``) and every write is refused then.
+    """
+
     def __init__(self, chan: Any, root: Path, cap: DiesMidTree) -> None:
         super().__init__(chan, root)
         self.cap = cap
 
+    def map_path(self, path: bytes) -> bytes:
+        if self.cap.died.is_set():
+            raise asyncssh.SFTPConnectionLost("the server is gone")
+        return super().map_path(path)
+
     def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
         file_obj = super().open(path, pflags, attrs)
-        if pflags & asyncssh.FXF_CREAT and not self.cap.died.is_set():
+        if pflags & asyncssh.FXF_CREAT:
             self.cap.created += 1
             if self.cap.created >= self.cap.after:
                 self.cap.die()
         return file_obj
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        if self.cap.died.is_set():
+            raise asyncssh.SFTPConnectionLost("the server is gone")
+        return super().write(file_obj, offset, data)

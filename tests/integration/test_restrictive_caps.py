@@ -97,7 +97,8 @@ async def test_the_seventeenth_handle_is_refused_and_a_closed_one_frees_a_slot(
 
 
 async def test_a_third_channel_on_one_connection_is_refused(tmp_path: Path) -> None:
-    async with restricted_server(tmp_path, ChannelCap(n=2)) as server, _ssh(server) as conn:
+    cap = ChannelCap(n=2)
+    async with restricted_server(tmp_path, cap) as server, _ssh(server) as conn:
         first = await conn.start_sftp_client()
         second = await conn.start_sftp_client()
         with pytest.raises(asyncssh.ChannelOpenError, match="open failed"):
@@ -109,6 +110,7 @@ async def test_a_third_channel_on_one_connection_is_refused(tmp_path: Path) -> N
         async with _ssh(server) as other:  # each connection has its own two
             await other.start_sftp_client()
             await other.start_sftp_client()
+    assert cap.refused == 1
 
 
 async def test_reads_past_32_outstanding_are_never_answered(tmp_path: Path) -> None:
@@ -181,11 +183,12 @@ async def test_version_offers_no_extension_and_rename_will_not_replace(tmp_path:
 async def test_one_channel_is_closed_once_and_the_connection_goes_on(tmp_path: Path) -> None:
     cap = DropsChannelMidTree(after=10)
     async with restricted_server(tmp_path, cap) as server, _ssh(server) as conn:
-        sftp = await conn.start_sftp_client()
+        sftp = await conn.start_sftp_client()  # its limits request is the first reply
+        for _ in range(9):
+            await sftp.stat("/")  # the ninth stat is the tenth reply, then the close
         with pytest.raises(asyncssh.SFTPError):
-            for _ in range(20):
-                await sftp.stat("/")
-        assert cap.dropped and cap.requests == 10
+            await sftp.stat("/")
+        assert cap.dropped and cap.replies == 10
         again = await conn.start_sftp_client()  # the same connection
         for _ in range(20):
             await again.stat("/")
