@@ -20,6 +20,7 @@ from typing import Literal
 
 import pytest
 
+import sshpipe
 from sshpipe.testing.embedded import EmbeddedServer
 from sshpipe.testing.restrictive import (
     ChannelCap,
@@ -34,6 +35,7 @@ from sshpipe.testing.restrictive import (
 )
 from tests.support.cli import run_cli_async
 from tests.support.files import leftover_temps, random_file
+from tests.support.peers import from_embedded
 from tests.support.trees import compare_trees, make_tree, summarize
 
 # Every test here starts an in-process server of its own (asyncssh-based).
@@ -44,9 +46,7 @@ EXIT_INTERNAL = 70
 NOISE = ("Traceback", "Future exception was never retrieved", "Task exception was never retrieved")
 
 
-async def sshpipe(
-    server: EmbeddedServer, verb: str, *args: str
-) -> subprocess.CompletedProcess[str]:
+async def cli(server: EmbeddedServer, verb: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m sshpipe VERB`` at ``server``: never an internal error, never a traceback."""
     result = await run_cli_async(verb, *server.cli_options(), *args)
     assert result.returncode != EXIT_INTERNAL, result.stderr
@@ -97,7 +97,7 @@ async def copy_tree(
             source, copy = server.root / "tree", tmp_path / "tree"
             args = [spec(server, "/tree"), str(copy)]
         tree(source, files=files, seed=seed, big=big, big_size=big_size)
-        result = await sshpipe(server, direction, "-r", *options, *args)
+        result = await cli(server, direction, "-r", *options, *args)
         assert_ok(result)
         assert_same_tree(source, copy, tmp_path, server.root)
         return result
@@ -115,7 +115,7 @@ async def copy_file(
             source, copy = server.root / "src.bin", tmp_path / "copy.bin"
             args = [spec(server, "/src.bin"), str(copy)]
         data = random_file(source, size)
-        result = await sshpipe(server, direction, *options, *args)
+        result = await cli(server, direction, *options, *args)
         assert_ok(result)
         assert copy.read_bytes() == data
         assert leftover_temps(tmp_path, server.root) == []
@@ -139,8 +139,8 @@ def handles_unlearned(what: str) -> pytest.MarkDecorator:
 @pytest.mark.parametrize(
     "direction",
     [
-        pytest.param("put", marks=handles_unlearned("put -r exits 4: ~60 of 239 entries")),
-        pytest.param("get", marks=handles_unlearned("get -r exits 4: ~20 of 229 entries")),
+        pytest.param("put", marks=handles_unlearned("put -r exits 4: 40-80 of 239 entries")),
+        pytest.param("get", marks=handles_unlearned("get -r exits 4: ~20 of 239 entries")),
     ],
 )
 async def test_a_tree_within_sixteen_handles(tmp_path: Path, direction: str) -> None:
@@ -183,7 +183,7 @@ def assert_learned(result: subprocess.CompletedProcess[str], took: float, droppe
 
 @pytest.mark.xfail(
     strict=True,
-    reason="exit 0 but 4-5 reconnects (~6 s): after each stall it asks again for as many "
+    reason="exit 0 but 4-5 reconnects (6-8 s): after each stall it asks again for as many "
     "reads as before, and the server drops every one past 32",
 )
 async def test_a_file_in_small_blocks_from_a_server_that_answers_only_32_reads(
@@ -278,6 +278,23 @@ async def test_a_tree_upload_to_an_append_only_server(tmp_path: Path, told: bool
         assert cap.refused == 0
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="TransferConfig has no sequential_writes field yet: TypeError on construction",
+)
+async def test_an_upload_told_by_the_api_to_write_in_order(tmp_path: Path) -> None:
+    cap = SequentialWritesOnly()
+    data = random_file(tmp_path / "src.bin", 32 * MiB)
+    config = sshpipe.TransferConfig(sequential_writes=True, channels=4)  # type: ignore[call-arg]
+    async with restricted_server(tmp_path / "server", cap) as server:
+        async with from_embedded(server).client(config) as client:
+            await client.put(str(tmp_path / "src.bin"), "/copy.bin")
+        assert (server.root / "copy.bin").read_bytes() == data
+        assert leftover_temps(tmp_path, server.root) == []
+    assert cap.refused == 0
+
+
 # -- NoExtensions: plain SFTP v3 does it all, only less cleverly ---------------------
 
 
@@ -293,7 +310,7 @@ async def test_uploads_over_an_existing_file_without_posix_rename(tmp_path: Path
         local = tmp_path / "new.bin"
         for size in (3 * MiB, 100):
             data = random_file(local, size)
-            assert_ok(await sshpipe(server, "put", str(local), spec(server, "/dest.bin")))
+            assert_ok(await cli(server, "put", str(local), spec(server, "/dest.bin")))
             assert (server.root / "dest.bin").read_bytes() == data
         assert leftover_temps(tmp_path, server.root) == []
 
@@ -317,10 +334,10 @@ async def test_a_verified_tree_with_a_server_without_extensions(
 
 
 BROKEN_PIPE = (
-    "exit 70 'internal error: BrokenPipeError: Channel not open for sending', after "
-    "'Future exception was never retrieved ... ConnectionBroken(...SFTP channel closed by the "
-    "server)' and its traceback: a request written in the moment between the server's close "
-    "and the session learning of it is not translated to ConnectionBroken"
+    "exit 70 'internal error: BrokenPipeError: Channel not open for sending' (often after "
+    "'Future exception was never retrieved ... ConnectionBroken' and a traceback): a request "
+    "written between the server's channel close and the session learning of it is not "
+    "translated to ConnectionBroken"
 )
 
 
@@ -373,7 +390,7 @@ async def test_a_tree_upload_the_server_dies_under_then_run_again(tmp_path: Path
         # Into a directory that exists: both runs land in /dest/up (scp's rule).
         (server.root / "dest").mkdir()
         command = ["-r", "--retries", "1", str(local), spec(server, "/dest")]
-        first = await sshpipe(server, "put", *command)
+        first = await cli(server, "put", *command)
     assert cap.died.is_set()
     assert first.returncode == 5, first.stderr  # ConnectionBroken / ConnectError
     stray = [f"/{os.path.relpath(path, server.root)}" for path in leftover_temps(server.root)]
@@ -388,6 +405,6 @@ async def test_a_tree_upload_the_server_dies_under_then_run_again(tmp_path: Path
         workdir, Restriction(), root=server.root, port=server.port, reuse_keys=True
     ) as again:
         assert again.cli_options() == server.cli_options()  # the very same command
-        rerun = await sshpipe(again, "put", *command)
+        rerun = await cli(again, "put", *command)
     assert_ok(rerun)
     assert_same_tree(local, server.root / "dest" / "up", tmp_path, server.root)
