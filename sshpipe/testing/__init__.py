@@ -14,6 +14,10 @@
   ``--verify`` where no ``sha256sum`` can run.
 - ``rawsftp``: an SFTP server written from the wire up, for what asyncssh's
   server will not send (oversized handles, tiny or missing limits).
+- ``restrictive``: servers that each impose one cap seen in the field (open
+  handles, channels per connection, reads outstanding, writes in order only,
+  no extensions, a channel closed or the whole server gone mid-run); ``tap``
+  puts some of them on the session channel, in front of asyncssh's server.
 - ``sshd``: a throwaway OpenSSH sshd on loopback; ``plugin`` makes it a
   pytest fixture.
 - ``fakes``: an in-memory SFTP server and lease for the engine tests

@@ -12,18 +12,78 @@ import contextlib
 import getpass
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.stream import SSHServerStreamSession
 
 SFTPFactory = Callable[[asyncssh.SSHServerChannel[bytes], Path], asyncssh.SFTPServer]
 ProcessFactory = Callable[[asyncssh.SSHServerProcess[str]], Awaitable[None]]
+# The SFTP server of one channel, its root already chosen.
+ChannelSFTP = Callable[[Any], asyncssh.SFTPServer]
+# What asyncssh's server speaks unless told otherwise (and what sshpipe asks for).
+SFTP_VERSION = 3
 
 
 def chrooted_sftp(chan: asyncssh.SSHServerChannel[bytes], root: Path) -> asyncssh.SFTPServer:
     return asyncssh.SFTPServer(chan, chroot=os.fsencode(root))
+
+
+class SFTPOnlySession(SSHServerStreamSession[bytes]):
+    """A session channel that serves the SFTP subsystem and nothing else.
+
+    A subclass sees the channel's bytes before asyncssh's SFTP server does
+    (``sshpipe.testing.restrictive`` taps them there). ``closed`` is called
+    once the channel is gone, so a per-connection count can go down again.
+    """
+
+    def __init__(self, sftp: ChannelSFTP) -> None:
+        super().__init__(None, sftp, SFTP_VERSION)
+        self.closed: Callable[[], None] = lambda: None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed()
+        super().connection_lost(exc)
+
+
+SessionFactory = Callable[[ChannelSFTP], SFTPOnlySession]
+
+
+class _Sessions(asyncssh.SSHServer):
+    """Opens each session itself: to refuse those past ``max_sessions``, or to tap them.
+
+    One instance per connection (asyncssh calls the factory for each), so the
+    count is per connection, as sshd's MaxSessions is.
+    """
+
+    def __init__(
+        self,
+        sftp: ChannelSFTP,
+        max_sessions: int | None,
+        session: SessionFactory,
+        refused: Callable[[], None],
+    ) -> None:
+        self._sftp = sftp
+        self._max = max_sessions
+        self._session = session
+        self._refused = refused
+        self._open = 0
+
+    def session_requested(self) -> SFTPOnlySession:
+        if self._max is not None and self._open >= self._max:
+            self._refused()
+            # sshd's answer past MaxSessions: "open failed", administratively prohibited.
+            refused = asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
+            raise asyncssh.ChannelOpenError(refused, "open failed")
+        self._open += 1
+        session = self._session(self._sftp)
+        session.closed = self._release
+        return session
+
+    def _release(self) -> None:
+        self._open -= 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +96,8 @@ class EmbeddedServer:
         client_key: private key file it authorises.
         known_hosts: a known_hosts file holding its host key.
         root: the directory served as "/" (remote paths are relative to it).
+        listener: asyncssh's acceptor, for a test that takes the server down
+            from inside (``close()`` stops it accepting; connections stay).
     """
 
     host: str
@@ -44,6 +106,7 @@ class EmbeddedServer:
     client_key: Path
     known_hosts: Path
     root: Path
+    listener: asyncssh.SSHAcceptor = field(repr=False, compare=False)
 
     @property
     def destination(self) -> str:
@@ -68,9 +131,14 @@ def cli_options(port: int, client_key: Path, known_hosts: Path) -> list[str]:
     ]
 
 
-def _write_key(key: asyncssh.SSHKey, path: Path) -> None:
+def _key(path: Path, reuse: bool) -> asyncssh.SSHKey:
+    """A fresh ed25519 key written to ``path``, or with ``reuse`` the one already there."""
+    if reuse and path.exists():
+        return asyncssh.read_private_key(path)
+    key = asyncssh.generate_private_key("ssh-ed25519")
     path.write_bytes(key.export_private_key())
     path.chmod(0o600)
+    return key
 
 
 @contextlib.asynccontextmanager
@@ -84,6 +152,10 @@ async def embedded_server(
     host: str = "127.0.0.1",
     port: int = 0,
     server_version: str | None = None,
+    max_sessions: int | None = None,
+    session_factory: SessionFactory | None = None,
+    session_refused: Callable[[], None] = lambda: None,
+    reuse_keys: bool = False,
 ) -> AsyncIterator[EmbeddedServer]:
     """Run the server for the duration of the ``async with`` block.
 
@@ -98,22 +170,42 @@ async def embedded_server(
         host, port: listen address; port 0 picks a free one.
         server_version: the software part of the server's banner
             (``SSH-2.0-<this>``; default asyncssh's own).
+        max_sessions: session channels one connection may hold open at once;
+            one more is refused as sshd refuses past its MaxSessions. SFTP
+            sessions only (no ``process_factory``).
+        session_refused: called at each session refused for ``max_sessions``.
+        session_factory: builds each session channel around the SFTP server
+            (an ``SFTPOnlySession`` subclass that sees its bytes); SFTP only.
+        reuse_keys: take the host and client keys a server left in
+            ``workdir`` (a restart: the same command still logs in).
+
+    Raises:
+        ValueError: a session option together with ``process_factory`` or
+            ``server_factory``, which serve sessions their own way.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     root = root or workdir / "root"
     root.mkdir(parents=True, exist_ok=True)
-    host_key = asyncssh.generate_private_key("ssh-ed25519")
-    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    host_key = _key(workdir / "host_key", reuse_keys)
+    client_key = _key(workdir / "client_key", reuse_keys)
     client_key_path = workdir / "client_key"
-    _write_key(client_key, client_key_path)
     username = getpass.getuser()
     authorized = asyncssh.import_authorized_keys(client_key.export_public_key().decode())
 
-    sessions: dict[str, Any] = (
-        {"server_factory": server_factory, "encoding": None}
-        if server_factory is not None
-        else {"sftp_factory": lambda chan: sftp_factory(chan, root)}
-    )
+    def sftp(chan: Any) -> asyncssh.SFTPServer:
+        return sftp_factory(chan, root)
+
+    sessions: dict[str, Any] = {"sftp_factory": sftp}
+    if max_sessions is not None or session_factory is not None:
+        if process_factory is not None or server_factory is not None:
+            raise ValueError("max_sessions and session_factory serve SFTP sessions only")
+        opener = session_factory or SFTPOnlySession
+        sessions = {
+            "server_factory": lambda: _Sessions(sftp, max_sessions, opener, session_refused),
+            "encoding": None,
+        }
+    elif server_factory is not None:
+        sessions = {"server_factory": server_factory, "encoding": None}
     if process_factory is not None:
         sessions["process_factory"] = process_factory
     if server_version is not None:
@@ -138,6 +230,7 @@ async def embedded_server(
             client_key=client_key_path,
             known_hosts=known_hosts,
             root=root,
+            listener=server,
         )
     finally:
         server.close()
