@@ -10,7 +10,7 @@ lesson is paid once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Handles per channel when the server states none: Green End's sftpserver has a
 # 128-slot table and crashes past it; half leaves room for its other users.
@@ -27,6 +27,8 @@ FLOOR_BLOCK = PROBE_BLOCKS[-1]
 
 # Requests per channel a stall never takes us below (``after_stall``).
 MIN_REQUESTS_AFTER_STALL = 8
+# Seconds within which the stalls of several channels count as one.
+STALL_INCIDENT = 5.0
 
 
 @dataclass(slots=True)
@@ -47,10 +49,25 @@ class ServerCaps:
     write_block: int | None = None
     requests: int | None = None
     sequential_writes: bool = False
+    # The stall being learned from (``stalled``).
+    _stall_at: float | None = field(default=None, repr=False)
+    _before_stall: int | None = field(default=None, repr=False)
+    _most_owed: int = field(default=0, repr=False)
 
-    def stalled(self, outstanding: int) -> None:
-        """The server left ``outstanding`` requests of one channel unanswered too long."""
-        self.requests = after_stall(outstanding, self.requests or outstanding)
+    def stalled(self, outstanding: int, now: float) -> None:
+        """A channel of the server left ``outstanding`` requests unanswered too long.
+
+        The channels of a connection stall together: those within
+        ``STALL_INCIDENT`` seconds are one stall, judged by the most any of
+        them owed, from the cap in force before it (not cut once per channel).
+        """
+        if self._stall_at is None or now - self._stall_at > STALL_INCIDENT:
+            self._before_stall = self.requests
+            self._most_owed = 0
+        self._stall_at = now
+        self._most_owed = max(self._most_owed, outstanding)
+        before = self._before_stall or self._most_owed
+        self.requests = after_stall(self._most_owed, before)
 
     def learned(self) -> dict[str, object]:
         """What was found, for ``--json`` and ``-v`` (only what is set)."""
@@ -86,13 +103,16 @@ def after_handle_refusal(held: int) -> int | None:
 def after_stall(outstanding: int, current: int) -> int:
     """Requests per channel after the server went silent with ``outstanding`` owed.
 
-    Half of what it left unanswered, never above the cap in force: a server
-    that answers only the first N prefetched reads is met within a few stalls
-    (128 → 64 → 32), each costing one stall timeout. A stall is also what a
-    dead link looks like, so the halving stops at a floor that still fills a
-    link (8 x 255 KiB per channel).
+    A quarter of what it left unanswered, down to a power of two (servers'
+    caps are round numbers: answering only the first 32 prefetched reads is
+    one seen in the field), never above the cap in force: met after one stall
+    from 128. A stall is also what a dead link looks like, so the cut stops at
+    a floor that still fills a link (8 x 255 KiB per channel).
     """
-    return max(MIN_REQUESTS_AFTER_STALL, min(current, outstanding) // 2)
+    quarter = min(current, outstanding) // 4
+    if quarter <= MIN_REQUESTS_AFTER_STALL:
+        return MIN_REQUESTS_AFTER_STALL
+    return 1 << (quarter.bit_length() - 1)
 
 
 def probe_next(asked: int, returned: int | None) -> int:

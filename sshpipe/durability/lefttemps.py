@@ -30,6 +30,8 @@ logger = logging.getLogger("sshpipe.upload")
 _TEMP_NAME = re.compile(r"\..+\.sshpipe-[0-9a-f]{6}\.partial")
 # A record holds at most this many: a tree that died with more lists the first.
 MAX_RECORDED = 10_000
+# Named in the one line that says they were left (the record holds them all).
+SHOWN = 100
 
 
 def is_temp_name(path: str) -> bool:
@@ -111,7 +113,8 @@ def keep(pool: ChannelPool) -> list[str]:
         return left
     with contextlib.suppress(SSHPipeError, OSError):
         record(pool.peer, left)
-    shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    listed = left[:SHOWN]
+    shown = ", ".join(listed) + (f" and {len(left) - SHOWN} more" if len(left) > SHOWN else "")
     logger.warning(
         "%d temporary file(s) left on the server, removed by the next upload to it: %s",
         len(left),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -60,6 +61,9 @@ class RequestChannel:
         self._watchdog: asyncio.TimerHandle | None = None
         self._pending: dict[int, ReplyCallback] = {}
         self._slow: dict[int, float] = {}  # request id: seconds its answer may take more
+        # Requests past ``caps.requests`` (a server that stalled past some):
+        # owed to their senders, written as replies make room, in order.
+        self._held: deque[bytes] = deque()
         self._next_id = 0
         self._version: asyncio.Future[codec.Version] | None = None  # INIT's answer
         self._broken: BaseException | None = None
@@ -136,6 +140,8 @@ class RequestChannel:
             # A reply to a request we never sent (or already answered): the peer is
             # broken or hostile, and nothing it says on this session can be trusted.
             raise codec.CodecError(f"reply for unknown request id {message.request_id}")
+        if self._held:
+            self._send_held()
         callback(message)
 
     def _fail(self, exc: BaseException) -> None:
@@ -147,6 +153,7 @@ class RequestChannel:
             self._watchdog = None
         pending, self._pending = self._pending, {}
         self._slow.clear()
+        self._held.clear()
         if self._version is not None and not self._version.done():
             self._version.set_exception(exc)
         for callback in pending.values():
@@ -166,8 +173,9 @@ class RequestChannel:
         if silent < timeout:
             self._watch(timeout - silent)
             return
-        logger.debug("%s: no reply for %.1f s: stalled", self.name, silent)
-        self.caps.stalled(len(self._pending))  # the next attempt asks for fewer at once
+        owed = len(self._pending) - len(self._held)
+        logger.debug("%s: no reply for %.1f s with %d owed: stalled", self.name, silent, owed)
+        self.caps.stalled(owed, time.monotonic())  # the next attempt asks for fewer at once
         self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
 
     # -- sending -------------------------------------------------------------
@@ -190,12 +198,24 @@ class RequestChannel:
         The request is no longer owed, and its sender gets the error raised
         here, not also through its callback: nothing is left to fail unseen.
         """
+        cap = self.caps.requests
+        if cap is not None and len(self._pending) - len(self._held) > cap:
+            self._held.append(data)  # past what the server answers: sent as replies come
+            return
         try:
             self._pipe.write(data)
         except ConnectionBroken as exc:
             self._pending.pop(request_id, None)
             self._fail(exc)
             raise
+
+    def _send_held(self) -> None:
+        """One reply came: the oldest request held back goes (``caps.requests``)."""
+        data = self._held.popleft()
+        try:
+            self._pipe.write(data)
+        except ConnectionBroken as exc:
+            self._fail(exc)  # its sender hears through its callback, as the others
 
     def send_read(self, handle: bytes, offset: int, length: int, callback: ReplyCallback) -> None:
         request_id = self._allocate(callback)

@@ -24,7 +24,10 @@ class Credits:
     """Requests and bytes the pipeline may have in flight, granted first come first served.
 
     A file asks for all it needs at once (its whole size is at most half the
-    bytes), so no two files can each hold half of what both need.
+    bytes), so no two files can each hold half of what both need. What one
+    asks is capped at the maxima when it is granted: they may come down while
+    it waits (after a stall, ``TreeRun._healed``), and a wait for more than
+    the whole would never end.
     """
 
     def __init__(self, max_requests: int, max_bytes: int) -> None:
@@ -32,7 +35,7 @@ class Credits:
         self.max_bytes = max_bytes
         self.requests = 0
         self.bytes = 0
-        self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
+        self._waiters: deque[tuple[int, int, asyncio.Future[tuple[int, int]]]] = deque()
 
     def __repr__(self) -> str:
         return (
@@ -40,39 +43,43 @@ class Credits:
             f"bytes={self.bytes}/{self.max_bytes} waiting={len(self._waiters)}>"
         )
 
+    def _capped(self, requests: int, count: int) -> tuple[int, int]:
+        return min(requests, self.max_requests), min(count, self.max_bytes)
+
     def _fits(self, requests: int, count: int) -> bool:
+        requests, count = self._capped(requests, count)
         return (
             self.requests + requests <= self.max_requests and self.bytes + count <= self.max_bytes
         )
 
     @contextlib.asynccontextmanager
     async def hold(self, requests: int, count: int) -> AsyncIterator[None]:
-        requests = min(requests, self.max_requests)
-        count = min(count, self.max_bytes)
         if self._waiters or not self._fits(requests, count):
-            future = asyncio.get_running_loop().create_future()
+            future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
             waiter = (requests, count, future)
             self._waiters.append(waiter)
             try:
-                await future
+                taken = await future
             except BaseException:
                 if future.done() and not future.cancelled():
-                    self._release(requests, count)  # granted as we were cancelled
+                    self._release(*future.result())  # granted as we were cancelled
                 else:
                     with contextlib.suppress(ValueError):  # _grant may have dropped it
                         self._waiters.remove(waiter)
                     self._grant()
                 raise
         else:
-            self._take(requests, count)
+            taken = self._take(requests, count)
         try:
             yield
         finally:
-            self._release(requests, count)
+            self._release(*taken)
 
-    def _take(self, requests: int, count: int) -> None:
+    def _take(self, requests: int, count: int) -> tuple[int, int]:
+        requests, count = self._capped(requests, count)
         self.requests += requests
         self.bytes += count
+        return requests, count
 
     def _release(self, requests: int, count: int) -> None:
         self.requests -= requests
@@ -89,8 +96,7 @@ class Credits:
             if not self._fits(requests, count):
                 break
             waiters.popleft()
-            self._take(requests, count)
-            future.set_result(None)
+            future.set_result(self._take(requests, count))
 
 
 @dataclass(slots=True, eq=False)
@@ -173,4 +179,7 @@ class TreeChannels:
 def _handle_cap(sftp: SFTPSession) -> int:
     """Handles we may keep open on one channel (``core.servercaps.handle_cap``)."""
     stated = sftp.limits.max_open_handles if sftp.limits is not None else 0
-    return handle_cap(stated, sftp.caps.handles)
+    cap = handle_cap(stated, sftp.caps.handles)
+    # Each small file's few requests go on its channel: after a stall, fewer
+    # handles keep fewer requests owed there (``ServerCaps.requests``).
+    return min(cap, sftp.caps.requests or cap)

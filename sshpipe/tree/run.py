@@ -76,6 +76,9 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
+# An OPEN refused with a bare failure is asked again this many times, each once
+# a handle was given back (``TreeChannels.refused``), before it is the file's.
+OPEN_REFUSALS = 8
 PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
 
 
@@ -292,7 +295,9 @@ class TreeRun(abc.ABC):
     async def queue_file(self, item: Item) -> None:
         """Queue a file for the pipeline or a big-file worker, by its size."""
         self.account.found_file(item.size)
-        small = is_small(item.size, self.credits.max_bytes)
+        # A small file's READs or WRITEs all go at once: no more than the pipeline may have.
+        blocks = -(-item.size // self.block)
+        small = is_small(item.size, self.credits.max_bytes) and blocks <= self.credits.max_requests
         await (self.small if small else self.big).put(item)
 
     async def on_channel(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
@@ -302,7 +307,7 @@ class TreeRun(abc.ABC):
         the tree's one reconnect and runs again from scratch on a fresh
         channel, so it must be safe to repeat (``recovery``).
         """
-        lowered = False
+        refusals = 0
         while True:
             seen = self.recovery.generation
             slot = await self.channels.take()
@@ -311,19 +316,29 @@ class TreeRun(abc.ABC):
             except ConnectionBroken as exc:
                 broken = exc
             except RemoteOpenFailed:
-                # Out of handles there? Once, with the cap lowered; failing
-                # again with fewer open, it is the file's own failure.
-                if lowered or not self.channels.refused(slot):
+                # Out of handles there? Again once others are given back, with
+                # the cap lowered to what was open; a few times (the server
+                # counts handles whose CLOSE is still on its way), then it is
+                # the file's own failure.
+                refusals += 1
+                if refusals > OPEN_REFUSALS or not self.channels.refused(slot):
                     raise
-                lowered = True
                 continue
             finally:
                 self.channels.give(slot)
             await self.recovery.heal(seen, broken)
 
     async def _healed(self, channels: list[SFTPSession]) -> None:
-        """After a reconnect: the live channels, and more opened as at the start."""
+        """After a reconnect: the live channels, and more opened as at the start.
+
+        After a stall, the small files' requests in flight come down to what
+        the server was found to answer on one channel (``ServerCaps.requests``):
+        they go to any channel, so the whole pipeline keeps to one channel's.
+        """
         self.channels = TreeChannels(channels)
+        learned = self.pool.server_caps.requests
+        if learned is not None:
+            self.credits.max_requests = min(self.credits.max_requests, learned)
         with contextlib.suppress(SSHPipeError):  # one channel is enough to go on
             await self._grow()
 

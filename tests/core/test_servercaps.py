@@ -38,7 +38,16 @@ def test_a_refused_open_teaches_a_cap_only_when_others_were_open(
 
 @pytest.mark.parametrize(
     ("outstanding", "current", "requests"),
-    [(128, 128, 64), (64, 64, 32), (300, 128, 64), (1, 8, 8), (20, 128, 10)],
+    [
+        (128, 128, 32),
+        (154, 154, 32),
+        (64, 64, 16),
+        (300, 128, 32),
+        (1, 8, 8),
+        (20, 128, 8),
+        (100, 100, 16),
+        (100, 40, 8),
+    ],
 )
 def test_after_stall(outstanding: int, current: int, requests: int) -> None:
     assert after_stall(outstanding, current) == requests
@@ -64,3 +73,12 @@ def test_learned_shows_only_what_was_found() -> None:
     assert caps.learned() == {}
     caps.handles, caps.read_block, caps.sequential_writes = 16, 65536, True
     assert caps.learned() == {"handles": 16, "read_block": 65536, "sequential_writes": True}
+
+
+def test_the_channels_of_one_stall_cut_once_by_the_most_owed() -> None:
+    caps = ServerCaps()
+    for owed, now in ((33, 10.0), (154, 10.01), (83, 10.02)):
+        caps.stalled(owed, now)
+    assert caps.requests == 32  # 154 // 4, once: not 154 -> 38 -> 9
+    caps.stalled(40, 20.0)  # a later stall, with 32 in force: it is cut again
+    assert caps.requests == 8

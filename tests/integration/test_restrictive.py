@@ -128,19 +128,11 @@ DIRECTIONS = pytest.mark.parametrize("direction", ["put", "get"])
 # -- HandleCap(16): a tree never holds more handles than the server allows -----------
 
 
-def handles_unlearned(what: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(
-        strict=True,
-        reason=f"{what} fail 'remote: PATH: too many open handles': FX_FAILURE on an OPEN "
-        "past the server's 16 handles is neither retried nor learned as a handle cap",
-    )
-
-
 @pytest.mark.parametrize(
     "direction",
     [
-        pytest.param("put", marks=handles_unlearned("put -r exits 4: 40-80 of 239 entries")),
-        pytest.param("get", marks=handles_unlearned("get -r exits 4: ~20 of 239 entries")),
+        pytest.param("put"),
+        pytest.param("get"),
     ],
 )
 async def test_a_tree_within_sixteen_handles(tmp_path: Path, direction: str) -> None:
@@ -181,11 +173,6 @@ def assert_learned(result: subprocess.CompletedProcess[str], took: float, droppe
     assert took < STALL_BUDGET, f"{took:.1f} s, {dropped} reads dropped"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exit 0 but 4-5 reconnects (6-8 s): after each stall it asks again for as many "
-    "reads as before, and the server drops every one past 32",
-)
 async def test_a_file_in_small_blocks_from_a_server_that_answers_only_32_reads(
     tmp_path: Path,
 ) -> None:
@@ -199,15 +186,7 @@ async def test_a_file_in_small_blocks_from_a_server_that_answers_only_32_reads(
     "blocks",
     [
         pytest.param([], id="default-blocks"),
-        pytest.param(
-            SFTP_BLOCKS,
-            id="32KiB-blocks",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="exit 5 'HOST#1: no reply from the server for 1 s' after ~14 s: reads in "
-                "flight are not lowered after a stall, so every reconnect stalls again",
-            ),
-        ),
+        pytest.param(SFTP_BLOCKS, id="32KiB-blocks"),
     ],
 )
 async def test_a_tree_from_a_server_that_answers_only_32_reads(
@@ -224,26 +203,13 @@ async def test_a_tree_from_a_server_that_answers_only_32_reads(
 # Several channels asked for: a file striped over them is written out of order
 # (on loopback the flow controller alone mostly keeps to one channel).
 CHANNELS = ["--channels", "4"]
-NO_OPTION = pytest.mark.xfail(
-    strict=True,
-    reason="no --sequential-writes option yet: "
-    "exit 2 'unrecognized arguments: --sequential-writes'",
-)
 
 
 @pytest.mark.parametrize(
     "told",
     [
-        pytest.param(True, id="--sequential-writes", marks=NO_OPTION),
-        pytest.param(
-            False,
-            id="detected",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="exit 4 'remote: /copy.bin at offset 8388608: non-sequential write': an "
-                "out-of-order WRITE refused is not taken as 'this server writes in order only'",
-            ),
-        ),
+        pytest.param(True, id="--sequential-writes"),
+        pytest.param(False, id="detected"),
     ],
 )
 async def test_a_big_upload_to_an_append_only_server(tmp_path: Path, told: bool) -> None:
@@ -257,16 +223,8 @@ async def test_a_big_upload_to_an_append_only_server(tmp_path: Path, told: bool)
 @pytest.mark.parametrize(
     "told",
     [
-        pytest.param(True, id="--sequential-writes", marks=NO_OPTION),
-        pytest.param(
-            False,
-            id="detected",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="exit 4 'failed: remote: /tree/big-0.bin at offset 524288: non-sequential "
-                "write': the striped 12 MiB file is not retried in order",
-            ),
-        ),
+        pytest.param(True, id="--sequential-writes"),
+        pytest.param(False, id="detected"),
     ],
 )
 async def test_a_tree_upload_to_an_append_only_server(tmp_path: Path, told: bool) -> None:
@@ -278,15 +236,10 @@ async def test_a_tree_upload_to_an_append_only_server(tmp_path: Path, told: bool
         assert cap.refused == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="TransferConfig has no sequential_writes field yet: TypeError on construction",
-)
 async def test_an_upload_told_by_the_api_to_write_in_order(tmp_path: Path) -> None:
     cap = SequentialWritesOnly()
     data = random_file(tmp_path / "src.bin", 32 * MiB)
-    config = sshpipe.TransferConfig(sequential_writes=True, channels=4)  # type: ignore[call-arg]
+    config = sshpipe.TransferConfig(sequential_writes=True, channels=4)
     async with restricted_server(tmp_path / "server", cap) as server:
         async with from_embedded(server).client(config) as client:
             await client.put(str(tmp_path / "src.bin"), "/copy.bin")
@@ -333,14 +286,6 @@ async def test_a_verified_tree_with_a_server_without_extensions(
 # -- DropsChannelMidTree: a channel closed under a tree is reopened ------------------
 
 
-BROKEN_PIPE = (
-    "exit 70 'internal error: BrokenPipeError: Channel not open for sending' (often after "
-    "'Future exception was never retrieved ... ConnectionBroken' and a traceback): a request "
-    "written between the server's channel close and the session learning of it is not "
-    "translated to ConnectionBroken"
-)
-
-
 @pytest.mark.parametrize(
     ("direction", "after", "on"),
     [
@@ -350,9 +295,6 @@ BROKEN_PIPE = (
             200,
             "close",
             id="put",
-            marks=pytest.mark.xfail(
-                strict=True, reason=f"{BROKEN_PIPE}; ~40 remote temp files are left"
-            ),
         ),
         # Right after a directory's names: the walk reads on at once.
         pytest.param(
@@ -360,7 +302,6 @@ BROKEN_PIPE = (
             250,
             "names",
             id="get",
-            marks=pytest.mark.xfail(strict=True, reason=BROKEN_PIPE),
         ),
     ],
 )
@@ -375,12 +316,6 @@ async def test_a_tree_survives_its_channel_being_closed(
 # -- DiesMidTree: a tree the server ends says so; run again, it finishes clean ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="exit 5, one line 'gave up reconnecting: HOST:PORT: connection refused', but ~37 "
-    "remote .NAME.sshpipe-XXXXXX.partial files are left unnamed, and the rerun (exit 0) "
-    "leaves them there",
-)
 async def test_a_tree_upload_the_server_dies_under_then_run_again(tmp_path: Path) -> None:
     cap = DiesMidTree(after=40)
     workdir = tmp_path / "server"
