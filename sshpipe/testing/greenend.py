@@ -5,12 +5,17 @@ port handling, root or ordinary user); only its ``Subsystem sftp`` runs Green
 End's server instead of ``internal-sftp``. Its banner therefore says OpenSSH,
 while the SFTP server behind it is another implementation: a client that
 guesses the SFTP dialect from the SSH banner guesses wrong here.
+
+The server starts in the served root, not in the user's home: a relative path
+(such as a SYMLINK whose arguments came in the order the server does not
+expect) then lands in the throwaway directory, never in ``$HOME``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +30,9 @@ _GESFTPSERVER_PLACES = (
     Path("/usr/lib/sftp-server/gesftpserver"),
     Path("/usr/local/libexec/gesftpserver"),
 )
+# sshd re-joins the Subsystem words with single spaces and hands them to the
+# user's shell: a path in it must need no quoting.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
 
 
 def gesftpserver_path() -> Path | None:
@@ -45,5 +53,13 @@ def greenend_server(workdir: Path) -> Iterator[SSHServerInfo]:
     server = gesftpserver_path()
     if server is None:
         raise SSHServerError("gesftpserver not found (install gesftpserver)")
-    with openssh_server(workdir, sftp_subsystem=str(server)) as info:
+    # Where openssh_server puts the served root (checked below).
+    root = workdir.resolve() / "root"
+    if not _PLAIN_PATH.fullmatch(str(root)):
+        raise SSHServerError(f"the served root needs a plain path for the shell: {root}")
+    # gesftpserver has no start-directory option (OpenSSH's sftp-server has -d).
+    command = f"cd {root} && exec {server}"
+    with openssh_server(workdir, sftp_subsystem=command) as info:
+        if info.root != root:
+            raise SSHServerError(f"sshd serves {info.root}, not {root}")
         yield info

@@ -57,11 +57,12 @@ async def test_greenend_runs_behind_sshd(
     # The banner is sshd's; the SFTP server behind it is not.
     assert _banner(greenend.host, greenend.port).startswith(b"SSH-2.0-OpenSSH")
     config = (greenend.ssh_config.parent / "sshd_config").read_text()
-    assert f"Subsystem sftp {gesftpserver_executable}\n" in config
-    _, version = await _sftp_session(
+    assert f"Subsystem sftp cd {greenend.root} && exec {gesftpserver_executable}\n" in config
+    cwd, version = await _sftp_session(
         greenend.host, greenend.port, greenend.user, greenend.client_key, greenend.known_hosts
     )
     assert version == 3
+    assert cwd == str(greenend.root)  # not $HOME: stray relative paths stay in the temp dir
 
 
 def test_a_proftpd_that_cannot_start_says_why(
