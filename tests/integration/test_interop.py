@@ -370,7 +370,9 @@ async def test_put_r_of_300_files_holds_at_most_128_handles_on_a_channel(
     assert (done.returncode, done.stderr) == (0, "")
     assert_same_tree(flat, server.root / "flat")
     assert_no_temps(server)
-    assert handles.peak <= HANDLES_PER_CHANNEL
+    if handles.peak == 0 and handles.unreadable:
+        pytest.skip(f"{server.name}'s descriptors are hidden from this user; root sees them")
+    assert 0 < handles.peak <= HANDLES_PER_CHANNEL
 
 
 # -- resume after SIGKILL ----------------------------------------------------------

@@ -5,6 +5,10 @@ gesftpserver, ProFTPD's session processes, the embedded server in this very
 process), so the handles a client keeps open on the server are open file
 descriptors there: ``/proc/PID/fd`` shows them, per process, which for one
 SFTP channel on one connection is per channel.
+
+Only root sees every process's descriptors: ProFTPD makes its sessions
+non-dumpable, which hides them from their own user. ``unreadable`` counts the
+server processes that could not be looked into.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class PeakOpenFiles:
         self.root = str(root.resolve()) + os.sep
         self.peak = 0
         self.samples = 0
+        self.unreadable: set[int] = set()
         self._servers: dict[int, bool] = {}
 
     def _is_server(self, pid: int) -> bool:
@@ -43,12 +48,18 @@ class PeakOpenFiles:
         return known
 
     def _count(self, pid: int) -> int:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except PermissionError:
+            self.unreadable.add(pid)
+            return 0
+        except OSError:  # it exited meanwhile
+            return 0
         count = 0
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(self.root):
-                        count += 1
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(self.root):
+                    count += 1
         return count
 
     def sample(self) -> None:
