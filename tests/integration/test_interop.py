@@ -144,13 +144,9 @@ def tree(tmp_path_factory: pytest.TempPathFactory, big: Path) -> Path:
     return root
 
 
-async def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return await run_cli_async(*args)
-
-
 async def sshpipe_ok(*args: str) -> subprocess.CompletedProcess[str]:
     """A command that must succeed, with nothing on stderr."""
-    done = await cli(*args)
+    done = await run_cli_async(*args)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     return done
@@ -363,7 +359,7 @@ async def test_put_r_of_300_files_holds_at_most_128_handles_on_a_channel(
     one = ["--connections", "1", "--channels-per-connection", "1"]
     async with emulated_link(server, LinkSpec(rtt=0.05)) as (_, far):
         with peak_open_files(server.root) as handles:
-            done = await cli(
+            done = await run_cli_async(
                 "put", "-r", "-q", *one, *far.cli_options(), str(flat), far.spec("flat")
             )
     print(f"{server.name}: at most {handles.peak} files open on the server's channel")
@@ -435,7 +431,9 @@ async def test_resume_after_sigkill_ends_identical(
 
 @each_server()
 async def test_a_missing_remote_file_exits_4(server: Peer, here: Path) -> None:
-    done = await cli("get", *server.cli_options(), server.spec("nope.bin"), str(here / "out"))
+    done = await run_cli_async(
+        "get", *server.cli_options(), server.spec("nope.bin"), str(here / "out")
+    )
     assert_one_line_error(done, 4, "nope.bin")
     assert list(here.iterdir()) == []
 
@@ -445,7 +443,7 @@ async def test_a_remote_directory_that_refuses_writes_exits_4(server: Peer, here
     (server.root / "locked").mkdir()
     random_file(here / "in.bin", 1000)
     with unwritable(server.root / "locked"):
-        done = await cli(
+        done = await run_cli_async(
             "put", *server.cli_options(), str(here / "in.bin"), server.spec("locked/in.bin")
         )
     assert_one_line_error(done, 4, "locked")
@@ -457,7 +455,7 @@ async def test_a_local_directory_that_refuses_writes_exits_3(server: Peer, here:
     random_file(server.root / "src.bin", 1000)
     (here / "locked").mkdir()
     with unwritable(here / "locked"):
-        done = await cli(
+        done = await run_cli_async(
             "get", *server.cli_options(), server.spec("src.bin"), str(here / "locked/out.bin")
         )
     assert_one_line_error(done, 3, "locked")
