@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Install everything the tests need (openssh-server via apt-get when missing and
-# root; sshpipe[cli,test] in .venv) and run lint, types and the whole test suite.
+# Install everything the tests need (via apt-get when missing and root: openssh-server,
+# and the foreign SFTP servers ProFTPD mod_sftp and Green End; sshpipe[cli,test] in
+# .venv) and run lint, types and the whole test suite.
 # Usage: bash scripts/test.sh [extra pytest arguments]
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 if ! [ -x /usr/sbin/sshd ] && ! command -v sshd >/dev/null; then
     apt_install openssh-server openssh-client
 fi
 command -v sftp >/dev/null || apt_install openssh-client
+# The interop suite's foreign servers (sshpipe/testing/proftpd.py, greenend.py).
+if ! { [ -x /usr/sbin/proftpd ] || command -v proftpd >/dev/null; } \
+    || ! { [ -e /usr/lib/proftpd/mod_sftp.so ] || [ -e /usr/libexec/proftpd/mod_sftp.so ]; }; then
+    apt_install proftpd-core proftpd-mod-crypto
+fi
+if ! [ -x /usr/libexec/gesftpserver ] && ! [ -x /usr/lib/gesftpserver ]; then
+    apt_install gesftpserver
+fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[cli,test]"
 "$VENV/bin/python" -m ruff check sshpipe tests benchmarks
 "$VENV/bin/python" -m mypy

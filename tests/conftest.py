@@ -1,13 +1,15 @@
 """Shared fixtures, and the markers they bring.
 
-Fixtures: a real OpenSSH sshd (session-wide, from ``sshpipe.testing.plugin``),
-the in-process asyncssh server, either behind the link emulator, a throwaway
-state directory for journals, and a guard for tests that need root.
+Fixtures: a real OpenSSH sshd, ProFTPD's mod_sftp and Green End's server behind
+sshd (session-wide, from ``sshpipe.testing.plugin``), the in-process asyncssh
+server, either behind the link emulator, a throwaway state directory for
+journals, and a guard for tests that need root.
 
 Markers (registered in pyproject.toml) are set here from the fixtures a test
 uses, so ``-m`` selects by what a test needs rather than by file: ``openssh``,
-``asyncssh_server``, ``linkemu``, ``root``. A test that starts a server or an
-emulator in its own body gets the marker from its module's ``pytestmark``.
+``asyncssh_server``, ``proftpd``, ``greenend``, ``linkemu``, ``root``. A test
+that starts a server or an emulator in its own body gets the marker from its
+module's ``pytestmark``.
 """
 
 from __future__ import annotations
@@ -21,20 +23,32 @@ import pytest
 
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
+from sshpipe.testing.proftpd import ProFTPDInfo
 from sshpipe.testing.sshd import SSHServerInfo
-from tests.support.peers import PEER_PARAMS, EmulatedLink, Peer, from_embedded, from_openssh
+from tests.support.peers import (
+    PEER_PARAMS,
+    EmulatedLink,
+    Peer,
+    from_embedded,
+    from_greenend,
+    from_openssh,
+    from_proftpd,
+)
 
-# The real sshd: ``openssh`` (session-wide) and ``sshd_executable``.
+# The real servers, session-wide: ``openssh``, ``proftpd``, ``greenend`` and the
+# ``*_executable`` fixtures that find their programs.
 pytest_plugins = ["sshpipe.testing.plugin"]
 
 __all__ = [
     "asyncssh_peer",
     "emulated_link",
     "faulty_server",
+    "greenend_peer",
     "link",
     "needs_root",
     "openssh_peer",
     "peer",
+    "proftpd_peer",
     "slow_link",
     "state_home",
 ]
@@ -44,6 +58,8 @@ __all__ = [
 # like mark each of their params instead (``PEER_PARAMS``).
 FIXTURE_MARKERS = {
     "sshd_executable": "openssh",
+    "proftpd_executable": "proftpd",
+    "gesftpserver_executable": "greenend",
     "asyncssh_peer": "asyncssh_server",
     "faulty_server": "asyncssh_server",
     "emulated_link": "linkemu",
@@ -69,6 +85,22 @@ def openssh_peer(openssh: SSHServerInfo, tmp_path: Path) -> Peer:
     root = openssh.root / tmp_path.name
     root.mkdir()
     return from_openssh(openssh, root)
+
+
+@pytest.fixture
+def proftpd_peer(proftpd: ProFTPDInfo, tmp_path: Path) -> Peer:
+    """ProFTPD's mod_sftp, with a fresh directory of its own for this test."""
+    root = proftpd.root / tmp_path.name
+    root.mkdir()
+    return from_proftpd(proftpd, root)
+
+
+@pytest.fixture
+def greenend_peer(greenend: SSHServerInfo, tmp_path: Path) -> Peer:
+    """Green End's server behind sshd, with a fresh directory of its own for this test."""
+    root = greenend.root / tmp_path.name
+    root.mkdir()
+    return from_greenend(greenend, root)
 
 
 @pytest.fixture

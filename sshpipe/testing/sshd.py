@@ -1,7 +1,8 @@
 """Launch a throwaway, unprivileged-friendly OpenSSH server for tests and benchmarks.
 
 The server listens on 127.0.0.1 only, accepts a single freshly generated
-ed25519 user key for the current user, and serves SFTP via ``internal-sftp``.
+ed25519 user key for the current user, and serves SFTP via ``internal-sftp`` (or
+another server named by ``sftp_subsystem``, such as Green End's).
 It works both as root and as an ordinary user: a non-root ``sshd`` can only
 authenticate the user it runs as, which is exactly the user we authorise.
 """
@@ -12,40 +13,35 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._launch import (
+    HOST,
+    SSHServerError,
+    keygen,
+    public_key,
+    quote,
+    start_on_free_port,
+    stop,
+    wait_until_ready,
+)
+
 __all__ = [
+    "HOST",
     "SSHServerError",
     "SSHServerInfo",
     "openssh_server",
     "sshd_path",
 ]
 
-HOST = "127.0.0.1"
-
 # Debian's root sshd refuses to start without its privilege-separation chroot.
 _PRIVSEP_DIR = Path("/run/sshd")
 _SHADOW = Path("/etc/shadow")
 _SSHD_FALLBACKS = (Path("/usr/sbin/sshd"), Path("/usr/local/sbin/sshd"))
 _START_TIMEOUT = 10.0
-_STOP_TIMEOUT = 5.0
-_POLL_INTERVAL = 0.05
-# Another process may grab the port between our probe bind and sshd's bind.
-_BIND_ATTEMPTS = 5
-_LOG_TAIL_CHARS = 4000
-
-
-class SSHServerError(RuntimeError):
-    """The test sshd could not be set up, started, or reached."""
-
-
-class _PortTakenError(SSHServerError):
-    """sshd lost the race for the port we picked; retry with another one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +63,16 @@ class SSHServerInfo:
 
     def destination(self) -> str:
         return f"{self.user}@{self.host}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settings:
+    """What the caller chose for sshd_config."""
+
+    user: str
+    extra_config: tuple[str, ...]
+    max_sessions: int
+    sftp_subsystem: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +135,11 @@ def sshd_path() -> Path | None:
 
 @contextlib.contextmanager
 def openssh_server(
-    workdir: Path, *, extra_config: Sequence[str] = (), max_sessions: int = 64
+    workdir: Path,
+    *,
+    extra_config: Sequence[str] = (),
+    max_sessions: int = 64,
+    sftp_subsystem: str = "internal-sftp",
 ) -> Iterator[SSHServerInfo]:
     """Run sshd for the duration of the ``with`` block.
 
@@ -138,6 +148,8 @@ def openssh_server(
     blocks but cannot override the launcher's own settings.
     ``max_sessions`` is sshd's ``MaxSessions`` (channels per connection): 64
     lets tests open many channels; stock sshd allows 10.
+    ``sftp_subsystem`` is the command of ``Subsystem sftp``: another SFTP
+    server (Green End's ``/usr/libexec/gesftpserver``) behind the same sshd.
     """
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
@@ -150,7 +162,19 @@ def openssh_server(
     if os.geteuid() == 0:
         _ensure_privsep_dir()
         _ensure_not_locked(user)
-    proc, port = _start_with_retries(sshd, files, user, extra_config, max_sessions)
+    settings = _Settings(
+        user=user,
+        extra_config=tuple(extra_config),
+        max_sessions=max_sessions,
+        sftp_subsystem=sftp_subsystem,
+    )
+    proc, port = start_on_free_port(
+        "sshd",
+        lambda port: _write_port_dependent_files(files, port, settings),
+        lambda: _spawn(sshd, files),
+        lambda proc, port: _wait_until_ready(proc, port, files.log_file),
+        files.log_file,
+    )
     try:
         yield SSHServerInfo(
             host=HOST,
@@ -163,7 +187,7 @@ def openssh_server(
             log_file=files.log_file,
         )
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def _current_user() -> str:
@@ -174,35 +198,9 @@ def _current_user() -> str:
 def _prepare_files(files: _Files) -> None:
     files.workdir.mkdir(parents=True, exist_ok=True)
     files.root.mkdir(exist_ok=True)
-    _keygen(files.host_key, comment="sshpipe-test-host")
-    _keygen(files.client_key, comment="sshpipe-test-client")
-    files.authorized_keys.write_text(_public_key(files.client_key) + "\n")
-
-
-def _keygen(path: Path, *, comment: str) -> None:
-    keygen = shutil.which("ssh-keygen")
-    if keygen is None:
-        raise SSHServerError("ssh-keygen not found (install openssh-client)")
-    # ssh-keygen prompts before overwriting, which would hang a reused workdir.
-    path.unlink(missing_ok=True)
-    path.with_name(path.name + ".pub").unlink(missing_ok=True)
-    _run([keygen, "-q", "-N", "", "-t", "ed25519", "-C", comment, "-f", str(path)])
-
-
-def _public_key(private_key: Path) -> str:
-    """``type base64`` of a key pair, without the comment."""
-    fields = private_key.with_name(private_key.name + ".pub").read_text().split()
-    return f"{fields[0]} {fields[1]}"
-
-
-def _run(argv: list[str]) -> None:
-    result = subprocess.run(
-        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise SSHServerError(
-            f"{argv[0]} failed with exit code {result.returncode}: {result.stderr}"
-        )
+    keygen(files.host_key, comment="sshpipe-test-host")
+    keygen(files.client_key, comment="sshpipe-test-client")
+    files.authorized_keys.write_text(public_key(files.client_key) + "\n")
 
 
 def _ensure_privsep_dir() -> None:
@@ -233,24 +231,13 @@ def _ensure_not_locked(user: str) -> None:
             )
 
 
-def _quote(path: Path) -> str:
-    """Quote a path for ssh(d)_config, which split unquoted values on spaces."""
-    text = str(path)
-    if '"' in text or "%" in text:
-        # '%' would be expanded as a token by AuthorizedKeysFile and friends.
-        raise SSHServerError(f"unsupported character in path: {text!r}")
-    return f'"{text}"'
-
-
-def _sshd_config_lines(
-    files: _Files, port: int, user: str, extra_config: Sequence[str], max_sessions: int
-) -> list[str]:
+def _sshd_config_lines(files: _Files, port: int, settings: _Settings) -> list[str]:
     return [
         f"ListenAddress {HOST}",
         f"Port {port}",
-        f"HostKey {_quote(files.host_key)}",
-        f"PidFile {_quote(files.pid_file)}",
-        f"AuthorizedKeysFile {_quote(files.authorized_keys)}",
+        f"HostKey {quote(files.host_key)}",
+        f"PidFile {quote(files.pid_file)}",
+        f"AuthorizedKeysFile {quote(files.authorized_keys)}",
         "PubkeyAuthentication yes",
         "PasswordAuthentication no",
         "KbdInteractiveAuthentication no",
@@ -260,15 +247,15 @@ def _sshd_config_lines(
         "PermitRootLogin prohibit-password",
         # The workdir lives in a temp tree whose permissions we do not control.
         "StrictModes no",
-        "Subsystem sftp internal-sftp",
+        f"Subsystem sftp {settings.sftp_subsystem}",
         # VERBOSE so auth failures are explained and readiness is visible.
         "LogLevel VERBOSE",
         "MaxStartups 100",
-        f"MaxSessions {max_sessions}",
+        f"MaxSessions {settings.max_sessions}",
         "UseDNS no",
         "PrintMotd no",
-        f"AllowUsers {user}",
-        *extra_config,
+        f"AllowUsers {settings.user}",
+        *settings.extra_config,
     ]
 
 
@@ -284,11 +271,11 @@ def ssh_config_lines(
         f"  HostName {host}",
         f"  Port {port}",
         f"  User {user}",
-        f"  IdentityFile {_quote(client_key)}",
+        f"  IdentityFile {quote(client_key)}",
         "  IdentitiesOnly yes",
         # An ssh-agent in the caller's environment must not add keys.
         "  IdentityAgent none",
-        f"  UserKnownHostsFile {_quote(known_hosts)}",
+        f"  UserKnownHostsFile {quote(known_hosts)}",
         "  GlobalKnownHostsFile /dev/null",
         "  StrictHostKeyChecking yes",
         "  UpdateHostKeys no",
@@ -300,46 +287,19 @@ def ssh_config_lines(
     ]
 
 
-def _write_port_dependent_files(
-    files: _Files, port: int, user: str, extra_config: Sequence[str], max_sessions: int
-) -> None:
-    lines = _sshd_config_lines(files, port, user, extra_config, max_sessions)
+def _write_port_dependent_files(files: _Files, port: int, settings: _Settings) -> None:
+    lines = _sshd_config_lines(files, port, settings)
     files.sshd_config.write_text("\n".join(lines) + "\n")
     lines = ssh_config_lines(
-        host=HOST, port=port, user=user, client_key=files.client_key, known_hosts=files.known_hosts
+        host=HOST,
+        port=port,
+        user=settings.user,
+        client_key=files.client_key,
+        known_hosts=files.known_hosts,
     )
     files.ssh_config.write_text("\n".join(lines) + "\n")
-    host_entry = f"[{HOST}]:{port} {_public_key(files.host_key)}\n"
+    host_entry = f"[{HOST}]:{port} {public_key(files.host_key)}\n"
     files.known_hosts.write_text(host_entry)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _start_with_retries(
-    sshd: Path, files: _Files, user: str, extra_config: Sequence[str], max_sessions: int
-) -> tuple[subprocess.Popen[bytes], int]:
-    for _ in range(_BIND_ATTEMPTS):
-        port = _free_port()
-        _write_port_dependent_files(files, port, user, extra_config, max_sessions)
-        proc = _spawn(sshd, files)
-        try:
-            _wait_until_ready(proc, port, files.log_file)
-        except _PortTakenError:
-            _stop(proc)
-            continue
-        except BaseException:
-            _stop(proc)
-            raise
-        return proc, port
-    raise SSHServerError(
-        f"sshd could not bind a free port in {_BIND_ATTEMPTS} attempts:\n"
-        + _log_tail(files.log_file)
-    )
 
 
 def _spawn(sshd: Path, files: _Files) -> subprocess.Popen[bytes]:
@@ -351,61 +311,14 @@ def _spawn(sshd: Path, files: _Files) -> subprocess.Popen[bytes]:
 
 
 def _wait_until_ready(proc: subprocess.Popen[bytes], port: int, log_file: Path) -> None:
-    """Block until *our* sshd serves SSH on ``port``.
-
-    The "Server listening" log line proves that this sshd owns the port, so a
-    banner from some process that won a bind race is never mistaken for ours.
-    """
+    # "Server listening" proves that this sshd, not a bind-race winner, owns the port.
     listening = f"Server listening on {HOST} port {port}."
-    deadline = time.monotonic() + _START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _raise_exited(proc, log_file)
-        if listening in _read_log(log_file) and _has_ssh_banner(port):
-            return
-        time.sleep(_POLL_INTERVAL)
-    raise SSHServerError(
-        f"sshd did not become ready on {HOST}:{port} within {_START_TIMEOUT:g}s:\n"
-        + _log_tail(log_file)
+    wait_until_ready(
+        "sshd",
+        proc,
+        port,
+        log_file,
+        timeout=_START_TIMEOUT,
+        listening=lambda log: listening in log,
+        port_taken=lambda log: "Address already in use" in log,
     )
-
-
-def _raise_exited(proc: subprocess.Popen[bytes], log_file: Path) -> None:
-    log = _read_log(log_file)
-    if "Address already in use" in log:
-        raise _PortTakenError(log)
-    raise SSHServerError(f"sshd exited with code {proc.returncode}:\n" + _log_tail(log_file))
-
-
-def _has_ssh_banner(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=1.0) as sock:
-            # Identify ourselves so sshd logs a clean disconnect, not a
-            # banner-exchange error, for every readiness probe.
-            sock.sendall(b"SSH-2.0-sshpipe_probe\r\n")
-            return sock.makefile("rb").readline(256).startswith(b"SSH-2.0-")
-    except OSError:
-        return False
-
-
-def _read_log(log_file: Path) -> str:
-    try:
-        return log_file.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def _log_tail(log_file: Path) -> str:
-    log = _read_log(log_file)
-    return log[-_LOG_TAIL_CHARS:] if log else "(sshd log is empty)"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=_STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()

@@ -1,6 +1,9 @@
-"""A server under test as a test sees it (``Peer``), made from sshd's or the embedded server's.
+"""A server under test as a test sees it (``Peer``), made from any server the tests start.
 
-The fixtures that start them live in tests/conftest.py; this is what they hand out.
+Servers: OpenSSH's sshd, the embedded asyncssh server, and the foreign ones,
+ProFTPD's mod_sftp and Green End's gesftpserver (behind sshd). The fixtures
+that start them live in tests/conftest.py and ``sshpipe.testing.plugin``; this
+is what they hand out.
 """
 
 from __future__ import annotations
@@ -16,10 +19,22 @@ import pytest
 import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import EmbeddedServer, cli_options
+from sshpipe.testing.proftpd import ProFTPDInfo
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.files import random_file
 
-__all__ = ["PEER_PARAMS", "EmulatedLink", "Peer", "StartServer", "from_embedded", "from_openssh"]
+__all__ = [
+    "ALL_SERVER_PARAMS",
+    "FOREIGN_PARAMS",
+    "PEER_PARAMS",
+    "EmulatedLink",
+    "Peer",
+    "StartServer",
+    "from_embedded",
+    "from_greenend",
+    "from_openssh",
+    "from_proftpd",
+]
 
 # The params of a fixture that runs each test against both real servers, each
 # param carrying the marker of the server it starts.
@@ -27,6 +42,13 @@ PEER_PARAMS = [
     pytest.param("openssh", marks=pytest.mark.openssh),
     pytest.param("asyncssh", marks=pytest.mark.asyncssh_server),
 ]
+# SFTP servers that are neither OpenSSH's nor asyncssh's. Green End sits behind
+# sshd, so it needs (and is marked with) both.
+FOREIGN_PARAMS = [
+    pytest.param("proftpd", marks=pytest.mark.proftpd),
+    pytest.param("greenend", marks=[pytest.mark.greenend, pytest.mark.openssh]),
+]
+ALL_SERVER_PARAMS = [*PEER_PARAMS, *FOREIGN_PARAMS]
 
 
 @dataclass(frozen=True)
@@ -35,7 +57,8 @@ class Peer:
 
     ``root`` is a local directory the server sees; ``remote(name)`` is the path
     of ``root / name`` as the client must spell it (the embedded server is
-    chrooted at ``root``, sshd is not).
+    chrooted at ``root``; ProFTPD run as root is chrooted at a directory of
+    which ``root`` is the child ``chroot_prefix``; sshd is not chrooted).
     """
 
     name: str
@@ -46,9 +69,10 @@ class Peer:
     known_hosts: Path
     root: Path
     chrooted: bool
+    chroot_prefix: str = ""
 
     def remote(self, name: str) -> str:
-        return f"/{name}" if self.chrooted else str(self.root / name)
+        return f"{self.chroot_prefix}/{name}" if self.chrooted else str(self.root / name)
 
     def client(self, config: sshpipe.TransferConfig | None = None) -> sshpipe.Client:
         return sshpipe.connect(
@@ -98,6 +122,26 @@ def from_openssh(info: SSHServerInfo, root: Path) -> Peer:
         info.known_hosts,
         root,
         chrooted=False,
+    )
+
+
+def from_greenend(info: SSHServerInfo, root: Path) -> Peer:
+    """Green End's server behind sshd, with ``root`` (unchrooted) as the test's own."""
+    return dataclasses.replace(from_openssh(info, root), name="greenend")
+
+
+def from_proftpd(info: ProFTPDInfo, root: Path) -> Peer:
+    """ProFTPD, with ``root`` (a directory under the one it serves) as the test's own."""
+    return Peer(
+        "proftpd",
+        info.host,
+        info.port,
+        info.user,
+        info.client_key,
+        info.known_hosts,
+        root,
+        chrooted=info.chrooted,
+        chroot_prefix=info.remote(root) if info.chrooted else "",
     )
 
 
