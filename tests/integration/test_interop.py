@@ -55,30 +55,10 @@ pytestmark = pytest.mark.usefixtures("state_home")
 
 
 # Why cases fail where they do (one xfail each, on that server only).
-SYMLINK_IN_DRAFT_ORDER = (
-    "sshpipe sends SYMLINK in the draft's order (linkpath, target) to any banner but "
-    "OpenSSH's; mod_sftp reads OpenSSH's (target, linkpath): a link fails (No such file) "
-    "or is made at its target's name, outside the tree"
-)
-SYMLINK_IN_OPENSSH_ORDER = (
-    "sshpipe sends SYMLINK in OpenSSH's order because sshd's banner says OpenSSH; Green "
-    "End's server behind it reads the draft's: a link fails (No such file or directory) "
-    "or is made at its target's name, outside the tree"
-)
 READLINK_RESOLVED = (
     "server, not sshpipe: ProFTPD's READLINK answers the link resolved to an absolute "
     "path ('/d/t.txt' for 't.txt'), not its text, and sshpipe copies link text as sent"
 )
-TOO_MANY_HANDLES = (
-    "tree put opens up to FILES_IN_FLIGHT=512 files (sized for 4 channels) on however "
-    "many there are, and TreeChannels.take ignores each channel's 128-handle cap"
-)
-GREENEND_OVERRUN = (
-    TOO_MANY_HANDLES + "; Green End writes past its 128-slot handle table: its channel "
-    "dies (exit 70 BrokenPipeError, exit 4 invalid handle) or it goes on corrupted"
-)
-
-
 def each_server(**xfails: str) -> pytest.MarkDecorator:
     """Run the case against every server; those named fail (strictly) for the reason given."""
     params = []
@@ -312,7 +292,7 @@ async def test_get_expands_a_remote_glob(server: Peer, here: Path) -> None:
 # -- trees -------------------------------------------------------------------------
 
 
-@each_server(proftpd=SYMLINK_IN_DRAFT_ORDER, greenend=SYMLINK_IN_OPENSSH_ORDER)
+@each_server()
 async def test_put_r_copies_the_tree_entry_by_entry(server: Peer, tree: Path) -> None:
     # Where a server resolves a relative path (its working directory, the
     # served root's top for all but sshd) nothing may appear either.
@@ -334,12 +314,7 @@ async def test_get_r_copies_the_tree_entry_by_entry(server: Peer, tree: Path, he
     assert leftover_temps(here) == []
 
 
-@each_server(
-    openssh=TOO_MANY_HANDLES,
-    asyncssh=TOO_MANY_HANDLES,
-    proftpd=TOO_MANY_HANDLES,
-    greenend=GREENEND_OVERRUN,
-)
+@each_server()
 async def test_put_r_of_300_files_holds_at_most_128_handles_on_a_channel(
     server: Peer, tmp_path: Path, emulated_link: EmulatedLink
 ) -> None:

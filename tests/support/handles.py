@@ -23,6 +23,8 @@ __all__ = ["PeakOpenFiles", "peak_open_files"]
 
 # The server programs whose descriptors are counted (and this process: the embedded server).
 SERVER_COMMANDS = frozenset({"sshd", "gesftpserver", "proftpd"})
+# sshd runs Green End's subsystem line through the user's shell, which execs it.
+SHELLS = frozenset({"sh", "bash", "dash"})
 # Seconds between samples: a handle held for a round trip (tens of ms) is seen.
 INTERVAL = 0.002
 
@@ -44,7 +46,9 @@ class PeakOpenFiles:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
                 comm = ""
-            known = self._servers[pid] = pid == os.getpid() or comm in SERVER_COMMANDS
+            known = pid == os.getpid() or comm in SERVER_COMMANDS
+            if known or comm not in SHELLS:  # a shell may yet exec a server (Green End's)
+                self._servers[pid] = known
         return known
 
     def _count(self, pid: int) -> int:
