@@ -111,13 +111,19 @@ def offered_algorithms(data: bytes) -> tuple[str, ...] | None:
     return tuple(name for name in PREFERENCE if name in names)
 
 
-def choose_check_file(extensions: Mapping[str, bytes]) -> CheckFile | None:
+def choose_check_file(extensions: Mapping[str, bytes], software: str = "") -> CheckFile | None:
     """How to ask this server's check-file (its VERSION ``extensions``), or None if it has none.
 
     A server that does not say which algorithms it has is asked for SHA-256
     (ProFTPD has it with every OpenSSL since 0.9.8); if it refuses, the next
-    check is used.
+    check is used. ProFTPD 1.3.8 (``software`` "mod_sftp") lists check-file
+    only to SFTP v5 clients, and answers ``check-file-name`` on v3 all the
+    same: it is asked without being listed.
     """
+    if software.startswith("mod_sftp") and not any(
+        name in extensions for name in ("check-file", "check-file-name", "check-file-handle")
+    ):
+        return CheckFile("check-file-name", SHA256)
     for request in ("check-file-name", "check-file-handle"):
         if request in extensions:
             listed = offered_algorithms(extensions[request])

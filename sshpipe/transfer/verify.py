@@ -56,7 +56,9 @@ class RemoteHash:
 def plan_for(level: str, sftp: SFTPSession, remote_hash: RemoteHash | None = None) -> VerifyPlan:
     """The checks one copy on ``sftp``'s server will try, chosen before its bytes flow."""
     runs = remote_hash.usable if remote_hash is not None else sftp.run_command is not None
-    return plan_verify(level, choose_check_file(sftp.extensions), runs_commands=runs)
+    return plan_verify(
+        level, choose_check_file(sftp.extensions, sftp.profile.software), runs_commands=runs
+    )
 
 
 class OrderedHash:

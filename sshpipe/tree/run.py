@@ -152,7 +152,7 @@ class TreeRun(abc.ABC):
         # The server's shell, for what a command does better than SFTP (sync, sha256sum).
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         verifying = config.verify != "none"
-        check_file = choose_check_file(channels[0].extensions)
+        check_file = choose_check_file(channels[0].extensions, channels[0].profile.software)
         self.verifier = (
             TreeVerifier(config.verify, self.commands, check_file) if verifying else None
         )

@@ -297,3 +297,9 @@ def test_hashes_do_not_depend_on_how_the_bytes_are_cut(
         else hashlib.new(spec.algorithm, data).digest()
     )
     assert hasher.digest() == expected
+
+
+def test_proftpd_is_asked_by_name_though_it_lists_check_file_only_to_v5_clients() -> None:
+    v3 = {"versions": b"2,3,4,5,6", "fsync@openssh.com": b"1", "home-directory": b"1"}
+    assert choose_check_file(v3, "mod_sftp") == CheckFile("check-file-name", SHA256)
+    assert choose_check_file(v3, "OpenSSH_9.2p1") is None
