@@ -16,10 +16,11 @@ Run from the repo root:  python benchmarks/bench_loopback.py             (8M..1G
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from _bench_common import (
@@ -36,7 +37,8 @@ from _wan_link import LocalServerFiles
 from _whole import Matrix, Setting, Where, make_sources, run_setting, summarize
 from _whole_report import format_header, format_tables, write_results
 
-from sshpipe.testing.sshd import openssh_server
+from sshpipe.testing.greenend import greenend_server
+from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 
 BUILTIN_CLIENTS = ("sftp-default", "sftp-tuned", "asyncssh", "sshpipe")
 # 261120, not 262144: OpenSSH 9.2 advertises a 261120-byte max write in
@@ -46,6 +48,11 @@ DEFAULT_SIZES = (8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB)
 QUICK_SIZES = (8 * MIB, 64 * MIB)
 DEFAULT_OUT = BENCH_DIR / "results" / "loopback"
 QUICK_OUT = BENCH_DIR / "results" / "loopback-quick"
+# The SFTP servers --servers names: sshd's own, or Green End's behind sshd.
+SERVERS: dict[str, Callable[..., contextlib.AbstractContextManager[SSHServerInfo]]] = {
+    "openssh": openssh_server,
+    "greenend": greenend_server,
+}
 # What a stock sshd allows, as in bench_wan.py.
 STOCK_MAX_SESSIONS = 10
 
@@ -96,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         '(e.g. --variant sshpipe-2ch="--channels 2"); may repeat',
     )
     parser.add_argument(
+        "--servers",
+        default="openssh",
+        help="comma-separated servers measured one after the other in the same run: "
+        "openssh (sshd's internal-sftp, with limits@openssh.com), greenend (Green End's "
+        "gesftpserver behind sshd: no limits, the block found by trying); default openssh",
+    )
+    parser.add_argument(
         "--max-sessions",
         type=positive_int,
         default=STOCK_MAX_SESSIONS,
@@ -144,14 +158,16 @@ def benchmark(args: argparse.Namespace, matrix: Matrix) -> None:
     with scratch_dir(args.workdir) as scratch:
         (scratch / "local").mkdir()
         (scratch / "logs").mkdir()
-        with openssh_server(scratch / "server", max_sessions=args.max_sessions) as srv:
-            files = LocalServerFiles(srv.root)
-            sources = make_sources(matrix, files, scratch)
-            where = Where(
-                server=srv, files=files, sources=sources, local=scratch / "local",
-                logs=scratch / "logs", timeout=lambda _size: float(args.timeout),
-            )  # fmt: skip
-            run_setting(matrix, matrix.settings[0], where)
+        for setting in matrix.settings:
+            name = setting.label.removeprefix("loopback").strip() or "openssh"
+            with SERVERS[name](scratch / f"server-{name}", max_sessions=args.max_sessions) as srv:
+                files = LocalServerFiles(srv.root)
+                sources = make_sources(matrix, files, scratch)
+                where = Where(
+                    server=srv, files=files, sources=sources, local=scratch / "local",
+                    logs=scratch / "logs", timeout=lambda _size: float(args.timeout),
+                )  # fmt: skip
+                run_setting(matrix, setting, where)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,10 +179,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     clients = select_clients(args, parser)
     if shutil.which("sftp") is None and any(c.kind == "sftp" for c in clients):
         parser.error("OpenSSH sftp not found on PATH")
+    servers = [name.strip() for name in args.servers.split(",") if name.strip()]
+    unknown = [name for name in servers if name not in SERVERS]
+    if unknown or not servers:
+        parser.error(f"unknown server(s) {unknown}; choose from {list(SERVERS)}")
+    labels = ["loopback"] if servers == ["openssh"] else [f"loopback {name}" for name in servers]
     matrix = Matrix(
         clients=clients,
         directions=["get", "put"],
-        settings=[Setting("loopback", None, None, sizes, role="loopback")],
+        settings=[Setting(label, None, None, sizes, role="loopback") for label in labels],
         reps=reps,
     )
     machine = machine_info()

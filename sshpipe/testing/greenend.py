@@ -44,8 +44,10 @@ def gesftpserver_path() -> Path | None:
 
 
 @contextlib.contextmanager
-def greenend_server(workdir: Path) -> Iterator[SSHServerInfo]:
+def greenend_server(workdir: Path, *, max_sessions: int = 64) -> Iterator[SSHServerInfo]:
     """Run sshd serving SFTP with ``gesftpserver`` for the duration of the ``with`` block.
+
+    ``max_sessions``: sshd's ``MaxSessions``, as for ``openssh_server``.
 
     Raises:
         SSHServerError: gesftpserver or sshd is missing, or sshd did not start.
@@ -59,7 +61,7 @@ def greenend_server(workdir: Path) -> Iterator[SSHServerInfo]:
         raise SSHServerError(f"the served root needs a plain path for the shell: {root}")
     # gesftpserver has no start-directory option (OpenSSH's sftp-server has -d).
     command = f"cd {root} && exec {server}"
-    with openssh_server(workdir, sftp_subsystem=command) as info:
+    with openssh_server(workdir, sftp_subsystem=command, max_sessions=max_sessions) as info:
         if info.root != root:
             raise SSHServerError(f"sshd serves {info.root}, not {root}")
         yield info

@@ -370,7 +370,10 @@ class ChannelPool:
                 "max_write_len": limits.max_write_len,
                 "max_open_handles": limits.max_open_handles,
             }
-        shown["learned"] = self.server_caps.learned()
+        learned = self.server_caps.learned()
+        if any(slot.link.refuses_exec for slot in self._slots):
+            learned["runs_commands"] = False  # an exec was refused (--verify's sha256sum)
+        shown["learned"] = learned
         return shown
 
     def _learned(self, limits: Limits) -> None:

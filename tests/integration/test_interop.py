@@ -49,6 +49,13 @@ FLAT_FILES = 300  # past Green End's 128-slot handle table
 # what the server states), and the size of Green End's handle table.
 HANDLES_PER_CHANNEL = 128
 # The levels --verify may report (``TransferStats.verified``).
+# (software, SYMLINK order, block probed: no limits@openssh.com) as --json shows them.
+PROFILE = {
+    "openssh": ("OpenSSH_", "target-link", False),
+    "asyncssh": ("AsyncSSH_", "link-target", False),
+    "proftpd": ("mod_sftp", "target-link", True),
+    "greenend": ("OpenSSH_", "link-target", True),
+}
 # The best check each server allows: sha256sum by exec (sshd: OpenSSH, Green End),
 # ProFTPD's own check-file (no exec there), the size (the embedded server runs neither).
 BEST_CHECK = {
@@ -278,6 +285,14 @@ async def test_verify_reports_the_check_it_made(server: Peer, here: Path) -> Non
     )
     levels = (json.loads(put.stdout)["verified"], json.loads(got.stdout)["verified"])
     print(f"{server.name}: --verify checked put by {levels[0]}, get by {levels[1]}")
+    # What sshpipe took the server to be, and learned of it by trying (--json "server").
+    software, order, probed = PROFILE[server.name]
+    for done, block in ((put, "write_block"), (got, "read_block")):
+        shown = json.loads(done.stdout)["server"]
+        assert shown["software"].startswith(software), shown
+        assert shown["symlink_order"] == order, shown
+        # Without limits@openssh.com the block is found by trying: 255 KiB taken whole.
+        assert shown["learned"].get(block) == (261120 if probed else None), shown
     assert levels == (BEST_CHECK[server.name],) * 2, levels
     assert (server.root / "checked.bin").read_bytes() == data
     assert (here / "back.bin").read_bytes() == data
