@@ -206,6 +206,12 @@ class SSHLink:
             raise
         timeline.mark("sftp_init", time.monotonic())
         sftp.setup = timeline.phases
+        if 0 < self.rtt_estimate < sftp.init_rtt:
+            # The server took longer to answer INIT than the link takes: it
+            # started its SFTP process for this channel (Green End, behind
+            # sshd's shell, takes 0.13 s on loopback). Taken as the RTT, that
+            # made the flow controller want six channels, each as slow to start.
+            sftp.init_rtt = self.rtt_estimate
         return sftp
 
     @property

@@ -128,15 +128,19 @@ DIRECTIONS = pytest.mark.parametrize("direction", ["put", "get"])
 # -- HandleCap(16): a tree never holds more handles than the server allows -----------
 
 
-@pytest.mark.parametrize(
-    "direction",
-    [
-        pytest.param("put"),
-        pytest.param("get"),
-    ],
-)
+@DIRECTIONS
 async def test_a_tree_within_sixteen_handles(tmp_path: Path, direction: str) -> None:
     await copy_tree(tmp_path, HandleCap(n=16), direction, files=200, big=2)
+
+
+@DIRECTIONS
+async def test_a_tree_from_a_server_with_one_open_file_at_a_time(
+    tmp_path: Path, direction: str
+) -> None:
+    """The cap learned down to 1: one file (or directory) at a time per channel."""
+    cap = HandleCap(n=1)
+    await copy_tree(tmp_path, cap, direction, "--channels", "2", files=40)
+    assert cap.refused  # it did bite, and was met
 
 
 # -- two channels per connection: asking for more must not fail the copy -------------
