@@ -16,7 +16,7 @@ from dataclasses import replace
 from functools import partial
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, LocalError, RemoteError, SSHPipeError
+from .._errors import ConnectionBroken, RemoteError, SSHPipeError
 from .._stats import TransferStats
 from ..core import codec
 from ..core.checkfile import HashSpec
@@ -40,6 +40,7 @@ from ..transport.remoteplace import (
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .blockprobe import needs_probe, probe_write
+from .blocksource import BlockSource, FileBlocks, StreamBlocks
 from .earlysync import EarlySync, syncing_early
 from .lanes import Handles, initial_channels, open_lanes, sizing_for
 from .pump import pumping, setup_phases, take_setup
@@ -54,7 +55,7 @@ async def _upload(
     remote: str,
     config: TransferConfig,
     mode: int,
-    blocks: _BlockSource,
+    blocks: BlockSource,
     name: str | None,
     size: int | None,
     shared: SharedBytes | None = None,
@@ -211,7 +212,7 @@ class _Sending:
         self,
         config: TransferConfig,
         sizing: Sizing,
-        blocks: _BlockSource,
+        blocks: BlockSource,
         size: int | None,
         mode: int,
         shared: SharedBytes | None,
@@ -396,61 +397,6 @@ class _Sending:
         await pump.drain()
 
 
-class _BlockSource:
-    rereadable = False  # can a range be read again after a dropped connection?
-
-    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
-        raise NotImplementedError
-
-    async def reread(self, offset: int, length: int) -> bytes:
-        raise NotImplementedError
-
-
-class _FileBlocks(_BlockSource):
-    rereadable = True
-
-    def __init__(self, source: LocalSource, *, in_thread: bool) -> None:
-        self.source = source
-        self.in_thread = in_thread
-
-    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
-        return await self.source.read_blocks(offset, block, count, in_thread=self.in_thread)
-
-    async def reread(self, offset: int, length: int) -> bytes:
-        blocks = await self.source.read_blocks(offset, length, 1, in_thread=self.in_thread)
-        data = blocks[0] if blocks else b""
-        if len(data) != length:  # the file shrank under us: what was sent is gone
-            raise LocalError(str(self.source.path), "changed while it was uploaded", offset=offset)
-        return data
-
-
-class _StreamBlocks(_BlockSource):
-    """Re-cuts an async iterable of bytes of any sizes into full blocks."""
-
-    def __init__(self, chunks: AsyncIterable[bytes]) -> None:
-        self._iter = aiter(chunks)
-        self._pending = bytearray()
-        self._ended = False
-
-    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
-        while not self._ended and len(self._pending) < block:
-            try:
-                chunk = await anext(self._iter)
-            except StopAsyncIteration:
-                self._ended = True
-                break
-            if not isinstance(chunk, bytes | bytearray | memoryview):
-                raise TypeError(f"put_stream needs bytes, got {type(chunk).__name__}")
-            self._pending += chunk
-        cut = min(len(self._pending), block)
-        if cut == 0:
-            return []
-        with memoryview(self._pending) as view:  # one copy, not slice-then-bytes
-            data = bytes(view[:cut])
-        del self._pending[:cut]
-        return [data]
-
-
 async def upload(
     lease: Lease,
     local: str,
@@ -481,7 +427,7 @@ async def upload(
             remote,
             config,
             source.mode,
-            _FileBlocks(source, in_thread=config.local_io_in_thread),
+            FileBlocks(source, in_thread=config.local_io_in_thread),
             source.path.name if into_directory else None,
             source.size,
             shared,
@@ -501,4 +447,4 @@ async def upload_stream(
     config: TransferConfig,
     mode: int = 0o644,
 ) -> TransferStats:
-    return await _upload(lease, remote, config, mode, _StreamBlocks(chunks), None, None)
+    return await _upload(lease, remote, config, mode, StreamBlocks(chunks), None, None)

@@ -11,13 +11,21 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from .._errors import RemoteOpenFailed
 from ..core.servercaps import after_handle_refusal, handle_cap
 from ..transport.sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.tree")
+
+_T = TypeVar("_T")
+
+# An OPEN refused with a bare failure is asked again this many times, each once
+# a handle was given back (``TreeChannels.run``), before it is the file's.
+OPEN_REFUSALS = 8
 
 
 class Credits:
@@ -151,6 +159,27 @@ class TreeChannels:
     def give(self, slot: TreeChannel) -> None:
         slot.handles -= 1
         self._wake()
+
+    async def run(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
+        """``operation`` on the channel with the most room, its handle counted meanwhile.
+
+        An OPEN refused with a bare failure (``RemoteOpenFailed``) may be the
+        channel out of handles: it runs again once others are given back, with
+        the cap lowered to what was open (``refused``); a few times, since the
+        server also counts handles whose CLOSE is still on its way; then it is
+        the file's own failure.
+        """
+        refusals = 0
+        while True:
+            slot = await self.take()
+            try:
+                return await operation(slot.sftp)
+            except RemoteOpenFailed:
+                refusals += 1
+                if refusals > OPEN_REFUSALS or not self.refused(slot):
+                    raise
+            finally:
+                self.give(slot)
 
     def refused(self, slot: TreeChannel) -> bool:
         """An OPEN on ``slot`` was refused with a generic failure: was it its handle cap?

@@ -34,7 +34,6 @@ from .._config import TransferConfig
 from .._errors import (
     ConnectionBroken,
     IncompleteTransfer,
-    RemoteOpenFailed,
     SSHPipeError,
     TransferError,
 )
@@ -76,9 +75,6 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
-# An OPEN refused with a bare failure is asked again this many times, each once
-# a handle was given back (``TreeChannels.refused``), before it is the file's.
-OPEN_REFUSALS = 8
 PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
 
 
@@ -301,40 +297,20 @@ class TreeRun(abc.ABC):
         await (self.small if small else self.big).put(item)
 
     async def on_channel(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
-        """Run one remote step on the least loaded pipeline channel.
-
-        If the connection drops (or goes silent) under it, the step waits for
-        the tree's one reconnect and runs again from scratch on a fresh
-        channel, so it must be safe to repeat (``recovery``).
-        """
-        refusals = 0
+        """Run one remote step on a pipeline channel (``TreeChannels.run``); if the
+        connection drops (or goes silent) under it, it waits for the tree's one
+        reconnect and runs again from scratch, so it must be safe to repeat."""
         while True:
             seen = self.recovery.generation
-            slot = await self.channels.take()
             try:
-                return await operation(slot.sftp)
+                return await self.channels.run(operation)
             except ConnectionBroken as exc:
                 broken = exc
-            except RemoteOpenFailed:
-                # Out of handles there? Again once others are given back, with
-                # the cap lowered to what was open; a few times (the server
-                # counts handles whose CLOSE is still on its way), then it is
-                # the file's own failure.
-                refusals += 1
-                if refusals > OPEN_REFUSALS or not self.channels.refused(slot):
-                    raise
-                continue
-            finally:
-                self.channels.give(slot)
             await self.recovery.heal(seen, broken)
 
     async def _healed(self, channels: list[SFTPSession]) -> None:
-        """After a reconnect: the live channels, and more opened as at the start.
-
-        After a stall, the small files' requests in flight come down to what
-        the server was found to answer on one channel (``ServerCaps.requests``):
-        they go to any channel, so the whole pipeline keeps to one channel's.
-        """
+        """After a reconnect: the live channels, and more opened as at the start; after a
+        stall, the small files' requests (on any channel) kept to one channel's cap."""
         self.channels = TreeChannels(channels)
         learned = self.pool.server_caps.requests
         if learned is not None:

@@ -73,6 +73,8 @@ READLINK_RESOLVED = (
     "server, not sshpipe: ProFTPD's READLINK answers the link resolved to an absolute "
     "path ('/d/t.txt' for 't.txt'), not its text, and sshpipe copies link text as sent"
 )
+
+
 def each_server(**xfails: str) -> pytest.MarkDecorator:
     """Run the case against every server; those named fail (strictly) for the reason given."""
     params = []

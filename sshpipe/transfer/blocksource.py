@@ -1,0 +1,67 @@
+"""Where an upload's bytes come from: a local file (read again after a drop) or a stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable
+
+from .._errors import LocalError
+from ..local.source import LocalSource
+
+
+class BlockSource:
+    """Where an upload's blocks come from, in file order."""
+
+    rereadable = False  # can a range be read again after a dropped connection?
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        raise NotImplementedError
+
+    async def reread(self, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+
+class FileBlocks(BlockSource):
+    """A local file's blocks (``LocalSource``), read again after a dropped connection."""
+
+    rereadable = True
+
+    def __init__(self, source: LocalSource, *, in_thread: bool) -> None:
+        self.source = source
+        self.in_thread = in_thread
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        return await self.source.read_blocks(offset, block, count, in_thread=self.in_thread)
+
+    async def reread(self, offset: int, length: int) -> bytes:
+        blocks = await self.source.read_blocks(offset, length, 1, in_thread=self.in_thread)
+        data = blocks[0] if blocks else b""
+        if len(data) != length:  # the file shrank under us: what was sent is gone
+            raise LocalError(str(self.source.path), "changed while it was uploaded", offset=offset)
+        return data
+
+
+class StreamBlocks(BlockSource):
+    """Re-cuts an async iterable of bytes of any sizes into full blocks."""
+
+    def __init__(self, chunks: AsyncIterable[bytes]) -> None:
+        self._iter = aiter(chunks)
+        self._pending = bytearray()
+        self._ended = False
+
+    async def next(self, offset: int, block: int, count: int) -> list[bytes]:
+        while not self._ended and len(self._pending) < block:
+            try:
+                chunk = await anext(self._iter)
+            except StopAsyncIteration:
+                self._ended = True
+                break
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                raise TypeError(f"put_stream needs bytes, got {type(chunk).__name__}")
+            self._pending += chunk
+        cut = min(len(self._pending), block)
+        if cut == 0:
+            return []
+        with memoryview(self._pending) as view:  # one copy, not slice-then-bytes
+            data = bytes(view[:cut])
+        del self._pending[:cut]
+        return [data]
