@@ -31,6 +31,6 @@ runuser -u "$USER_NAME" -- bash -c "
     '$SYSTEM_PYTHON' -m venv .venv
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[cli,test]'
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration \
-        -m 'not root and not proftpd and not greenend and (openssh or not (asyncssh_server or linkemu))'
+        -m 'not root and not slow and not proftpd and not greenend and (openssh or not (asyncssh_server or linkemu))'
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_foreign_fixtures.py
 "

@@ -4,8 +4,10 @@ An upload writes ``.NAME.sshpipe-XXXXXX.partial`` and renames it into place;
 when it fails it removes the file. When the server is gone (it crashed, the
 link died for good) nothing can be removed: the paths are written to
 ``$XDG_STATE_HOME/sshpipe/leftover/`` (one file per server), the command says
-which they are, and the next upload to that server removes them first. Only
-names of that shape are ever removed, whatever the record holds.
+which they are, and the next upload to that server removes them first. A run
+killed outright records nothing: a tree resumed into its destination sweeps
+each directory it resumes into (``sweep_dir``, ``sweep_local_dir``). Only names of that shape are
+ever removed, whatever the record or the listing holds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import posixpath
 import re
 
 from .._errors import SSHPipeError
+from ..core.untrusted import ListingCheck
+from ..local.dirfd import LocalDir
 from ..transport.pool import ChannelPool
+from ..transport.remotefs import read_dir
 from ..transport.remoteplace import remove_quietly
 from ..transport.sftp import SFTPSession
 from .putresume import state_dir
@@ -121,3 +126,42 @@ def keep(pool: ChannelPool) -> list[str]:
         shown,
     )
     return left
+
+
+async def sweep_dir(sftp: SFTPSession, directory: str) -> int:
+    """Remove the temp files of ours in a remote ``directory``; how many there were.
+
+    For a tree resumed into its own destination: a run killed outright
+    (SIGKILL, a crash of this machine) recorded nothing, and each file it was
+    writing left its temp beside it. Only names of our temp shape that a
+    listing may hold (``ListingCheck``) are removed.
+    """
+    check = ListingCheck(directory)
+    found: list[str] = []
+    async with contextlib.aclosing(read_dir(sftp, directory)) as batches:
+        async for batch in batches:
+            found += [
+                posixpath.join(directory, name)
+                for name, attrs in batch
+                if check.accept(name) and attrs.kind == "file" and is_temp_name(name)
+            ]
+    for path in found:
+        await remove_quietly(sftp, path)
+    if found:
+        logger.info("%s: removed %d temporary file(s) an earlier run left", directory, len(found))
+    return len(found)
+
+
+def sweep_local_dir(directory: LocalDir) -> int:
+    """``sweep_dir`` for a local directory of a resumed download tree (blocking)."""
+    removed = 0
+    with directory.descriptor() as fd:
+        for name in os.listdir(fd):
+            if not is_temp_name(name):
+                continue
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(name, dir_fd=fd)
+                removed += 1
+    if removed:
+        logger.info("%s: removed %d temporary file(s) an earlier run left", directory, removed)
+    return removed

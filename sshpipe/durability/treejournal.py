@@ -60,6 +60,7 @@ class TreeJournal:
         # Where the first run put the tree (scp's rule depends on whether the
         # destination existed then, and the first run made it exist).
         self.into_dir: bool | None = None
+        self.earlier = False  # an earlier run of this copy was journaled (``open``)
         self._fd: int | None = None
 
     def __repr__(self) -> str:
@@ -69,8 +70,9 @@ class TreeJournal:
         """Read what an earlier run finished, then append to it."""
         self.done, self.into_dir = _load(self.path, self.header)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        fresh = not self.done and self.into_dir is None
+        self.earlier = not fresh
         try:
-            fresh = not self.done and self.into_dir is None
             self._fd = os.open(self.path, flags | (os.O_TRUNC if fresh else 0), 0o600)
             if fresh:
                 os.write(self._fd, (json.dumps(self.header) + "\n").encode())

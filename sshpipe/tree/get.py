@@ -24,6 +24,7 @@ from .._errors import LocalError, RemoteIsADirectory
 from .._stats import TransferStats
 from ..core.checkfile import VerifyPlan
 from ..core.untrusted import check_link_target, safe_mode
+from ..durability import lefttemps
 from ..local.dirfd import (
     DirRoot,
     LocalDir,
@@ -110,7 +111,13 @@ class TreeGet(TreeRun):
         return self.root.top.file(os.path.basename(dest))
 
     async def make_dir(self, item: Item) -> bool:
-        return True if item.local is None else make_dir(item.local.dir, item.local.name)
+        if item.local is None:
+            return True
+        existed = make_dir(item.local.dir, item.local.name)
+        if existed and self.journal is not None and self.journal.earlier:
+            # Resumed: what a killed run was writing here left its temp files.
+            await self.local(lefttemps.sweep_local_dir, item.local.dir.child(item.local.name))
+        return existed
 
     def local_dir(self, item: Item) -> LocalDir:
         return self.directory(item)

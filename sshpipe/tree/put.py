@@ -32,6 +32,7 @@ from .._stats import TransferStats
 from ..core import codec
 from ..core.checkfile import VerifyPlan
 from ..core.untrusted import safe_mode
+from ..durability import lefttemps
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.inorder import in_order, refused_out_of_order
@@ -123,7 +124,11 @@ class TreePut(TreeRun):
                     raise RemoteError(item.dest, "exists and is not a directory") from exc
                 return True
 
-        return await self.on_channel(make)
+        existed = await self.on_channel(make)
+        if existed and self.journal is not None and self.journal.earlier:
+            # Resumed: what a killed run was writing here left its temp files.
+            await self.on_channel(partial(lefttemps.sweep_dir, directory=item.dest))
+        return existed
 
     # -- copying ---------------------------------------------------------------
 

@@ -31,6 +31,7 @@ TRANSFERS = 50
 SEED = int(os.environ.get("SSHPIPE_CUT_SEED", "20261130"))
 
 
+@pytest.mark.slow  # 15-60 s: the as-user run leaves it to the root run
 async def test_fifty_cut_connections_all_end_byte_identical(
     link: tuple[LinkEmulator, Peer], tmp_path: Path
 ) -> None:
@@ -109,6 +110,7 @@ UPLOADS = 20
 UP_SIZE = 32 * MiB
 
 
+@pytest.mark.slow  # 15-60 s: the as-user run leaves it to the root run
 async def test_cut_uploads_reopen_their_temp_file_and_end_byte_identical(
     link: tuple[LinkEmulator, Peer], tmp_path: Path
 ) -> None:

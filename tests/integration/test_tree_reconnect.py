@@ -68,6 +68,7 @@ async def test_tree_downloads_survive_cuts(
     assert reconnected >= 1
 
 
+@pytest.mark.slow  # 15-60 s: the as-user run leaves it to the root run
 async def test_tree_uploads_survive_cuts(
     link: tuple[LinkEmulator, Peer],
     tmp_path: Path,
@@ -93,6 +94,7 @@ async def test_tree_uploads_survive_cuts(
     assert reconnected >= 1
 
 
+@pytest.mark.slow  # 15-60 s: the as-user run leaves it to the root run
 async def test_a_silent_link_under_a_tree_is_dropped_and_the_tree_goes_on(
     openssh_peer: Peer, tmp_path: Path
 ) -> None:

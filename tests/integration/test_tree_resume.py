@@ -88,6 +88,13 @@ async def test_a_killed_tree_resumes_where_it_stopped(
     src_of_changed.write_bytes(os.urandom(64 * 1024))
     os.utime(src_of_changed, (1_000_000_000, 1_000_000_000))
     damaged.write_bytes(b"short")
+    # What the killed run was writing left its temp files (a SIGKILL cleans up
+    # nothing): planted too, so that it is so in every run, at the top and below.
+    for stray in (
+        dest / ".big-a.bin.sshpipe-0a1b2c.partial",
+        dest / "d1/.f01.bin.sshpipe-3d4e5f.partial",
+    ):
+        stray.write_bytes(b"cut off")
     result = await run_cli_async(direction, "-r", "--resume", "--json", *options, *args)
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
