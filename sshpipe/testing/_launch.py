@@ -13,12 +13,14 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "HOST",
     "PortTakenError",
     "SSHServerError",
+    "WorkFiles",
     "free_port",
     "has_ssh_banner",
     "keygen",
@@ -38,6 +40,29 @@ _POLL_INTERVAL = 0.05
 # Another process may grab the port between our probe bind and the server's bind.
 _BIND_ATTEMPTS = 5
 _LOG_TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkFiles:
+    """The paths every launched server keeps in its work directory (each adds its own)."""
+
+    workdir: Path
+
+    @property
+    def host_key(self) -> Path:
+        return self.workdir / "ssh_host_ed25519_key"
+
+    @property
+    def client_key(self) -> Path:
+        return self.workdir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.workdir / "known_hosts"
+
+    @property
+    def root(self) -> Path:
+        return self.workdir / "root"
 
 
 class SSHServerError(RuntimeError):

@@ -37,6 +37,7 @@ from pathlib import Path
 from ._launch import (
     HOST,
     SSHServerError,
+    WorkFiles,
     keygen,
     log_tail,
     public_key,
@@ -96,24 +97,12 @@ class ProFTPDInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Files:
-    workdir: Path
-
-    @property
-    def host_key(self) -> Path:
-        return self.workdir / "ssh_host_ed25519_key"
-
-    @property
-    def client_key(self) -> Path:
-        return self.workdir / "id_ed25519"
+class _Files(WorkFiles):
+    """ProFTPD's own paths inside its work directory."""
 
     @property
     def authorized_keys(self) -> Path:
         return self.workdir / "authorized_keys.rfc4716"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.workdir / "known_hosts"
 
     @property
     def config(self) -> Path:
@@ -126,10 +115,6 @@ class _Files:
     @property
     def sftp_log(self) -> Path:
         return self.workdir / "sftp.log"
-
-    @property
-    def root(self) -> Path:
-        return self.workdir / "root"
 
 
 def proftpd_path() -> Path | None:

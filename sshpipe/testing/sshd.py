@@ -21,6 +21,7 @@ from pathlib import Path
 from ._launch import (
     HOST,
     SSHServerError,
+    WorkFiles,
     keygen,
     public_key,
     quote,
@@ -76,26 +77,12 @@ class _Settings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Files:
-    """Paths inside the server's work directory."""
-
-    workdir: Path
-
-    @property
-    def host_key(self) -> Path:
-        return self.workdir / "ssh_host_ed25519_key"
-
-    @property
-    def client_key(self) -> Path:
-        return self.workdir / "id_ed25519"
+class _Files(WorkFiles):
+    """sshd's own paths inside its work directory."""
 
     @property
     def authorized_keys(self) -> Path:
         return self.workdir / "authorized_keys"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.workdir / "known_hosts"
 
     @property
     def sshd_config(self) -> Path:
@@ -112,10 +99,6 @@ class _Files:
     @property
     def log_file(self) -> Path:
         return self.workdir / "sshd.log"
-
-    @property
-    def root(self) -> Path:
-        return self.workdir / "root"
 
 
 def sshd_path() -> Path | None:
