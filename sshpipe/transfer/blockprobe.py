@@ -18,6 +18,7 @@ from collections.abc import Callable
 from .._config import TransferConfig
 from ..core import codec
 from ..core.servercaps import FLOOR_BLOCK, PROBE_BLOCKS, probe_next
+from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.transfer")
@@ -75,4 +76,6 @@ async def probe_write(sftp: SFTPSession, handle: bytes, path: str) -> int:
 
 
 async def _answer(sftp: SFTPSession, build: Callable[[int], bytes]) -> codec.Reply:
-    return await sftp.request(build)
+    answer = sftp.request(build)
+    answer.add_done_callback(quiet)  # a probe cancelled meanwhile: its late failure is nobody's
+    return await answer
