@@ -176,26 +176,27 @@ class TreeChannels:
                 return await operation(slot.sftp)
             except RemoteOpenFailed:
                 refusals += 1
-                if refusals > OPEN_REFUSALS or not self.refused(slot):
+                if refusals > OPEN_REFUSALS:
                     raise
+                self.refused(slot)
             finally:
                 self.give(slot)
 
-    def refused(self, slot: TreeChannel) -> bool:
-        """An OPEN on ``slot`` was refused with a generic failure: was it its handle cap?
+    def refused(self, slot: TreeChannel) -> None:
+        """An OPEN on ``slot`` was refused with a generic failure: perhaps its handle cap.
 
         If other handles were open on it, the cap comes down to those (for this
-        channel and, through ``ServerCaps``, every channel opened later) and
-        the step is to run again; if none were, the failure is the file's.
+        channel and, through ``ServerCaps``, every channel opened later). If
+        none were, the server may still count one whose CLOSE is on its way (a
+        one-file-at-a-time server): the step runs again, the cap as it was.
         """
         learned = after_handle_refusal(slot.handles - 1)
         if learned is None:
-            return False
+            return
         slot.cap = min(slot.cap, learned)
         caps = slot.sftp.caps
         caps.handles = learned if caps.handles is None else min(caps.handles, learned)
         logger.info("%s: a handle refused with %d open: at most that many", slot.sftp.name, learned)
-        return True
 
     def _wake(self) -> None:
         """Let every waiting step look again (few wait, and each takes one handle)."""
