@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from .._errors import UnsafePath
-from .codec import wire
+from .codec import Attrs, wire
 
 # PATH_MAX: a longer name fits no local path anyway.
 MAX_NAME_BYTES = 4096
@@ -86,6 +86,21 @@ def check_link_target(target: str, where: str) -> str:
 def safe_mode(permissions: int, *, directory: bool) -> int:
     """The permission bits a copy may take: no setuid/setgid, sticky only on a directory."""
     return permissions & (0o1777 if directory else 0o777)
+
+
+def kept_mode(existing: Attrs | None, mode: int) -> int | None:
+    """The permissions a copy written under a temporary name must take so that the
+    regular file it replaces keeps its own; None when there is nothing to change.
+
+    ``sftp put`` and ``scp`` write over an existing file in place, so it keeps its
+    mode; renaming a new file over it would give it the source's, and a 0600
+    secret copied from a 0644 file would become world-readable. Setuid and setgid
+    are dropped, as a write by its owner makes the kernel drop them.
+    """
+    if existing is None or existing.permissions is None or existing.kind != "file":
+        return None
+    wanted = safe_mode(existing.permissions, directory=False)
+    return None if wanted == mode & 0o7777 else wanted
 
 
 class ListingCheck:

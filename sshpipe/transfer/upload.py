@@ -30,6 +30,7 @@ from ..local.source import LocalSource
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
+    keep_existing_mode,
     landing_of,
     named,
     remote_temp_name,
@@ -63,6 +64,7 @@ async def _upload(
     on_progress: Callable[[int], None] | None = None,
     resuming: UploadResume | None = None,
     remote_hash: RemoteHash | None = None,
+    keep_mode: bool = True,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place.
 
@@ -72,7 +74,9 @@ async def _upload(
     (``config.retries``) when the source can be read again (a file, not a
     stream): the temp file is reopened and only what was not acknowledged is
     sent again. ``resuming``: the temp name is fixed and kept on failure, and
-    what an earlier run left intact in it is not sent again.
+    what an earlier run left intact in it is not sent again. ``keep_mode``: a
+    file replaced keeps its mode and owner (``remoteplace.keep_existing_mode``);
+    False when the caller sets the source's (``-p``).
     """
     started = time.perf_counter()
     sftp = initial_channels(lease)[0]
@@ -82,6 +86,7 @@ async def _upload(
     discard: str | None = None  # removed if the upload fails
     sent: asyncio.Future[codec.Reply] | None = None  # the first OPEN, not yet answered
     sending: _Sending | None = None
+    existing: asyncio.Future[codec.Reply] | None = None  # the STAT of what is replaced
     try:
         pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
         if config.inplace or resuming is not None:
@@ -90,6 +95,8 @@ async def _upload(
             # resuming: a fixed name, kept on failure for the next --resume.
             temp = None if config.inplace else remote_resume_name(remote)
             target = temp or remote
+            if temp is not None:  # in place, the file written is the one kept
+                existing = sftp.stat_request(remote)
         else:
             # Inside the try: a cancel while the OPEN is in flight must still remove
             # the temp file the server may have created (the name is ours alone: EXCL).
@@ -97,21 +104,24 @@ async def _upload(
             pflags |= codec.FXF_EXCL
             # The OPEN goes with the STAT that says whether ``remote`` is a
             # directory: one round trip for both when it is not (the usual case).
-            stat = sftp.stat_request(remote)
-            stat.add_done_callback(quiet)
+            existing = sftp.stat_request(remote)
             sent = sftp.open_request(target, pflags, codec.Attrs(permissions=mode))
             sent.add_done_callback(quiet)
-            landing = await landing_of(stat, remote, name)
+            landing = await landing_of(existing, remote, name)
             if landing != remote:  # a directory: the file goes inside it
                 await _drop(sftp, sent, target)
                 remote, sent = landing, None
                 temp = discard = target = remote_temp_name(remote)
+                existing = sftp.stat_request(remote)  # answered before the next OPEN
+        if existing is not None:
+            existing.add_done_callback(quiet)
         sizing = await sizing_for(config, sftp, write=True)
         checks = plan_for(config.verify, sftp, remote_hash)
         sending = _Sending(
             config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming, checks.specs
         )
         sending.first_open, sent = sent, None
+        sending.existing = existing if keep_mode else None
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
         retry = Retrying(lease, budget, path=remote)
 
@@ -240,8 +250,10 @@ class _Sending:
         self.resuming = resuming
         self.kept: list[Range] = []  # ranges the server already has: skipped
         self.early: EarlySync | None = None  # fsyncs while the writes go on
-        # The first attempt's OPEN, sent with the STAT of the destination.
+        # The first attempt's OPEN, sent with the STAT of the destination, whose
+        # mode and owner a replaced file keeps (None: the OPEN's mode stands).
         self.first_open: asyncio.Future[codec.Reply] | None = None
+        self.existing: asyncio.Future[codec.Reply] | None = None
         self._next_kept = 0
 
     async def probe_block(self, sftp: SFTPSession, target: str) -> None:
@@ -304,6 +316,7 @@ class _Sending:
         config = self.config
         pump: WritePump | None = None
         fsynced: asyncio.Future[codec.Reply] | None = None
+        kept: asyncio.Future[codec.Reply] | None = None  # the FSETSTAT of the kept mode
         try:
             async with pumping(
                 lease, config, self.sizing, size=self.size, shared=self.shared
@@ -320,6 +333,15 @@ class _Sending:
                     )
                 except RemoteError as exc:
                     raise named(exc, remote) from exc  # the user's path, not our temp name
+                lane = handles.lanes[0]
+                if self.existing is not None:  # again on each attempt: a drop may lose it
+                    try:
+                        kept = await keep_existing_mode(
+                            lane.sftp, lane.handle, self.existing, self.mode
+                        )
+                    except BaseException:  # cancelled before the pump took the handles
+                        await handles.close(check=False)
+                        raise
                 pump = WritePump(setup.parts(handles))
                 pump.on_moved = self._moved
                 if self.resuming is not None:
@@ -336,7 +358,8 @@ class _Sending:
                 else:
                     await self._send_all(pump)
                 closing = time.monotonic()
-                lane = handles.lanes[0]
+                if kept is not None and pump.error is None:
+                    lane.sftp.check_status(await kept, remote)
                 if config.fsync and lane.sftp.can_fsync and pump.error is None:
                     # Every WRITE is acknowledged: make them durable. The CLOSEs
                     # go right behind (leaving this block): requests on one handle
@@ -408,6 +431,7 @@ async def upload(
     on_tail: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
     remote_hash: RemoteHash | None = None,
+    keep_mode: bool = True,
 ) -> TransferStats:
     """Copy ``local`` to ``remote`` (a temp name renamed into place).
 
@@ -418,6 +442,7 @@ async def upload(
     big file while this one's acknowledgements, CLOSE and rename go by).
     ``on_progress``: told each count of bytes the server acknowledged.
     ``remote_hash``: how --verify gets the server's hash (default: an exec).
+    ``keep_mode``: a file replaced keeps its mode (False: ``-p`` sets the source's).
     """
     source = LocalSource(local)
     source.open()
@@ -435,6 +460,7 @@ async def upload(
             on_progress,
             UploadResume(source) if config.resume else None,
             remote_hash,
+            keep_mode,
         )
     finally:
         source.close()

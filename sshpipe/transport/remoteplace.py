@@ -14,6 +14,7 @@ import secrets
 
 from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ..core import codec
+from ..core.untrusted import kept_mode
 from .replies import quiet
 from .sftp import SFTPSession
 
@@ -126,6 +127,42 @@ def _problem(reply: codec.Reply, size: int) -> str | None:
     if attrs.size is not None and attrs.size != size:
         return f"the file there has {attrs.size} bytes, not {size}"
     return None
+
+
+async def keep_existing_mode(
+    sftp: SFTPSession, handle: bytes, existing: asyncio.Future[codec.Reply], mode: int
+) -> asyncio.Future[codec.Reply] | None:
+    """Give the temporary file just opened the owner and mode of the file it will replace.
+
+    ``existing``: the STAT of the destination, sent before the OPEN (so, on a
+    server that answers in order, already answered). The FSETSTATs go out now,
+    ahead of the writes: the bytes are never readable under a looser mode than
+    the old file had. The owner is asked for quietly (only root, or the owner
+    keeping a group of theirs, may set it); the mode's answer is returned, to be
+    checked before the rename, or None when the mode needs no change.
+    """
+    try:
+        reply = await asyncio.shield(existing)
+    except SSHPipeError:
+        return None  # the session broke: the writes will say so
+    if not isinstance(reply, codec.AttrsReply):
+        return None  # nothing there (the usual case): the OPEN's mode stands
+    attrs = reply.attrs
+    if attrs.kind == "file" and attrs.uid is not None and attrs.gid is not None:
+        owner = codec.Attrs(uid=attrs.uid, gid=attrs.gid)
+        _fsetstat(sftp, handle, owner).add_done_callback(quiet)
+    wanted = kept_mode(attrs, mode)
+    if wanted is None:
+        return None
+    fixed = _fsetstat(sftp, handle, codec.Attrs(permissions=wanted))
+    fixed.add_done_callback(quiet)  # if the upload fails first, nobody reads it
+    return fixed
+
+
+def _fsetstat(sftp: SFTPSession, handle: bytes, attrs: codec.Attrs) -> asyncio.Future[codec.Reply]:
+    return sftp.request(
+        lambda rid: codec.encode_handle_attrs_request(codec.FXP_FSETSTAT, rid, handle, attrs)
+    )
 
 
 def named(exc: RemoteError, remote: str) -> RemoteError:

@@ -41,6 +41,7 @@ from ..transfer.verify import Digests
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
+    keep_existing_mode,
     remote_temp_name,
     remove_quietly,
     rename_into_place,
@@ -66,6 +67,9 @@ class TreePut(TreeRun):
         super().__init__(*args, **kwargs)
         # Temp files of uploads cut off by a dropped connection, removed at the end.
         self.stale_temps: list[str] = []
+        # Directories this run made: no file in them is replaced, so none is asked
+        # for the mode it keeps (``put_small``'s STAT).
+        self.fresh_dirs: set[str] = set()
         self.remote_sync = RemoteSync(self.commands)
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
@@ -125,6 +129,8 @@ class TreePut(TreeRun):
                 return True
 
         existed = await self.on_channel(make)
+        if not existed:
+            self.fresh_dirs.add(item.dest)
         if existed and self.journal is not None and self.journal.earlier:
             # Resumed: what a killed run was writing here left its temp files.
             await self.on_channel(partial(lefttemps.sweep_dir, directory=item.dest))
@@ -172,6 +178,8 @@ class TreePut(TreeRun):
                 times=item.times if self.options.preserve else None,
                 fsync=self.config.fsync and not batched,
                 rename=not waits,
+                keep_mode=not self.options.preserve
+                and posixpath.dirname(item.dest) not in self.fresh_dirs,
             )
         except ConnectionBroken:
             if temp != item.dest:
@@ -245,6 +253,7 @@ class TreePut(TreeRun):
             on_tail=on_tail,
             on_progress=on_progress,
             remote_hash=self.remote_hash,
+            keep_mode=not self.options.preserve,  # -p: ``big_done`` sets the source's
         )
 
     async def big_done(self, item: Item) -> None:
@@ -328,7 +337,7 @@ async def upload_preserving(
         raise local_error(local, exc) from exc
     sftp = lease.channels[0]
     target = await resolve_remote_target(sftp, remote, os.path.basename(local))
-    stats = await upload(lease, local, target, config, into_directory=False)
+    stats = await upload(lease, local, target, config, into_directory=False, keep_mode=False)
     attrs = attrs_of(info)
     mode = safe_mode(info.st_mode, directory=False)
     await sftp.setstat(target, codec.Attrs(permissions=mode, atime=attrs.atime, mtime=attrs.mtime))
@@ -388,12 +397,16 @@ async def put_small(
     times: tuple[int, int] | None,
     fsync: bool = True,
     rename: bool = True,
+    keep_mode: bool = True,
 ) -> None:
     """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
 
     ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
     the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
     ``rename`` False leaves the written temp file to the caller (removed on error).
+    ``keep_mode``: a file at ``dest`` keeps its mode and owner (a STAT goes with
+    the OPEN; ``remoteplace.keep_existing_mode``); False when nothing is there to
+    keep, or ``-p`` sets the source's.
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
@@ -403,12 +416,24 @@ async def put_small(
     if not inplace:
         flags |= codec.FXF_EXCL
     committed = False
+    existing = sftp.stat_request(dest) if keep_mode and not inplace else None
+    if existing is not None:
+        existing.add_done_callback(quiet)
     try:
         try:
             handle = await sftp.open(temp, flags, codec.Attrs(permissions=mode & 0o777))
         except RemoteError as exc:
             raise type(exc)(dest, exc.reason, status=exc.status) from exc
-        replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = [
+        replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = []
+        if existing is not None:
+            try:
+                kept = await keep_existing_mode(sftp, handle, existing, mode & 0o777)
+            except BaseException:  # cancelled: the handle is ours to close
+                sftp.close_handle_soon(handle, temp)
+                raise
+            if kept is not None:
+                replies.append((None, kept))
+        replies += [
             (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
             for offset in range(0, len(data), block)
         ]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import sshpipe
 from sshpipe._errors import UnsafePath, UsageError
 from sshpipe.core import untrusted
+from sshpipe.core.codec import Attrs
 from sshpipe.core.text import printable
 from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
 from sshpipe.core.untrusted import (
@@ -241,3 +242,21 @@ def test_a_tree_lists_its_first_failures_and_counts_the_rest(
     assert stats.failures_unlisted == 2
     assert stats.skipped == 5 and len(stats.skipped_paths) == 3
     assert str(sshpipe.IncompleteTransfer(stats)).startswith("5 of 0 entries failed")
+
+
+@pytest.mark.parametrize(
+    ("existing", "mode", "kept"),
+    [
+        (None, 0o644, None),  # nothing there: the new file takes the source's mode
+        (Attrs(permissions=0o100600), 0o644, 0o600),  # a secret stays a secret
+        (Attrs(permissions=0o100644), 0o644, None),  # the same: no FSETSTAT needed
+        (Attrs(permissions=0o104755), 0o644, 0o755),  # setuid dropped, as a write drops it
+        (Attrs(permissions=0o040700), 0o644, None),  # a directory is not replaced
+        (Attrs(permissions=0o120777), 0o644, None),  # nor is a symlink's own mode kept
+        (Attrs(size=10), 0o644, None),  # no permissions sent: nothing known to keep
+    ],
+)
+def test_a_replaced_file_keeps_its_permissions(
+    existing: Attrs | None, mode: int, kept: int | None
+) -> None:
+    assert untrusted.kept_mode(existing, mode) == kept
