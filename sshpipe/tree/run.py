@@ -47,6 +47,7 @@ from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
 from ..transfer.lanes import sizing_of
+from ..transfer.progress import Reporter, Tally
 from ..transfer.verify import RemoteHash
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
@@ -55,7 +56,7 @@ from .channels import Credits, TreeChannels
 from .item import Item, TreeOptions, aborts_tree
 from .recovery import Recovery
 from .scan import Scanner, Side
-from .tasks import alongside, run_all
+from .tasks import run_all
 from .verify import TreeVerifier
 
 logger = logging.getLogger("sshpipe.tree")
@@ -75,19 +76,33 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
-PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
 
 
 class _Moved:
-    """Adds a big file's progress to the tree's account and remembers how much."""
+    """A big file's ``Tally``: its bytes go into the tree's account as they move, and
+    how many is remembered (taken back if it fails; counted done when it is)."""
 
     def __init__(self, account: TreeAccount) -> None:
         self.account = account
         self.total = 0
+        self.kept_total = 0
 
-    def __call__(self, count: int) -> None:
+    def moved(self, count: int) -> None:
         self.total += count
         self.account.moved(count)
+
+    def kept(self, count: int) -> None:
+        self.total += count
+        self.kept_total += count
+        self.account.moved(count, kept=True)
+
+    def sized(self, size: int | None) -> None:
+        """Nothing: the listed size is in the total until the file is done (``file_done``)."""
+
+    def take_back(self) -> None:
+        self.account.moved(-(self.total - self.kept_total))
+        self.account.moved(-self.kept_total, kept=True)
+        self.total = self.kept_total = 0
 
 
 class TreeRun(abc.ABC):
@@ -206,7 +221,7 @@ class TreeRun(abc.ABC):
         lease: Lease,
         item: Item,
         on_tail: Callable[[], None],
-        on_progress: Callable[[int], None],
+        tally: Tally,
     ) -> TransferStats:
         """A big file through the single-file engine (``copy_big`` holds the turn and lease)."""
 
@@ -242,7 +257,9 @@ class TreeRun(abc.ABC):
                 for service in self.services():
                     await stack.enter_async_context(service)
                 await stack.enter_async_context(self.recovery.running())
-                await stack.enter_async_context(alongside(self._tick()))
+                if self.options.progress is not None:
+                    reporter = Reporter(self.options.progress, self.account.counts)
+                    await stack.enter_async_context(reporter.running())
                 await run_all(
                     [
                         self._scan(),
@@ -265,7 +282,6 @@ class TreeRun(abc.ABC):
             await self.close()
             if self.journal is not None:
                 self.journal.finish(complete=finished and not self.account.failures)
-        self._report_progress()
         stats = replace(
             self.account.stats(time.perf_counter()),
             reconnects=self.recovery.reconnects,
@@ -277,8 +293,20 @@ class TreeRun(abc.ABC):
 
     async def _copy(self, job: Callable[[Item], Coroutine[Any, Any, None]], item: Item) -> None:
         """Copy one entry, unless an earlier run of this copy did (``--resume``)."""
+        if item.kind != "file":
+            await job(item)
+            return
+        self.account.started_file(item.source)
+        try:
+            await self._copy_file(job, item)
+        finally:
+            self.account.ended_file(item.source)
+
+    async def _copy_file(
+        self, job: Callable[[Item], Coroutine[Any, Any, None]], item: Item
+    ) -> None:
         journal = self.journal
-        if journal is None or item.kind != "file":
+        if journal is None:
             await job(item)
             return
         copied = journal.copied_before(item.dest, item.size, item.attrs.mtime)
@@ -330,7 +358,7 @@ class TreeRun(abc.ABC):
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)
             await self.big_done(item)
-            self.account.file_done(stats.bytes, reported=moved.total)
+            self.account.file_done(stats.bytes, reported=moved.total, listed=item.size)
 
     @property
     def remote_hash(self) -> RemoteHash | None:
@@ -344,7 +372,9 @@ class TreeRun(abc.ABC):
         try:
             yield moved
         except BaseException:
-            self.account.moved(-moved.total)
+            # The tree's account stays true; the reports never go backwards
+            # (``ProgressMeter``), and a retry of the file is not counted twice.
+            moved.take_back()
             raise
 
     @contextlib.asynccontextmanager
@@ -485,14 +515,3 @@ class TreeRun(abc.ABC):
         if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
             logger.warning("skipping %s: %s", printable(path), printable(why))
         self.account.skipped(path)
-
-    async def _tick(self) -> None:
-        if self.options.progress is None:
-            return
-        while True:
-            await asyncio.sleep(PROGRESS_INTERVAL)
-            self._report_progress()
-
-    def _report_progress(self) -> None:
-        if self.options.progress is not None:
-            self.options.progress(self.account.progress(time.perf_counter()))
