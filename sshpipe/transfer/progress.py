@@ -25,7 +25,8 @@ from ..core.progress import Counts, ProgressMeter
 
 ProgressCallback = Callable[[Progress], Awaitable[None] | None]
 
-INTERVAL = policy.INTERVAL  # seconds between reads of the counts (a test shortens it)
+# Seconds between reads of the counts, and the least between reports (a test shortens it).
+INTERVAL = policy.INTERVAL
 
 
 class Tally(Protocol):
@@ -104,7 +105,7 @@ class Reporter:
         self.counts = counts
         self.capture = capture
         self.clock = clock
-        self.meter = ProgressMeter(started=clock())
+        self.meter = ProgressMeter(started=clock(), interval=INTERVAL)
         self.error: BaseException | None = None
         self._group: asyncio.TaskGroup | None = None
         self._busy: asyncio.Task[None] | None = None  # an async callback still running

@@ -33,9 +33,7 @@ def counts(done: int, total: int = 1000, **more: object) -> Counts:
         ([(5.0, 0), (5.0, 0)], 0.0),  # no time passed: no rate, no division by zero
     ],
 )
-def test_rate_is_over_the_moving_window(
-    steps: list[tuple[float, int]], expected: float
-) -> None:
+def test_rate_is_over_the_moving_window(steps: list[tuple[float, int]], expected: float) -> None:
     meter = ProgressMeter(started=steps[0][0], interval=0.0, idle_interval=0.0)
     report = None
     for now, done in steps:
