@@ -93,7 +93,9 @@ def progress_printer(*, tree: bool = True) -> Callable[[Progress], None]:
         done = f"{_human(progress.bytes_done)}/{_human(progress.bytes_total)}{total}"
         if tree:
             done = f"{progress.files_done}/{progress.files_total}{total} files, {done}"
-        elif progress.scan_done and progress.bytes_total:
+        elif not progress.scan_done:  # its size is not known yet
+            done = _human(progress.bytes_done)
+        elif progress.bytes_total:
             done += f" ({100 * progress.bytes_done // progress.bytes_total}%)"
         left = f", {_duration(progress.eta)} left" if progress.eta and not progress.finished else ""
         _LINE.open = True
