@@ -169,8 +169,10 @@ class TreeAccount:
     failures_unlisted: int = 0
     skipped_paths: list[str] = field(default_factory=list)
     skipped_count: int = 0
-    # The files being copied (their source paths), oldest first: ``current``.
+    # The files being copied (their source paths), oldest first, and of those the
+    # big ones (the striped engine's): ``current``.
     in_flight: dict[str, None] = field(default_factory=dict)
+    big_in_flight: dict[str, None] = field(default_factory=dict)
 
     def found_file(self, size: int) -> None:
         self.files += 1
@@ -201,11 +203,16 @@ class TreeAccount:
         if kept:
             self.bytes_kept += count
 
-    def started_file(self, path: str) -> None:
+    def started_file(self, path: str, *, big: bool = False) -> None:
+        """A file is being copied (``big``: by the single-file engine, its bytes counted
+        as they move); a file started small may turn big (it grew)."""
         self.in_flight[path] = None
+        if big:
+            self.big_in_flight[path] = None
 
     def ended_file(self, path: str) -> None:
         self.in_flight.pop(path, None)
+        self.big_in_flight.pop(path, None)
 
     def failed(
         self, path: str, error: SSHPipeError, *, is_file: bool = False, reported: int = 0
@@ -224,19 +231,25 @@ class TreeAccount:
             self.skipped_paths.append(path)
 
     def counts(self) -> Counts:
-        """The counts a progress report is made of; ``current``: the latest files begun."""
-        recent = []
-        for path in reversed(self.in_flight):  # newest first; a few of hundreds
-            recent.append(path)
-            if len(recent) == MAX_CURRENT:
+        """The counts a progress report is made of.
+
+        ``current``: the big files in flight, whose bytes are seen moving, then the
+        small files begun last (hundreds are in flight; a few are named).
+        """
+        big = list(self.big_in_flight)[:MAX_CURRENT]
+        recent: list[str] = []
+        for path in reversed(self.in_flight):  # newest first
+            if len(big) + len(recent) >= MAX_CURRENT:
                 break
+            if path not in self.big_in_flight:
+                recent.append(path)
         return Counts(
             bytes_done=self.bytes_done,
             bytes_total=self.bytes_total,
             files_done=self.files_done,
             files_total=self.files,
             scan_done=self.scan_done,
-            current=tuple(reversed(recent)),
+            current=(*big, *reversed(recent)),
             bytes_kept=self.bytes_kept,
         )
 

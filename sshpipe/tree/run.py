@@ -352,6 +352,7 @@ class TreeRun(abc.ABC):
 
     async def copy_big(self, item: Item) -> None:
         """A big file, striped on channels of its own, in its turn at the link."""
+        self.account.started_file(item.source, big=True)  # ``_copy`` ends it
         with self.tracking() as moved:
             async with self.big_turn() as end_turn, self.big_lease() as lease:
                 stats = await self.move_big(lease, item, end_turn, moved)

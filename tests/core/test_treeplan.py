@@ -107,13 +107,19 @@ def test_accounting_counts_copies_failures_and_progress() -> None:
     assert [(f.path, f.exit_code) for f in stats.failures] == [("/x", 4)]
 
 
-def test_current_names_the_latest_files_begun() -> None:
+def test_current_names_the_big_files_then_the_latest_small_ones() -> None:
     account = TreeAccount(started=0.0)
+    account.started_file("/big", big=True)
     for index in range(MAX_CURRENT + 3):
         account.started_file(f"/f{index}")
     account.ended_file(f"/f{MAX_CURRENT + 2}")  # the newest ended: the one before shows
-    expected = tuple(f"/f{index}" for index in range(2, MAX_CURRENT + 2))
-    assert account.counts().current == expected
+    recent = tuple(f"/f{index}" for index in range(3, MAX_CURRENT + 2))
+    assert account.counts().current == ("/big", *recent)
+    account.started_file("/f0", big=True)  # a small file that grew: now a big one
+    assert account.counts().current == ("/big", "/f0", *recent[1:])
+    account.ended_file("/big")
+    account.ended_file("/f0")
+    assert account.counts().current == tuple(f"/f{index}" for index in range(2, MAX_CURRENT + 2))
 
 
 def test_resumed_bytes_are_done_but_not_moved() -> None:

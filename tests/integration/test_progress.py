@@ -164,6 +164,30 @@ async def test_a_callback_that_raises_fails_the_transfer(
     assert not (tmp_path / "x").exists() and leftover_temps(tmp_path) == []
 
 
+async def test_a_cancelled_transfer_leaves_no_report_task_behind(
+    asyncssh_peer: Peer, tmp_path: Path
+) -> None:
+    peer = asyncssh_peer
+    write_source(peer, SIZE)
+    started = asyncio.Event()
+
+    async def hangs(progress: Progress) -> None:
+        started.set()
+        await asyncio.sleep(3600)  # the transfer's cancel must end it too
+
+    before = asyncio.all_tasks()
+    async with peer.client(sshpipe.TransferConfig(block_size=BLOCK)) as client:
+        task = asyncio.create_task(
+            client.get(peer.remote("src.bin"), str(tmp_path / "x"), progress=hangs)
+        )
+        await asyncio.wait_for(started.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert asyncio.all_tasks() - before == set()
+    assert not (tmp_path / "x").exists() and leftover_temps(tmp_path) == []
+
+
 async def test_bytes_are_counted_once_through_a_reconnect(
     faulty_server: StartServer, tmp_path: Path
 ) -> None:
