@@ -21,7 +21,7 @@ from .durability import lefttemps
 from .transfer.download import download
 from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
-from .transfer.progress import FileTally, ProgressCallback, Reporter, tracked
+from .transfer.progress import FileTally, ProgressCallback, stream_reporting, tracked
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
 from .transport.pool import ChannelPool
@@ -182,11 +182,9 @@ class Client:
             preserve: keep permissions and access/modification times (``-p``).
             follow_symlinks: copy what links point to instead of the links (``-L``).
             fail_fast: stop at the first failure instead of copying the rest.
-            progress: called with a :class:`Progress` up to 10 times a second
-                while the copy goes on (of a file or of a tree), and once at the
-                end (``finished``); sync or async (an async one runs in a task
-                of its own: while it runs, later reports are skipped). What it
-                raises fails the transfer.
+            progress: given a :class:`Progress` up to 10 times a second, and at the end
+                (``finished``); sync or async (a task; busy, reports are skipped).
+                What it raises fails the transfer.
             config: per-transfer override of the client's TransferConfig.
 
         Returns:
@@ -388,12 +386,7 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
-        tally = FileTally(remote) if progress is not None else None
-        reporting: contextlib.AbstractAsyncContextManager[Reporter | None] = (
-            contextlib.nullcontext()
-            if progress is None or tally is None
-            else Reporter(progress, tally.counts, capture=True).running()
-        )
+        tally, reporting = stream_reporting(progress, remote)
         # aclosing: when our caller closes us, the engine's generator must close
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
@@ -423,8 +416,7 @@ class Client:
             chunks: async iterable of bytes pieces of any size.
             remote: destination path on the server.
             mode: permissions of the new remote file.
-            progress: as for :meth:`get`; ``bytes_total`` grows with the
-                stream (``scan_done`` is False) until its end.
+            progress: as for :meth:`get`; the totals grow until the stream ends.
             config: per-transfer override of the client's TransferConfig.
 
         Returns:

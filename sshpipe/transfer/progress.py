@@ -217,3 +217,14 @@ async def tracked(
         stats = await transfer(tally)
         tally.complete = True
     return stats
+
+
+def stream_reporting(
+    callback: ProgressCallback | None, path: str
+) -> tuple[FileTally | None, contextlib.AbstractAsyncContextManager[Reporter | None]]:
+    """For a generator (``Client.stream``): its tally, and the reporter to run around it
+    (``check`` it at each piece); nothing to count and a no-op without ``callback``."""
+    if callback is None:
+        return None, contextlib.nullcontext()
+    tally = FileTally(path)
+    return tally, Reporter(callback, tally.counts, capture=True).running()

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -54,6 +54,7 @@ from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
 from .channels import Credits, TreeChannels
 from .item import Item, TreeOptions, aborts_tree
+from .progress import tracking
 from .recovery import Recovery
 from .scan import Scanner, Side
 from .tasks import run_all
@@ -76,33 +77,6 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
-
-
-class _Moved:
-    """A big file's ``Tally``: its bytes go into the tree's account as they move, and
-    how many is remembered (taken back if it fails; counted done when it is)."""
-
-    def __init__(self, account: TreeAccount) -> None:
-        self.account = account
-        self.total = 0
-        self.kept_total = 0
-
-    def moved(self, count: int) -> None:
-        self.total += count
-        self.account.moved(count)
-
-    def kept(self, count: int) -> None:
-        self.total += count
-        self.kept_total += count
-        self.account.moved(count, kept=True)
-
-    def sized(self, size: int | None) -> None:
-        """Nothing: the listed size is in the total until the file is done (``file_done``)."""
-
-    def take_back(self) -> None:
-        self.account.moved(-(self.total - self.kept_total))
-        self.account.moved(-self.kept_total, kept=True)
-        self.total = self.kept_total = 0
 
 
 class TreeRun(abc.ABC):
@@ -353,7 +327,7 @@ class TreeRun(abc.ABC):
     async def copy_big(self, item: Item) -> None:
         """A big file, striped on channels of its own, in its turn at the link."""
         self.account.started_file(item.source, big=True)  # ``_copy`` ends it
-        with self.tracking() as moved:
+        with tracking(self.account) as moved:
             async with self.big_turn() as end_turn, self.big_lease() as lease:
                 stats = await self.move_big(lease, item, end_turn, moved)
             if self.verifier is not None:
@@ -365,18 +339,6 @@ class TreeRun(abc.ABC):
     def remote_hash(self) -> RemoteHash | None:
         """How a big file's --verify gets the server's SHA-256: in the tree's batches."""
         return self.verifier.remote_hash if self.verifier is not None else None
-
-    @contextlib.contextmanager
-    def tracking(self) -> Iterator[_Moved]:
-        """Counts a big file's bytes into the progress as they go; takes them back if it fails."""
-        moved = _Moved(self.account)
-        try:
-            yield moved
-        except BaseException:
-            # The tree's account stays true; the reports never go backwards
-            # (``ProgressMeter``), and a retry of the file is not counted twice.
-            moved.take_back()
-            raise
 
     @contextlib.asynccontextmanager
     async def big_turn(self) -> AsyncIterator[Callable[[], None]]:

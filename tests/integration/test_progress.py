@@ -98,8 +98,9 @@ async def test_a_stream_and_a_stream_upload_report_what_they_moved(
     assert received == data and (peer.root / "up.bin").read_bytes() == data
     assert_reports(streamed, SIZE, peer.remote("src.bin"))
     assert_reports(sent, SIZE, peer.remote("up.bin"))
-    # A stream upload's size is not known until it ends: no ETA before.
-    assert all(not p.scan_done and p.eta is None for p in sent[:-1])
+    # A stream upload's size is not known until its last byte is sent: no ETA before.
+    growing = [p for p in sent if not p.scan_done]
+    assert growing and all(p.eta is None and p.bytes_total == p.bytes_done for p in growing)
 
 
 async def test_a_zero_byte_file_reports_its_end(asyncssh_peer: Peer, tmp_path: Path) -> None:
