@@ -7,7 +7,8 @@ report is due. The callback never runs inside the data path (a reply
 callback in ``data_received``): a sync one runs in the reporter's task, an
 async one in a task of the reporter's TaskGroup, and while it still runs the
 next reports are skipped, never queued. Whatever the callback raises fails
-the transfer, as an exception in the body of an ``async for`` would.
+the transfer, as an exception in the body of an ``async for`` would (the
+final report comes after the file took its name: there, only the call fails).
 """
 
 from __future__ import annotations
