@@ -40,7 +40,14 @@ from ._errors import (
     UnsafePath,
     UsageError,
 )
-from ._stats import SetupPhase, TransferStats, TreeFailure, TreeProgress, TreeStats
+from ._stats import (
+    Progress,
+    SetupPhase,
+    TransferStats,
+    TreeFailure,
+    TreeProgress,
+    TreeStats,
+)
 
 if TYPE_CHECKING:
     from ._client import Client, connect
@@ -74,6 +81,7 @@ __all__ = [
     "IntegrityError",
     "LocalError",
     "LocalNoSpace",
+    "Progress",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",

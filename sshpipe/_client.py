@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -16,11 +16,12 @@ from ._config import (
     parse_destination,
 )
 from ._errors import RemoteError, UsageError
-from ._stats import TransferStats, TreeProgress, TreeStats
+from ._stats import TransferStats, TreeStats
 from .durability import lefttemps
 from .transfer.download import download
 from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
+from .transfer.progress import FileTally, ProgressCallback, stream_reporting, tracked
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
 from .transport.pool import ChannelPool
@@ -119,6 +120,7 @@ class Client:
         *,
         recursive: Literal[False] = False,
         preserve: bool = False,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats: ...
 
@@ -132,7 +134,7 @@ class Client:
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
@@ -146,7 +148,7 @@ class Client:
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
@@ -159,7 +161,7 @@ class Client:
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats | TreeStats:
         """Download a remote file, or with ``recursive`` (or several sources) a tree.
@@ -180,7 +182,9 @@ class Client:
             preserve: keep permissions and access/modification times (``-p``).
             follow_symlinks: copy what links point to instead of the links (``-L``).
             fail_fast: stop at the first failure instead of copying the rest.
-            progress: called a few times a second with a TreeProgress.
+            progress: given a :class:`Progress` up to 10 times a second, and at the end
+                (``finished``); sync or async (a task; busy, reports are skipped).
+                What it raises fails the transfer.
             config: per-transfer override of the client's TransferConfig.
 
         Returns:
@@ -199,13 +203,18 @@ class Client:
             progress=progress,
         )
         if isinstance(remote, str) and not recursive:
-            at_start = channels_at_start(cfg, size=None, write=False)
-            async with self._pool.lease(cfg, at_start=at_start) as lease:
-                if preserve:
-                    from .tree.get import download_preserving
+            path = remote
 
-                    return await download_preserving(lease, remote, local, cfg)
-                return await download(lease, remote, local, cfg)
+            async def get_one(tally: FileTally | None) -> TransferStats:
+                at_start = channels_at_start(cfg, size=None, write=False)
+                async with self._pool.lease(cfg, at_start=at_start) as lease:
+                    if preserve:
+                        from .tree.get import download_preserving
+
+                        return await download_preserving(lease, path, local, cfg, tally)
+                    return await download(lease, path, local, cfg, tally=tally)
+
+            return await tracked(progress, remote, get_one)
         sources = [remote] if isinstance(remote, str) else list(remote)
         from .tree.get import TreeGet
 
@@ -219,6 +228,7 @@ class Client:
         *,
         recursive: Literal[False] = False,
         preserve: bool = False,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats: ...
 
@@ -232,7 +242,7 @@ class Client:
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
@@ -246,7 +256,7 @@ class Client:
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
@@ -259,7 +269,7 @@ class Client:
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats | TreeStats:
         """Upload a local file, or with ``recursive`` (or several sources) a tree.
@@ -288,20 +298,27 @@ class Client:
         )
         if isinstance(local, str) and not recursive:
             caps = self._pool.server_caps
-            try:
-                return await self._put_one(local, remote, in_order(cfg, caps), preserve=preserve)
-            except RemoteError as exc:
-                if not refused_out_of_order(exc, in_order(cfg, caps)):
-                    raise
-                caps.sequential_writes = True
-                return await self._put_one(local, remote, in_order(cfg, caps), preserve=preserve)
+            path = local
+
+            async def put_one(tally: FileTally | None) -> TransferStats:
+                try:
+                    return await self._put_one(path, remote, in_order(cfg, caps), preserve, tally)
+                except RemoteError as exc:
+                    if not refused_out_of_order(exc, in_order(cfg, caps)):
+                        raise
+                    caps.sequential_writes = True
+                    if tally is not None:
+                        tally.restart()  # all of it goes again, in order
+                    return await self._put_one(path, remote, in_order(cfg, caps), preserve, tally)
+
+            return await tracked(progress, local, put_one)
         sources = [local] if isinstance(local, str) else list(local)
         from .tree.put import TreePut
 
         return await self._tree(TreePut, sources, remote, options, cfg, uploads=True)
 
     async def _put_one(
-        self, local: str, remote: str, cfg: TransferConfig, *, preserve: bool
+        self, local: str, remote: str, cfg: TransferConfig, preserve: bool, tally: FileTally | None
     ) -> TransferStats:
         at_start = channels_at_start(cfg, size=_size_of(local), write=True)
         async with self._pool.lease(cfg, at_start=at_start) as lease:
@@ -309,8 +326,8 @@ class Client:
             if preserve:
                 from .tree.put import upload_preserving
 
-                return await upload_preserving(lease, local, remote, cfg)
-            return await upload(lease, local, remote, cfg)
+                return await upload_preserving(lease, local, remote, cfg, tally)
+            return await upload(lease, local, remote, cfg, tally=tally)
 
     async def glob(self, pattern: str) -> list[str]:
         """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
@@ -348,12 +365,18 @@ class Client:
             return await run.run()
 
     async def stream(
-        self, remote: str, *, config: TransferConfig | None = None
+        self,
+        remote: str,
+        *,
+        progress: ProgressCallback | None = None,
+        config: TransferConfig | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """Yield a remote file's bytes in order, pipelined, with bounded memory.
 
         Args:
             remote: path on the server.
+            progress: as for :meth:`get`, counting the bytes yielded; what it
+                raises comes out of the ``async for`` at the next piece.
             config: per-transfer override of the client's TransferConfig.
 
         Yields:
@@ -363,14 +386,20 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg = self._config(config)
+        tally, reporting = stream_reporting(progress, remote)
         # aclosing: when our caller closes us, the engine's generator must close
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
+            reporting as reporter,
             self._pool.lease(cfg) as lease,
-            contextlib.aclosing(stream(lease, remote, cfg)) as pieces,
+            contextlib.aclosing(stream(lease, remote, cfg, tally)) as pieces,
         ):
             async for piece in pieces:
                 yield piece
+                if reporter is not None:
+                    reporter.check()
+            if tally is not None:
+                tally.complete = True
 
     async def put_stream(
         self,
@@ -378,6 +407,7 @@ class Client:
         remote: str,
         *,
         mode: int = 0o644,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats:
         """Upload from a non-seekable source, e.g. a generator or a pipe reader.
@@ -386,6 +416,7 @@ class Client:
             chunks: async iterable of bytes pieces of any size.
             remote: destination path on the server.
             mode: permissions of the new remote file.
+            progress: as for :meth:`get`; the totals grow until the stream ends.
             config: per-transfer override of the client's TransferConfig.
 
         Returns:
@@ -399,8 +430,12 @@ class Client:
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
         cfg = in_order(cfg, self._pool.server_caps)  # a stream cannot be sent twice
-        async with self._pool.lease(cfg) as lease:
-            return await upload_stream(lease, chunks, remote, cfg, mode)
+
+        async def put_one(tally: FileTally | None) -> TransferStats:
+            async with self._pool.lease(cfg) as lease:
+                return await upload_stream(lease, chunks, remote, cfg, mode, tally=tally)
+
+        return await tracked(progress, remote, put_one)
 
 
 def _size_of(path: str) -> int | None:

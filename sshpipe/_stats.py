@@ -105,15 +105,46 @@ class TreeFailure:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TreeProgress:
-    """Where a tree transfer stands; totals grow until the scan is done."""
+class Progress:
+    """Where a transfer stands, as handed to a ``progress=`` callback.
+
+    A file is one file of ``files_total == 1``; a tree's totals grow while it
+    is scanned. ``bytes_done`` and ``files_done`` never go backwards (a
+    reconnect or a retried file counts its bytes once); on success the last
+    report has ``finished`` set, ``bytes_done == bytes_total`` and
+    ``files_done == files_total``.
+
+    Attributes:
+        bytes_done: payload bytes done: acknowledged by the server (put),
+            written to the local file (get), yielded (stream); bytes an
+            earlier run left (``resume``) count as done.
+        bytes_total: the bytes to move; while ``scan_done`` is False, what is
+            known so far (a stream being uploaded: what was acknowledged).
+        files_done: files copied, zero-byte and already-copied ones included.
+        files_total: regular files found so far.
+        scan_done: the totals are final (the tree is scanned, the size known).
+        rate: bytes/s over the last few seconds (resumed bytes not counted).
+        eta: seconds left at ``rate``; None while the totals grow or nothing moves.
+        current: the paths in flight (sources: the remote path of a get, the
+            local one of a put), the most recently started last; at most a few.
+        elapsed: seconds since the transfer started.
+        finished: this is the last report, made when the transfer ended (a
+            tree: before its IncompleteTransfer, if some files failed).
+    """
 
     files_done: int
     files_total: int
     bytes_done: int
     bytes_total: int
     scan_done: bool
-    rate: float  # bytes/s over the last few seconds
+    rate: float
+    eta: float | None = None
+    current: tuple[str, ...] = ()
+    elapsed: float = 0.0
+    finished: bool = False
+
+
+TreeProgress = Progress  # its first name, when only trees reported progress
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -73,10 +73,16 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
             paths = [match for path in paths for match in await _expand_remote(client, path)]
             tree = True
         if not tree:
+            shown = progress_printer(tree=False) if show_progress(args) else None
             if args.command == "get":
-                stats = await client.get(paths[0], args.target, preserve=args.preserve)
+                stats = await client.get(
+                    paths[0], args.target, preserve=args.preserve, progress=shown
+                )
             else:
-                stats = await client.put(local_side[0], paths[0], preserve=args.preserve)
+                stats = await client.put(
+                    local_side[0], paths[0], preserve=args.preserve, progress=shown
+                )
+            end_progress(args)
             report(args, args.sources[0], args.target, stats, server=client.server)
             return 0
         options: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""What the command line prints: results, the tree progress line, errors, log lines.
+"""What the command line prints: results, the progress line, errors, log lines.
 
 Everything that reaches the terminal is escaped first (``core.text.printable``):
 names and messages come from the server.
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from .._errors import IncompleteTransfer
-from .._stats import TransferStats, TreeProgress, TreeStats
+from .._stats import Progress, TransferStats, TreeStats
 from ..core.text import printable
 
 __all__ = [
@@ -31,8 +31,23 @@ __all__ = [
 FAILURES_SHOWN = 100
 
 
+class _Line:
+    """Whether a progress line is on the terminal, not ended yet (``\\r`` redraws it)."""
+
+    open = False
+
+    def end(self) -> None:
+        if self.open:
+            self.open = False
+            print(file=sys.stderr)
+
+
+_LINE = _Line()
+
+
 def say(message: str) -> None:
     """One line on stderr, escaped: it may quote what a server sent."""
+    _LINE.end()  # after a progress line, not on it
     print(f"sshpipe: {printable(message)}", file=sys.stderr)
 
 
@@ -70,13 +85,22 @@ def show_progress(args: argparse.Namespace) -> bool:
     return not (args.quiet or args.json) and sys.stderr.isatty()
 
 
-def progress_printer() -> Callable[[TreeProgress], None]:
-    def show(progress: TreeProgress) -> None:
+def progress_printer(*, tree: bool = True) -> Callable[[Progress], None]:
+    """The ``\\r`` line redrawn at each report: a tree's files and bytes, or one file's bytes."""
+
+    def show(progress: Progress) -> None:
         total = "" if progress.scan_done else "+"
+        done = f"{_human(progress.bytes_done)}/{_human(progress.bytes_total)}{total}"
+        if tree:
+            done = f"{progress.files_done}/{progress.files_total}{total} files, {done}"
+        elif not progress.scan_done:  # its size is not known yet
+            done = _human(progress.bytes_done)
+        elif progress.bytes_total:
+            done += f" ({100 * progress.bytes_done // progress.bytes_total}%)"
+        left = f", {_duration(progress.eta)} left" if progress.eta and not progress.finished else ""
+        _LINE.open = True
         print(
-            f"\r{progress.files_done}/{progress.files_total}{total} files, "
-            f"{_human(progress.bytes_done)}/{_human(progress.bytes_total)}{total}, "
-            f"{progress.rate / 1e6:.1f} MB/s   ",
+            f"\r{done}, {progress.rate / 1e6:.1f} MB/s{left}   ",
             end="",
             file=sys.stderr,
             flush=True,
@@ -85,9 +109,15 @@ def progress_printer() -> Callable[[TreeProgress], None]:
     return show
 
 
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def end_progress(args: argparse.Namespace) -> None:
-    if show_progress(args):
-        print(file=sys.stderr)
+    """End the progress line, if one was drawn: what follows starts a line of its own."""
+    _LINE.end()
 
 
 def report_tree(

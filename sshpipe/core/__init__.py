@@ -22,7 +22,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
   order, what it offers;
 - ``servercaps``: what a server was found to refuse (handles, block, requests
   in flight, out-of-order writes), and the rules that learn it;
-- ``timeline``: a transfer's set-up phases, in seconds and round trips.
+- ``timeline``: a transfer's set-up phases, in seconds and round trips;
+- ``progress``: the progress reports' rate, ETA, and when one is due.
 
 May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.
 """

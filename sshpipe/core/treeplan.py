@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._errors import SSHPipeError, UsageError
-from .._stats import TreeFailure, TreeProgress, TreeStats
+from .._stats import TreeFailure, TreeStats
+from .progress import MAX_CURRENT, Counts
 from .untrusted import MAX_LISTED_FAILURES
 
 DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
@@ -160,6 +160,7 @@ class TreeAccount:
     bytes_total: int = 0
     bytes_done: int = 0  # progress: whole files copied plus parts of big ones in flight
     bytes_copied: int = 0  # whole files copied
+    bytes_kept: int = 0  # of bytes_done, those an earlier run copied (``resume``)
     scan_done: bool = False
     resumed_files: int = 0
     # The first MAX_LISTED_FAILURES of each, one by one; the rest are counted
@@ -168,15 +169,24 @@ class TreeAccount:
     failures_unlisted: int = 0
     skipped_paths: list[str] = field(default_factory=list)
     skipped_count: int = 0
-    _samples: deque[tuple[float, int]] = field(default_factory=deque)
+    # The files being copied (their source paths), oldest first, and of those the
+    # big ones (the striped engine's): ``current``.
+    in_flight: dict[str, None] = field(default_factory=dict)
+    big_in_flight: dict[str, None] = field(default_factory=dict)
 
     def found_file(self, size: int) -> None:
         self.files += 1
         self.bytes_total += size
 
-    def file_done(self, size: int, *, reported: int = 0) -> None:
-        """A file of ``size`` bytes was copied, ``reported`` of them already via ``moved``."""
+    def file_done(self, size: int, *, reported: int = 0, listed: int | None = None) -> None:
+        """A file of ``size`` bytes was copied, ``reported`` of them already via ``moved``.
+
+        ``listed``: its size when found, if it differs (it grew or shrank since):
+        the total follows, so a tree that succeeds ends with done == total.
+        """
         self.files_done += 1
+        if listed is not None:
+            self.bytes_total += size - listed
         self.bytes_done += size - reported
         self.bytes_copied += size
 
@@ -185,10 +195,24 @@ class TreeAccount:
         self.files_done += 1
         self.resumed_files += 1
         self.bytes_done += size
+        self.bytes_kept += size
 
-    def moved(self, count: int) -> None:
-        """Bytes of a big file in progress arrived (for the progress rate)."""
+    def moved(self, count: int, *, kept: bool = False) -> None:
+        """Bytes of a big file in progress arrived (``kept``: an earlier run's, found intact)."""
         self.bytes_done += count
+        if kept:
+            self.bytes_kept += count
+
+    def started_file(self, path: str, *, big: bool = False) -> None:
+        """A file is being copied (``big``: by the single-file engine, its bytes counted
+        as they move); a file started small may turn big (it grew)."""
+        self.in_flight[path] = None
+        if big:
+            self.big_in_flight[path] = None
+
+    def ended_file(self, path: str) -> None:
+        self.in_flight.pop(path, None)
+        self.big_in_flight.pop(path, None)
 
     def failed(
         self, path: str, error: SSHPipeError, *, is_file: bool = False, reported: int = 0
@@ -206,22 +230,27 @@ class TreeAccount:
         if len(self.skipped_paths) < MAX_LISTED_FAILURES:
             self.skipped_paths.append(path)
 
-    RATE_WINDOW = 3.0  # seconds the progress rate is averaged over
+    def counts(self) -> Counts:
+        """The counts a progress report is made of.
 
-    def progress(self, now: float) -> TreeProgress:
-        samples = self._samples
-        samples.append((now, self.bytes_done))
-        while len(samples) > 2 and now - samples[1][0] >= self.RATE_WINDOW:
-            samples.popleft()
-        then, done_then = samples[0]
-        rate = (self.bytes_done - done_then) / (now - then) if now > then else 0.0
-        return TreeProgress(
-            files_done=self.files_done,
-            files_total=self.files,
+        ``current``: the big files in flight, whose bytes are seen moving, then the
+        small files begun last (hundreds are in flight; a few are named).
+        """
+        big = list(self.big_in_flight)[:MAX_CURRENT]
+        recent: list[str] = []
+        for path in reversed(self.in_flight):  # newest first
+            if len(big) + len(recent) >= MAX_CURRENT:
+                break
+            if path not in self.big_in_flight:
+                recent.append(path)
+        return Counts(
             bytes_done=self.bytes_done,
             bytes_total=self.bytes_total,
+            files_done=self.files_done,
+            files_total=self.files,
             scan_done=self.scan_done,
-            rate=rate,
+            current=(*big, *reversed(recent)),
+            bytes_kept=self.bytes_kept,
         )
 
     def stats(self, now: float) -> TreeStats:

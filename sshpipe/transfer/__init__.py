@@ -13,7 +13,8 @@
 - ``lanes``: the file's handle on each channel;
 - ``verify``: the end-to-end hash check before the final rename;
 - ``blockprobe``: the block a server without limits@openssh.com takes whole;
-- ``inorder``: uploads in file order on one channel, where a server needs it.
+- ``inorder``: uploads in file order on one channel, where a server needs it;
+- ``progress``: a transfer's counts reported to the user's ``progress=`` callback.
 
 May import: ``core``, ``transport``, ``local``, ``durability``, ``_config``,
 ``_errors``, ``_stats``.

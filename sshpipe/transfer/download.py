@@ -23,6 +23,7 @@ from ..durability.journal import DownloadResume
 from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
+from .progress import Tally
 from .pump import setup_phases, take_setup
 from .readpump import ReadPump, reading
 from .retrying import Retrying
@@ -43,7 +44,7 @@ async def download(
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
     known: codec.Attrs | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    tally: Tally | None = None,
     remote_hash: RemoteHash | None = None,
     attrs: FileAttrs | None = None,
 ) -> TransferStats:
@@ -61,7 +62,8 @@ async def download(
     ``on_tail``: called once every byte has been asked for (a tree then starts
     its next big file while this one's last round trip and CLOSE go by).
     ``known``: the file's attributes from a listing, which saves the FSTAT.
-    ``on_progress``: told each count of bytes written to the local file.
+    ``tally``: told the size, then each count of bytes written to the local file
+    (and those a resumed copy kept).
     ``remote_hash``: how --verify gets the server's hash (default: an exec).
     ``attrs``: the mode and times the file takes before its rename (``-p``).
     """
@@ -110,10 +112,16 @@ async def download(
                         plan_for=resuming.plan_for if resuming is not None else None,
                     ) as pump:
                         sink.pump = pump
-                        pump.on_moved = on_progress
+                        if tally is not None:
+                            if plan is None:  # the first attempt: the file is open
+                                tally.sized(pump.plan.size_hint)
+                                tally.kept(resuming.kept if resuming is not None else 0)
+                            pump.on_moved = tally.moved
                         plan = pump.plan
                         await consumer.run(pump, writer)
             assert plan is not None  # the attempts end with an error or a done plan
+            if tally is not None:
+                tally.sized(plan.final_size)
             await writer.close()
             written = True
             verified = "none"

@@ -21,6 +21,7 @@ from ..core.readplan import Range, ReadPlan
 from ..core.reorder import ReorderBuffer
 from ..core.retry import RetryBudget
 from ..transport.pool import Lease
+from .progress import Tally
 from .readpump import reading
 from .retrying import Retrying
 
@@ -48,8 +49,12 @@ def _from(delivered: int) -> Callable[[codec.Attrs, int], ReadPlan] | None:
     return plan_for
 
 
-async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGenerator[bytes, None]:
+async def stream(
+    lease: Lease, remote: str, config: TransferConfig, tally: Tally | None = None
+) -> AsyncGenerator[bytes, None]:
     """Yield the remote file's bytes in order; memory stays within the byte budget.
+
+    ``tally``: told the size, then each piece's length as it is yielded.
 
     Raises:
         Stalled: no reply for ``stall_timeout`` and no reconnect left.
@@ -65,6 +70,8 @@ async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGene
         with attempt:
             async with reading(lease, remote, config, plan_for=_from(delivered)) as pump:
                 plan = pump.plan
+                if tally is not None and delivered == 0:
+                    tally.sized(plan.size_hint)
                 reorder = ReorderBuffer(delivered)
                 async for batch in pump.arrivals():
                     for offset, chunks, _ in batch:
@@ -74,5 +81,9 @@ async def stream(lease: Lease, remote: str, config: TransferConfig) -> AsyncGene
                     pump.free(before - reorder.buffered)
                     for piece in pieces:
                         delivered += len(piece)
+                        if tally is not None:
+                            tally.moved(len(piece))
                         yield piece
                 pump.free(reorder.discard())
+    if tally is not None:
+        tally.sized(delivered)

@@ -44,6 +44,7 @@ from .blockprobe import needs_probe, probe_write
 from .blocksource import BlockSource, FileBlocks, StreamBlocks
 from .earlysync import EarlySync, syncing_early
 from .lanes import Handles, initial_channels, open_lanes, sizing_for
+from .progress import Tally
 from .pump import pumping, setup_phases, take_setup
 from .retrying import Retrying
 from .stream import read_back
@@ -61,7 +62,7 @@ async def _upload(
     size: int | None,
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    tally: Tally | None = None,
     resuming: UploadResume | None = None,
     remote_hash: RemoteHash | None = None,
     keep_mode: bool = True,
@@ -118,8 +119,10 @@ async def _upload(
         sizing = await sizing_for(config, sftp, write=True)
         checks = plan_for(config.verify, sftp, remote_hash)
         sending = _Sending(
-            config, sizing, blocks, size, mode, shared, on_tail, on_progress, resuming, checks.specs
+            config, sizing, blocks, size, mode, shared, on_tail, tally, resuming, checks.specs
         )
+        if tally is not None:
+            tally.sized(size)
         sending.first_open, sent = sent, None
         sending.existing = existing if keep_mode else None
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
@@ -131,6 +134,8 @@ async def _upload(
                 if resuming is not None and not resuming.prepared:
                     await resuming.prepare(lease, remote, config)
                     sending.skip(resuming.kept)
+                    if tally is not None:
+                        tally.kept(resuming.kept_bytes)
                     if resuming.continuing:
                         pflags = codec.FXF_WRITE  # the kept ranges are in it: no TRUNC
                 if temp is not None and resuming is None and sending.first_open is not None:
@@ -153,6 +158,8 @@ async def _upload(
                 raise
 
         pump = await retry.run(send, progress=lambda: sending.acked)
+        if tally is not None:
+            tally.sized(sending.offset)  # a stream's size is known now
         verified = "none"
         checked = renaming = False
 
@@ -227,7 +234,7 @@ class _Sending:
         mode: int,
         shared: SharedBytes | None,
         on_tail: Callable[[], None] | None,
-        on_progress: Callable[[int], None] | None,
+        tally: Tally | None,
         resuming: UploadResume | None = None,
         specs: Sequence[HashSpec] = (),
     ) -> None:
@@ -239,7 +246,7 @@ class _Sending:
         self.mode = mode
         self.shared = shared
         self.on_tail = on_tail
-        self.on_progress = on_progress
+        self.tally = tally
         # ``specs``: what --verify hashes as the bytes go. A resumed upload sends
         # only the gaps: its source is hashed from disk instead.
         self.digest = OrderedHash(specs) if specs and resuming is None else None
@@ -303,8 +310,8 @@ class _Sending:
         self.acked += count
         if self.early is not None:
             self.early.acked(count)
-        if self.on_progress is not None:
-            self.on_progress(count)
+        if self.tally is not None:
+            self.tally.moved(count)
 
     async def attempt(self, lease: Lease, target: str, remote: str, pflags: int) -> WritePump:
         """Open ``target`` on the lease, send what is owed and the rest, wait for every ack.
@@ -429,7 +436,7 @@ async def upload(
     into_directory: bool = True,
     shared: SharedBytes | None = None,
     on_tail: Callable[[], None] | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    tally: Tally | None = None,
     remote_hash: RemoteHash | None = None,
     keep_mode: bool = True,
 ) -> TransferStats:
@@ -440,7 +447,8 @@ async def upload(
     ``shared``: a byte cap shared with other transfers (a tree's big files).
     ``on_tail``: called once every byte is sent (a tree then starts its next
     big file while this one's acknowledgements, CLOSE and rename go by).
-    ``on_progress``: told each count of bytes the server acknowledged.
+    ``tally``: told the size, then each count of bytes the server acknowledged
+    (and those a resumed upload kept).
     ``remote_hash``: how --verify gets the server's hash (default: an exec).
     ``keep_mode``: a file replaced keeps its mode (False: ``-p`` sets the source's).
     """
@@ -457,7 +465,7 @@ async def upload(
             source.size,
             shared,
             on_tail,
-            on_progress,
+            tally,
             UploadResume(source) if config.resume else None,
             remote_hash,
             keep_mode,
@@ -472,5 +480,7 @@ async def upload_stream(
     remote: str,
     config: TransferConfig,
     mode: int = 0o644,
+    *,
+    tally: Tally | None = None,
 ) -> TransferStats:
-    return await _upload(lease, remote, config, mode, StreamBlocks(chunks), None, None)
+    return await _upload(lease, remote, config, mode, StreamBlocks(chunks), None, None, tally=tally)

@@ -41,6 +41,7 @@ from ..local.dirfd import (
 )
 from ..local.target import run_blocking, write_whole_file
 from ..transfer.download import download
+from ..transfer.progress import Tally
 from ..transfer.verify import Digests
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
@@ -177,7 +178,7 @@ class TreeGet(TreeRun):
             await self.committer.commit(temp, local)
         elif temp is not None:
             await self.local(rename_into_place, temp, local)
-        self.account.file_done(final_size)
+        self.account.file_done(final_size, listed=item.size)
 
     async def _check(
         self, item: Item, checks: VerifyPlan, digests: Digests, size: int, sftp: SFTPSession
@@ -199,7 +200,7 @@ class TreeGet(TreeRun):
         lease: Lease,
         item: Item,
         on_tail: Callable[[], None],
-        on_progress: Callable[[int], None],
+        tally: Tally,
     ) -> TransferStats:
         assert item.local is not None
         mode = self.mode_of(item)
@@ -213,7 +214,7 @@ class TreeGet(TreeRun):
             shared=self.big_bytes,
             on_tail=on_tail,
             known=item.attrs,
-            on_progress=on_progress,
+            tally=tally,
             remote_hash=self.remote_hash,
             attrs=(mode, item.times) if self.options.preserve else None,
         )
@@ -263,7 +264,7 @@ class TreeGet(TreeRun):
 
 
 async def download_preserving(
-    lease: Lease, remote: str, local: str, config: TransferConfig
+    lease: Lease, remote: str, local: str, config: TransferConfig, tally: Tally | None = None
 ) -> TransferStats:
     """One file with ``-p``: the single-file engine, the remote mode and times set before
     the rename (no setuid or setgid bit: ``safe_mode``)."""
@@ -272,7 +273,9 @@ async def download_preserving(
         raise RemoteIsADirectory(remote, "is a directory (use -r)")
     mode = safe_mode(attrs.permissions if attrs.permissions is not None else 0o644, directory=False)
     times = Item(remote, local, attrs, "file").times
-    return await download(lease, remote, local, config, known=attrs, attrs=(mode, times))
+    return await download(
+        lease, remote, local, config, known=attrs, attrs=(mode, times), tally=tally
+    )
 
 
 def rename_into_place(temp: LocalFile, final: LocalFile) -> None:

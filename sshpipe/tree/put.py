@@ -36,6 +36,7 @@ from ..durability import lefttemps
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.inorder import in_order, refused_out_of_order
+from ..transfer.progress import Tally
 from ..transfer.upload import upload
 from ..transfer.verify import Digests
 from ..transport.pool import Lease
@@ -154,7 +155,7 @@ class TreePut(TreeRun):
             return
         if sent is not None:  # outside the credits and handles: it holds neither now
             await self.on_channel(partial(self._commit_small, item, sent))
-        self.account.file_done(len(data))
+        self.account.file_done(len(data), listed=item.size)
 
     async def _send_small(self, item: Item, data: bytes, sftp: SFTPSession) -> _Sent | None:
         """Write the file under a new temp name (each attempt its own: a lost one is
@@ -241,7 +242,7 @@ class TreePut(TreeRun):
         lease: Lease,
         item: Item,
         on_tail: Callable[[], None],
-        on_progress: Callable[[int], None],
+        tally: Tally,
     ) -> TransferStats:
         return await upload(
             lease,
@@ -251,7 +252,7 @@ class TreePut(TreeRun):
             into_directory=False,
             shared=self.big_bytes,
             on_tail=on_tail,
-            on_progress=on_progress,
+            tally=tally,
             remote_hash=self.remote_hash,
             keep_mode=not self.options.preserve,  # -p: ``big_done`` sets the source's
         )
@@ -327,7 +328,7 @@ async def _set_dir_attrs(
 
 
 async def upload_preserving(
-    lease: Lease, local: str, remote: str, config: TransferConfig
+    lease: Lease, local: str, remote: str, config: TransferConfig, tally: Tally | None = None
 ) -> TransferStats:
     """One file with ``-p``: the single-file engine, then the local mode (no setuid or
     setgid bit: ``safe_mode``) and times."""
@@ -337,7 +338,9 @@ async def upload_preserving(
         raise local_error(local, exc) from exc
     sftp = lease.channels[0]
     target = await resolve_remote_target(sftp, remote, os.path.basename(local))
-    stats = await upload(lease, local, target, config, into_directory=False, keep_mode=False)
+    stats = await upload(
+        lease, local, target, config, into_directory=False, tally=tally, keep_mode=False
+    )
     attrs = attrs_of(info)
     mode = safe_mode(info.st_mode, directory=False)
     await sftp.setstat(target, codec.Attrs(permissions=mode, atime=attrs.atime, mtime=attrs.mtime))

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -47,15 +47,17 @@ from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
 from ..transfer.lanes import sizing_of
+from ..transfer.progress import Reporter, Tally
 from ..transfer.verify import RemoteHash
 from ..transport.commands import RemoteCommands
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
 from .channels import Credits, TreeChannels
 from .item import Item, TreeOptions, aborts_tree
+from .progress import tracking
 from .recovery import Recovery
 from .scan import Scanner, Side
-from .tasks import alongside, run_all
+from .tasks import run_all
 from .verify import TreeVerifier
 
 logger = logging.getLogger("sshpipe.tree")
@@ -75,19 +77,6 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
-PROGRESS_INTERVAL = 0.25  # seconds between progress callbacks
-
-
-class _Moved:
-    """Adds a big file's progress to the tree's account and remembers how much."""
-
-    def __init__(self, account: TreeAccount) -> None:
-        self.account = account
-        self.total = 0
-
-    def __call__(self, count: int) -> None:
-        self.total += count
-        self.account.moved(count)
 
 
 class TreeRun(abc.ABC):
@@ -206,7 +195,7 @@ class TreeRun(abc.ABC):
         lease: Lease,
         item: Item,
         on_tail: Callable[[], None],
-        on_progress: Callable[[int], None],
+        tally: Tally,
     ) -> TransferStats:
         """A big file through the single-file engine (``copy_big`` holds the turn and lease)."""
 
@@ -242,7 +231,9 @@ class TreeRun(abc.ABC):
                 for service in self.services():
                     await stack.enter_async_context(service)
                 await stack.enter_async_context(self.recovery.running())
-                await stack.enter_async_context(alongside(self._tick()))
+                if self.options.progress is not None:
+                    reporter = Reporter(self.options.progress, self.account.counts)
+                    await stack.enter_async_context(reporter.running())
                 await run_all(
                     [
                         self._scan(),
@@ -265,7 +256,6 @@ class TreeRun(abc.ABC):
             await self.close()
             if self.journal is not None:
                 self.journal.finish(complete=finished and not self.account.failures)
-        self._report_progress()
         stats = replace(
             self.account.stats(time.perf_counter()),
             reconnects=self.recovery.reconnects,
@@ -277,8 +267,20 @@ class TreeRun(abc.ABC):
 
     async def _copy(self, job: Callable[[Item], Coroutine[Any, Any, None]], item: Item) -> None:
         """Copy one entry, unless an earlier run of this copy did (``--resume``)."""
+        if item.kind != "file":
+            await job(item)
+            return
+        self.account.started_file(item.source)
+        try:
+            await self._copy_file(job, item)
+        finally:
+            self.account.ended_file(item.source)
+
+    async def _copy_file(
+        self, job: Callable[[Item], Coroutine[Any, Any, None]], item: Item
+    ) -> None:
         journal = self.journal
-        if journal is None or item.kind != "file":
+        if journal is None:
             await job(item)
             return
         copied = journal.copied_before(item.dest, item.size, item.attrs.mtime)
@@ -324,28 +326,19 @@ class TreeRun(abc.ABC):
 
     async def copy_big(self, item: Item) -> None:
         """A big file, striped on channels of its own, in its turn at the link."""
-        with self.tracking() as moved:
+        self.account.started_file(item.source, big=True)  # ``_copy`` ends it
+        with tracking(self.account) as moved:
             async with self.big_turn() as end_turn, self.big_lease() as lease:
                 stats = await self.move_big(lease, item, end_turn, moved)
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)
             await self.big_done(item)
-            self.account.file_done(stats.bytes, reported=moved.total)
+            self.account.file_done(stats.bytes, reported=moved.total, listed=item.size)
 
     @property
     def remote_hash(self) -> RemoteHash | None:
         """How a big file's --verify gets the server's SHA-256: in the tree's batches."""
         return self.verifier.remote_hash if self.verifier is not None else None
-
-    @contextlib.contextmanager
-    def tracking(self) -> Iterator[_Moved]:
-        """Counts a big file's bytes into the progress as they go; takes them back if it fails."""
-        moved = _Moved(self.account)
-        try:
-            yield moved
-        except BaseException:
-            self.account.moved(-moved.total)
-            raise
 
     @contextlib.asynccontextmanager
     async def big_turn(self) -> AsyncIterator[Callable[[], None]]:
@@ -485,14 +478,3 @@ class TreeRun(abc.ABC):
         if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
             logger.warning("skipping %s: %s", printable(path), printable(why))
         self.account.skipped(path)
-
-    async def _tick(self) -> None:
-        if self.options.progress is None:
-            return
-        while True:
-            await asyncio.sleep(PROGRESS_INTERVAL)
-            self._report_progress()
-
-    def _report_progress(self) -> None:
-        if self.options.progress is not None:
-            self.options.progress(self.account.progress(time.perf_counter()))

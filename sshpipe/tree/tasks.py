@@ -30,21 +30,6 @@ async def run_all(coros: list[Coroutine[Any, Any, None]]) -> None:
             group.create_task(coro)
 
 
-@contextlib.asynccontextmanager
-async def alongside(*coros: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
-    """Run ``coros`` (a ticker, a watcher: they run until cancelled) while the body runs.
-
-    They are cancelled when the body ends, however it ends, and waited for.
-    """
-    async with task_group() as group:
-        tasks = [group.create_task(coro) for coro in coros]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-
-
 def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
     first = group.exceptions[0]
     for exc in group.exceptions:  # a real error explains more than a cancellation

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from sshpipe._errors import RemoteNotFound
+from sshpipe.core.progress import MAX_CURRENT
 from sshpipe.core.treeplan import (
     TreeAccount,
     glob_match,
@@ -89,30 +90,46 @@ def test_accounting_counts_copies_failures_and_progress() -> None:
     account = TreeAccount(started=0.0)
     for size in (10, 20, 30):
         account.found_file(size)
-    account.moved(15)  # part of a big file, for the progress rate
+    account.started_file("/b")
+    account.moved(15)  # part of a big file, counted as it moves
+    assert account.counts().current == ("/b",)
     account.file_done(20, reported=15)
-    account.file_done(10)
+    account.ended_file("/b")
+    account.file_done(12, listed=10)  # it grew by 2 since it was listed: so does the total
     account.failed("/x", RemoteNotFound("/x", "no such file"), is_file=True)
     account.skipped("/fifo")
-    progress = account.progress(1.0)
-    assert (progress.files_done, progress.files_total) == (2, 3)
-    assert (progress.bytes_done, progress.bytes_total) == (30, 60)
+    counts = account.counts()
+    assert (counts.files_done, counts.files_total, counts.current) == (2, 3, ())
+    assert (counts.bytes_done, counts.bytes_total) == (32, 62)
     stats = account.stats(2.0)
-    assert (stats.files, stats.files_done, stats.files_failed, stats.bytes) == (3, 2, 1, 30)
+    assert (stats.files, stats.files_done, stats.files_failed, stats.bytes) == (3, 2, 1, 32)
     assert stats.skipped_paths == ("/fifo",) and stats.seconds == 2.0
     assert [(f.path, f.exit_code) for f in stats.failures] == [("/x", 4)]
 
 
-def test_progress_rate_is_over_the_last_few_seconds() -> None:
+def test_current_names_the_big_files_then_the_latest_small_ones() -> None:
     account = TreeAccount(started=0.0)
-    account.progress(0.0)
-    account.moved(100)
-    assert account.progress(1.0).rate == pytest.approx(100.0)
-    for second in range(2, 11):  # called regularly, nothing moves: the rate falls to 0
-        idle = account.progress(float(second))
-    assert idle.rate == 0.0
-    account.moved(30)
-    assert account.progress(11.0).rate == pytest.approx(30 / TreeAccount.RATE_WINDOW)
+    account.started_file("/big", big=True)
+    for index in range(MAX_CURRENT + 3):
+        account.started_file(f"/f{index}")
+    account.ended_file(f"/f{MAX_CURRENT + 2}")  # the newest ended: the one before shows
+    recent = tuple(f"/f{index}" for index in range(3, MAX_CURRENT + 2))
+    assert account.counts().current == ("/big", *recent)
+    account.started_file("/f0", big=True)  # a small file that grew: now a big one
+    assert account.counts().current == ("/big", "/f0", *recent[1:])
+    account.ended_file("/big")
+    account.ended_file("/f0")
+    assert account.counts().current == tuple(f"/f{index}" for index in range(2, MAX_CURRENT + 2))
+
+
+def test_resumed_bytes_are_done_but_not_moved() -> None:
+    account = TreeAccount(started=0.0)
+    account.found_file(100)
+    account.copied_before(100)
+    account.found_file(50)
+    account.moved(20, kept=True)
+    counts = account.counts()
+    assert (counts.bytes_done, counts.bytes_kept, counts.files_done) == (120, 120, 1)
 
 
 async def test_credits_are_granted_first_come_first_served() -> None:

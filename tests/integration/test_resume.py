@@ -327,9 +327,13 @@ async def test_a_cancelled_put_resume_leaves_a_partial_the_next_one_continues(
         with pytest.raises(asyncio.CancelledError):
             await task
         assert partial.exists() and _journal_entries(state_home)
-        stats = await client.put(str(source), peer.remote("out.bin"))
+        seen: list[sshpipe.Progress] = []
+        stats = await client.put(str(source), peer.remote("out.bin"), progress=seen.append)
     assert (peer.root / "out.bin").read_bytes() == data
     assert stats.resumed_bytes > 0
+    # The kept bytes count as done, once: the last report is the file's size, no more.
+    assert seen[-1].finished and seen[-1].bytes_done == seen[-1].bytes_total == SIZE
+    assert [p.bytes_done for p in seen] == sorted(p.bytes_done for p in seen)
     assert not partial.exists() and list(state_home.iterdir()) == []
 
 

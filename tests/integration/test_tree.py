@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import sshpipe
-import sshpipe.tree.run
+import sshpipe.transfer.progress
 from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.faults import Slow, Tracker, factory
 from sshpipe.testing.hostile import (
@@ -860,7 +860,7 @@ async def test_progress_reaches_the_totals(
     (src / "big.bin").write_bytes(big)
     files["big.bin"] = big
     seen: list[Any] = []
-    monkeypatch.setattr(sshpipe.tree.run, "PROGRESS_INTERVAL", 0.001)
+    monkeypatch.setattr(sshpipe.transfer.progress, "INTERVAL", 0.001)
     async with tree_peer.client() as sp:
         if direction == "get":
             stats = await sp.get(
@@ -878,6 +878,13 @@ async def test_progress_reaches_the_totals(
     assert (last.bytes_done, last.bytes_total) == (total, total)  # the big file counted once
     done = [p.files_done for p in seen]
     assert done == sorted(done), "files_done went backwards"
+    moved = [p.bytes_done for p in seen]
+    assert moved == sorted(moved), "bytes_done went backwards"
+    assert [p.finished for p in seen].count(True) == 1 and last.finished
+    # The big file's bytes count as they move, while it is named in flight.
+    during = [p.bytes_done for p in seen if any(path.endswith("big.bin") for path in p.current)]
+    assert len(set(during)) > 1, "bytes_done did not grow while big.bin moved"
+    assert all(len(p.current) <= 4 for p in seen)
     moved = [p.bytes_done for p in seen]
     assert moved == sorted(moved), "bytes_done went backwards"
     assert all(p.files_done <= p.files_total and p.bytes_done <= p.bytes_total for p in seen)

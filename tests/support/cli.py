@@ -21,7 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Run", "assert_one_line_error", "run_cli", "run_cli_async", "run_sshpipe"]
+__all__ = [
+    "Run",
+    "assert_one_line_error",
+    "run_cli",
+    "run_cli_async",
+    "run_cli_tty_stderr",
+    "run_sshpipe",
+]
 
 # The seconds a command gets before it is killed and its test fails.
 CLI_LIMIT = 60.0
@@ -71,6 +78,34 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         cwd=cwd,
         env=_environment(),
     )
+
+
+def run_cli_tty_stderr(*args: str) -> subprocess.CompletedProcess[str]:
+    """``run_cli`` with stderr on a pseudo-terminal, as a user at a terminal sees it."""
+    import pty
+
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "sshpipe", *args],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=_environment(),
+    ) as proc:
+        os.close(follower)
+        seen = bytearray()
+        try:
+            while chunk := os.read(leader, 65536):  # read as it comes: a full pty blocks it
+                seen += chunk
+        except OSError:  # EIO: the command exited, the terminal's last writer is gone
+            pass
+        finally:
+            os.close(leader)
+        assert proc.stdout is not None
+        out = proc.stdout.read().decode()
+        code = proc.wait(timeout=CLI_LIMIT)
+    # The terminal turns "\n" into "\r\n" (onlcr): undone, so lines read as written.
+    err = seen.decode().replace("\r\n", "\n")
+    return subprocess.CompletedProcess(["sshpipe", *args], code, out, err)
 
 
 async def run_cli_async(*args: str) -> subprocess.CompletedProcess[str]:

@@ -24,6 +24,7 @@ PUBLIC = [
     "IntegrityError",
     "LocalError",
     "LocalNoSpace",
+    "Progress",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",
@@ -84,6 +85,16 @@ def test_every_deadline_is_one_catchable_class_with_its_own_exit_code() -> None:
         assert not issubclass(timeout, TimeoutError)
     assert issubclass(sshpipe.ChannelRefused, sshpipe.ConnectionBroken)
     assert not issubclass(sshpipe.ChannelRefused, sshpipe.TimedOut)
+
+
+def test_progress_is_frozen_and_tree_progress_is_its_old_name() -> None:
+    assert sshpipe.TreeProgress is sshpipe.Progress
+    report = sshpipe.Progress(
+        files_done=0, files_total=1, bytes_done=0, bytes_total=10, scan_done=True, rate=0.0
+    )
+    assert (report.eta, report.current, report.finished) == (None, (), False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.bytes_done = 1  # type: ignore[misc]
 
 
 def test_configs_are_frozen_and_validated() -> None:
