@@ -43,16 +43,21 @@ from ._errors import (
 from ._stats import SetupPhase, TransferStats, TreeFailure, TreeProgress, TreeStats
 
 if TYPE_CHECKING:
-    from ._client import Client, connect
+    from ._client import Client
+    from ._connect import connect
 
 
 def __getattr__(name: str) -> Any:
     # The client pulls in asyncio and asyncssh; loading it on first use keeps
     # ``import sshpipe.core.readplan`` (the pure core) free of both.
-    if name in ("Client", "connect"):
-        from . import _client
+    if name == "Client":
+        from ._client import Client
 
-        return getattr(_client, name)
+        return Client
+    if name == "connect":
+        from ._connect import connect
+
+        return connect
     raise AttributeError(f"module 'sshpipe' has no attribute {name!r}")
 
 

@@ -11,8 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .._client import Client, connect
+from .._client import Client
 from .._config import TransferConfig
+from .._connect import connect
 from .._errors import SSHPipeError
 from .._stats import TransferStats
 from ..linkemu import LinkEmulator, LinkSpec

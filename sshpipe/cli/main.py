@@ -24,7 +24,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
-from .._client import Client, connect
+from .._client import Client
+from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
 from .args import parse_args, parse_remote, ssh_kwargs, transfer_config
