@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig
+from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig, VerifyLevel
 from ._errors import (
     AuthenticationError,
     ChannelRefused,
@@ -40,7 +40,15 @@ from ._errors import (
     UnsafePath,
     UsageError,
 )
-from ._stats import SetupPhase, TransferStats, TreeFailure, TreeProgress, TreeStats
+from ._stats import (
+    FlowPhase,
+    SetupPhase,
+    TransferStats,
+    TreeFailure,
+    TreeProgress,
+    TreeStats,
+    Verified,
+)
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -73,6 +81,7 @@ __all__ = [
     "ConnectError",
     "ConnectTimeout",
     "ConnectionBroken",
+    "FlowPhase",
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
@@ -97,6 +106,8 @@ __all__ = [
     "UnknownHostKey",
     "UnsafePath",
     "UsageError",
+    "Verified",
+    "VerifyLevel",
     "__version__",
     "connect",
 ]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
 from ._config import ConnectConfig, TransferConfig
 from ._errors import RemoteError, UsageError
-from ._stats import TransferStats, TreeProgress, TreeStats
+from ._paths import StrPath, fspath, fspaths, is_one
+from ._stats import ProgressCallback, TransferStats, TreeStats
 from .durability import lefttemps
 from .transfer.download import download
 from .transfer.inorder import in_order, refused_out_of_order
@@ -105,11 +106,13 @@ class Client:
 
     # -- transfers -----------------------------------------------------------
 
+    # A str is also a Sequence[str]: it matches the last overload too, and the
+    # ones before it (one path) win, at run time as for the type checker.
     @overload
-    async def get(
+    async def get(  # type: ignore[overload-overlap]
         self,
-        remote: str,
-        local: str,
+        remote: StrPath,
+        local: StrPath,
         *,
         recursive: Literal[False] = False,
         preserve: bool = False,
@@ -119,41 +122,55 @@ class Client:
     @overload
     async def get(
         self,
-        remote: str | list[str] | tuple[str, ...],
-        local: str,
+        remote: StrPath | Sequence[StrPath],
+        local: StrPath,
         *,
         recursive: Literal[True],
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
     @overload
+    async def get(  # type: ignore[overload-overlap]  # as the first: a str is one path
+        self,
+        remote: StrPath,
+        local: StrPath,
+        *,
+        recursive: bool,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: ProgressCallback | None = None,
+        config: TransferConfig | None = None,
+    ) -> TransferStats | TreeStats: ...
+
+    @overload
     async def get(
         self,
-        remote: list[str] | tuple[str, ...],
-        local: str,
+        remote: Sequence[StrPath],
+        local: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
     async def get(
         self,
-        remote: str | list[str] | tuple[str, ...],
-        local: str,
+        remote: StrPath | Sequence[StrPath],
+        local: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats | TreeStats:
         """Download a remote file, or with ``recursive`` (or several sources) a tree.
@@ -192,24 +209,26 @@ class Client:
             fail_fast=fail_fast,
             progress=progress,
         )
-        if isinstance(remote, str) and not recursive:
+        sources, dest = fspaths(remote), fspath(local)
+        if is_one(remote) and not recursive:
             at_start = channels_at_start(cfg, size=None, write=False)
             async with self._pool.lease(cfg, at_start=at_start) as lease:
                 if preserve:
                     from .tree.get import download_preserving
 
-                    return await download_preserving(lease, remote, local, cfg)
-                return await download(lease, remote, local, cfg)
-        sources = [remote] if isinstance(remote, str) else list(remote)
+                    return await download_preserving(lease, sources[0], dest, cfg)
+                return await download(lease, sources[0], dest, cfg)
         from .tree.get import TreeGet
 
-        return await self._tree(TreeGet, sources, local, options, cfg)
+        return await self._tree(TreeGet, sources, dest, options, cfg)
 
+    # A str is also a Sequence[str]: it matches the last overload too, and the
+    # ones before it (one path) win, at run time as for the type checker.
     @overload
-    async def put(
+    async def put(  # type: ignore[overload-overlap]
         self,
-        local: str,
-        remote: str,
+        local: StrPath,
+        remote: StrPath,
         *,
         recursive: Literal[False] = False,
         preserve: bool = False,
@@ -219,41 +238,55 @@ class Client:
     @overload
     async def put(
         self,
-        local: str | list[str] | tuple[str, ...],
-        remote: str,
+        local: StrPath | Sequence[StrPath],
+        remote: StrPath,
         *,
         recursive: Literal[True],
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
     @overload
+    async def put(  # type: ignore[overload-overlap]  # as the first: a str is one path
+        self,
+        local: StrPath,
+        remote: StrPath,
+        *,
+        recursive: bool,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: ProgressCallback | None = None,
+        config: TransferConfig | None = None,
+    ) -> TransferStats | TreeStats: ...
+
+    @overload
     async def put(
         self,
-        local: list[str] | tuple[str, ...],
-        remote: str,
+        local: Sequence[StrPath],
+        remote: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TreeStats: ...
 
     async def put(
         self,
-        local: str | list[str] | tuple[str, ...],
-        remote: str,
+        local: StrPath | Sequence[StrPath],
+        remote: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
         follow_symlinks: bool = False,
         fail_fast: bool = False,
-        progress: Callable[[TreeProgress], None] | None = None,
+        progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
     ) -> TransferStats | TreeStats:
         """Upload a local file, or with ``recursive`` (or several sources) a tree.
@@ -280,19 +313,19 @@ class Client:
             fail_fast=fail_fast,
             progress=progress,
         )
-        if isinstance(local, str) and not recursive:
+        sources, dest = fspaths(local), fspath(remote)
+        if is_one(local) and not recursive:
             caps = self._pool.server_caps
             try:
-                return await self._put_one(local, remote, in_order(cfg, caps), preserve=preserve)
+                return await self._put_one(sources[0], dest, in_order(cfg, caps), preserve=preserve)
             except RemoteError as exc:
                 if not refused_out_of_order(exc, in_order(cfg, caps)):
                     raise
                 caps.sequential_writes = True
-                return await self._put_one(local, remote, in_order(cfg, caps), preserve=preserve)
-        sources = [local] if isinstance(local, str) else list(local)
+                return await self._put_one(sources[0], dest, in_order(cfg, caps), preserve=preserve)
         from .tree.put import TreePut
 
-        return await self._tree(TreePut, sources, remote, options, cfg, uploads=True)
+        return await self._tree(TreePut, sources, dest, options, cfg, uploads=True)
 
     async def _put_one(
         self, local: str, remote: str, cfg: TransferConfig, *, preserve: bool
@@ -306,7 +339,7 @@ class Client:
                 return await upload_preserving(lease, local, remote, cfg)
             return await upload(lease, local, remote, cfg)
 
-    async def glob(self, pattern: str) -> list[str]:
+    async def glob(self, pattern: StrPath) -> list[str]:
         """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
 
         As in a shell, a name starting with "." is matched only by a pattern
@@ -316,7 +349,7 @@ class Client:
             RemoteNotFound: nothing matches.
         """
         async with self._pool.lease(self.config) as lease:
-            return await remote_glob(lease.channels[0], pattern)
+            return await remote_glob(lease.channels[0], fspath(pattern))
 
     async def _tree(
         self,
@@ -342,7 +375,7 @@ class Client:
             return await run.run()
 
     async def stream(
-        self, remote: str, *, config: TransferConfig | None = None
+        self, remote: StrPath, *, config: TransferConfig | None = None
     ) -> AsyncGenerator[bytes, None]:
         """Yield a remote file's bytes in order, pipelined, with bounded memory.
 
@@ -356,12 +389,12 @@ class Client:
         Raises:
             RemoteError, ConnectionBroken, ProtocolError.
         """
-        cfg = self._config(config)
+        cfg, path = self._config(config), fspath(remote)
         # aclosing: when our caller closes us, the engine's generator must close
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
             self._pool.lease(cfg) as lease,
-            contextlib.aclosing(stream(lease, remote, cfg)) as pieces,
+            contextlib.aclosing(stream(lease, path, cfg)) as pieces,
         ):
             async for piece in pieces:
                 yield piece
@@ -369,7 +402,7 @@ class Client:
     async def put_stream(
         self,
         chunks: AsyncIterable[bytes],
-        remote: str,
+        remote: StrPath,
         *,
         mode: int = 0o644,
         config: TransferConfig | None = None,
@@ -389,12 +422,12 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError, TypeError (non-bytes piece);
             UsageError: ``config.resume`` (a stream cannot be read again).
         """
-        cfg = self._config(config)
+        cfg, path = self._config(config), fspath(remote)
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
         cfg = in_order(cfg, self._pool.server_caps)  # a stream cannot be sent twice
         async with self._pool.lease(cfg) as lease:
-            return await upload_stream(lease, chunks, remote, cfg, mode)
+            return await upload_stream(lease, chunks, path, cfg, mode)
 
 
 def _size_of(path: str) -> int | None:
@@ -403,4 +436,3 @@ def _size_of(path: str) -> int | None:
         return os.stat(path).st_size
     except (OSError, ValueError):
         return None
-

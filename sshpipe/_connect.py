@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ._client import Client
 from ._config import (
     DEFAULT_CIPHERS,
@@ -10,6 +12,7 @@ from ._config import (
     TransferConfig,
     parse_destination,
 )
+from ._paths import StrPath, fspaths
 
 
 def connect(
@@ -17,11 +20,11 @@ def connect(
     *,
     port: int | None = None,
     username: str | None = None,
-    identity_files: tuple[str, ...] | list[str] = (),
+    identity_files: StrPath | Sequence[StrPath] = (),
     password: str | None = None,
-    known_hosts: tuple[str, ...] | list[str] | None = None,
+    known_hosts: StrPath | Sequence[StrPath] | None = None,
     strict_host_key_checking: HostKeyPolicy = "yes",
-    ssh_config: tuple[str, ...] | list[str] | None = None,
+    ssh_config: StrPath | Sequence[StrPath] | None = None,
     connect_timeout: float = 30.0,
     compression: bool = False,
     ciphers: tuple[str, ...] | list[str] = DEFAULT_CIPHERS,
@@ -32,7 +35,8 @@ def connect(
     Args:
         destination: ``host`` or ``user@host``; ssh_config Host aliases work.
         port, username: override ssh_config's Port and User.
-        identity_files: private keys to offer, like ``ssh -i``.
+        identity_files: private keys to offer, like ``ssh -i``. This and the
+            other file arguments take a ``str`` or ``os.PathLike`` or a sequence of them.
         password: tried only if given; never logged.
         known_hosts: files to check host keys against (default: ssh_config's
             UserKnownHostsFile, else ~/.ssh/known_hosts).
@@ -54,11 +58,11 @@ def connect(
         host=host,
         port=port,
         username=username or user,
-        identity_files=tuple(identity_files),
+        identity_files=tuple(fspaths(identity_files)),
         password=password,
-        known_hosts=tuple(known_hosts) if known_hosts is not None else None,
+        known_hosts=tuple(fspaths(known_hosts)) if known_hosts is not None else None,
         strict_host_key_checking=strict_host_key_checking,
-        ssh_config=tuple(ssh_config) if ssh_config is not None else None,
+        ssh_config=tuple(fspaths(ssh_config)) if ssh_config is not None else None,
         connect_timeout=connect_timeout,
         compression=compression,
         ciphers=tuple(ciphers),

@@ -17,7 +17,7 @@ from functools import partial
 
 from .._config import TransferConfig
 from .._errors import ConnectionBroken, RemoteError, SSHPipeError
-from .._stats import TransferStats
+from .._stats import TransferStats, Verified
 from ..core import codec
 from ..core.checkfile import HashSpec
 from ..core.flight import SharedBytes
@@ -143,7 +143,7 @@ async def _upload(
                 raise
 
         pump = await retry.run(send, progress=lambda: sending.acked)
-        verified = "none"
+        verified: Verified = "none"
         checked = renaming = False
 
         async def land() -> None:  # the whole file is on the server, under its temp name

@@ -3,7 +3,6 @@ of its failures stop the whole tree."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._errors import (
@@ -14,7 +13,7 @@ from .._errors import (
     SSHPipeError,
     UnsafePath,
 )
-from .._stats import TreeProgress
+from .._stats import ProgressCallback
 from ..core import codec
 from ..local.dirfd import LocalFile
 
@@ -27,7 +26,7 @@ class TreeOptions:
     preserve: bool = False
     follow_symlinks: bool = False
     fail_fast: bool = False
-    progress: Callable[[TreeProgress], None] | None = None
+    progress: ProgressCallback | None = None
 
 
 @dataclass(frozen=True, slots=True)
