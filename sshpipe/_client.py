@@ -5,31 +5,24 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
-from ._config import ConnectConfig, TransferConfig
+from ._clientbase import ClientBase, imported
+from ._config import TransferConfig
 from ._errors import RemoteError, UsageError
 from ._paths import StrPath, fspath, fspaths, is_one
 from ._stats import ProgressCallback, TransferStats, TreeStats
-from .durability import lefttemps
-from .transfer.download import download
-from .transfer.inorder import in_order, refused_out_of_order
-from .transfer.lanes import channels_at_start
-from .transfer.stream import stream
-from .transfer.upload import upload, upload_stream
-from .transport.pool import ChannelPool
-from .transport.remotefs import glob as remote_glob
-from .tree.item import TreeOptions
 
-# The tree machinery (tree/get.py, put.py and what they import) loads when a
-# tree or a -p copy runs: a single file starts a dozen modules lighter.
+# The engine loads on the client's first use, in a worker thread
+# (``ClientBase._ready``). The tree machinery (tree/get.py, put.py) loads the
+# same way when a tree or a -p copy runs: a single file starts a dozen modules lighter.
 if TYPE_CHECKING:
     from .tree.get import TreeGet
+    from .tree.item import TreeOptions
     from .tree.put import TreePut
 
 
-class Client:
+class Client(ClientBase):
     """SSH connections and a pool of SFTP channels, used by one or many transfers.
 
     Create it with :func:`connect`. Idle SFTP channels are kept per
@@ -37,69 +30,14 @@ class Client:
     set-up. A transfer that needs more channels than one connection carries
     (sshd's ``MaxSessions``) gets more connections, opened with the same
     settings and kept until the client closes.
+
+    ``async with client:`` may be nested (or entered by several tasks): the
+    entries are counted, the client opens at the first and closes at the
+    exit of the last. Once closed it stays closed (``ClosedError``), as an
+    httpx client refuses to be opened again. A client belongs to the event
+    loop it is first used on, where its connections live: using it from
+    another (a second ``asyncio.run()``) raises ``UsageError``.
     """
-
-    def __init__(self, connect_config: ConnectConfig, transfer_config: TransferConfig) -> None:
-        self.connect_config = connect_config
-        self.config = transfer_config
-        self._pool = ChannelPool(connect_config, transfer_config)
-        self.left_temps: tuple[str, ...] = ()  # see ``aclose``
-
-    def __repr__(self) -> str:
-        return f"<Client {self.connect_config.host} {self._pool.state}>"
-
-    async def __aenter__(self) -> Client:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def open(self) -> None:
-        """Connect and authenticate (done by ``async with``).
-
-        Raises:
-            ConnectError, AuthenticationError, HostKeyError: see the exception tree.
-        """
-        await self._pool.open()
-
-    async def aclose(self) -> None:
-        """Close every channel and connection; calling it twice is fine.
-
-        Temp files of failed uploads that the server could not be made to
-        remove (it went away) are recorded, logged as one warning and listed
-        in ``left_temps``; the next upload to that server removes them first.
-        """
-        self.left_temps = tuple(lefttemps.keep(self._pool))
-        await self._pool.aclose()
-
-    def abort(self) -> None:
-        """Drop every connection at once, without waiting for the server.
-
-        Everything in flight fails at once with ConnectionBroken; what the
-        transfers clean up locally (temporary files) they still do, but
-        nothing more is asked of the server. For a server that stopped
-        answering, or a user's second Ctrl-C. ``aclose()`` is still the way out.
-        """
-        self._pool.abort()
-
-    @property
-    def connections(self) -> int:
-        """SSH connections open now."""
-        return self._pool.connections
-
-    @property
-    def server(self) -> dict[str, object]:
-        """What the server is and offers (its banner's software, SYMLINK order, the
-        extensions that matter, its stated limits) and the caps sshpipe found by
-        trying ("learned": handles, read/write block, requests, sequential writes).
-        Empty until a channel is open; ``--json`` shows it as "server"."""
-        return self._pool.server()
 
     def _config(self, override: TransferConfig | None) -> TransferConfig:
         return override if override is not None else self.config
@@ -202,24 +140,24 @@ class Client:
             IncompleteTransfer when some entries failed (all others are copied).
         """
         cfg = self._config(config)
-        options = TreeOptions(
-            recursive=recursive,
-            preserve=preserve,
-            follow_symlinks=follow_symlinks,
-            fail_fast=fail_fast,
-            progress=progress,
-        )
         sources, dest = fspaths(remote), fspath(local)
+        pool = await self._ready()
         if is_one(remote) and not recursive:
+            from ._engine import channels_at_start, download
+
+            if preserve:
+                await imported("sshpipe.tree.get")
             at_start = channels_at_start(cfg, size=None, write=False)
-            async with self._pool.lease(cfg, at_start=at_start) as lease:
+            async with pool.lease(cfg, at_start=at_start) as lease:
                 if preserve:
                     from .tree.get import download_preserving
 
                     return await download_preserving(lease, sources[0], dest, cfg)
                 return await download(lease, sources[0], dest, cfg)
+        await imported("sshpipe.tree.get")
         from .tree.get import TreeGet
 
+        options = _options(recursive, preserve, follow_symlinks, fail_fast, progress)
         return await self._tree(TreeGet, sources, dest, options, cfg)
 
     # A str is also a Sequence[str]: it matches the last overload too, and the
@@ -306,16 +244,12 @@ class Client:
             IncompleteTransfer when some entries failed (all others are copied).
         """
         cfg = self._config(config)
-        options = TreeOptions(
-            recursive=recursive,
-            preserve=preserve,
-            follow_symlinks=follow_symlinks,
-            fail_fast=fail_fast,
-            progress=progress,
-        )
         sources, dest = fspaths(local), fspath(remote)
+        pool = await self._ready()
         if is_one(local) and not recursive:
-            caps = self._pool.server_caps
+            from ._engine import in_order, refused_out_of_order
+
+            caps = pool.server_caps
             try:
                 return await self._put_one(sources[0], dest, in_order(cfg, caps), preserve=preserve)
             except RemoteError as exc:
@@ -323,16 +257,23 @@ class Client:
                     raise
                 caps.sequential_writes = True
                 return await self._put_one(sources[0], dest, in_order(cfg, caps), preserve=preserve)
+        await imported("sshpipe.tree.put")
         from .tree.put import TreePut
 
+        options = _options(recursive, preserve, follow_symlinks, fail_fast, progress)
         return await self._tree(TreePut, sources, dest, options, cfg, uploads=True)
 
     async def _put_one(
         self, local: str, remote: str, cfg: TransferConfig, *, preserve: bool
     ) -> TransferStats:
+        from ._engine import channels_at_start, lefttemps, upload
+
+        pool = await self._ready()
+        if preserve:
+            await imported("sshpipe.tree.put")
         at_start = channels_at_start(cfg, size=_size_of(local), write=True)
-        async with self._pool.lease(cfg, at_start=at_start) as lease:
-            await lefttemps.sweep(self._pool, lease.channels[0])
+        async with pool.lease(cfg, at_start=at_start) as lease:
+            await lefttemps.sweep(pool, lease.channels[0])
             if preserve:
                 from .tree.put import upload_preserving
 
@@ -348,8 +289,12 @@ class Client:
         Raises:
             RemoteNotFound: nothing matches.
         """
-        async with self._pool.lease(self.config) as lease:
-            return await remote_glob(lease.channels[0], fspath(pattern))
+        path = fspath(pattern)
+        pool = await self._ready()
+        from ._engine import remote_glob
+
+        async with pool.lease(self.config) as lease:
+            return await remote_glob(lease.channels[0], path)
 
     async def _tree(
         self,
@@ -367,11 +312,14 @@ class Client:
             raise UsageError("resume works on single files and trees (-r), not several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
-        async with self._pool.lease(config) as lease:
+        from ._engine import lefttemps
+
+        pool = await self._ready()
+        async with pool.lease(config) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
             if uploads:
-                await lefttemps.sweep(self._pool, lease.channels[0])
-            run = kind(lease, self._pool, options, config, sources, dest)
+                await lefttemps.sweep(pool, lease.channels[0])
+            run = kind(lease, pool, options, config, sources, dest)
             return await run.run()
 
     async def stream(
@@ -390,10 +338,13 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError.
         """
         cfg, path = self._config(config), fspath(remote)
+        pool = await self._ready()
+        from ._engine import stream
+
         # aclosing: when our caller closes us, the engine's generator must close
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
-            self._pool.lease(cfg) as lease,
+            pool.lease(cfg) as lease,
             contextlib.aclosing(stream(lease, path, cfg)) as pieces,
         ):
             async for piece in pieces:
@@ -425,9 +376,30 @@ class Client:
         cfg, path = self._config(config), fspath(remote)
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
-        cfg = in_order(cfg, self._pool.server_caps)  # a stream cannot be sent twice
-        async with self._pool.lease(cfg) as lease:
+        pool = await self._ready()
+        from ._engine import in_order, upload_stream
+
+        cfg = in_order(cfg, pool.server_caps)  # a stream cannot be sent twice
+        async with pool.lease(cfg) as lease:
             return await upload_stream(lease, chunks, path, cfg, mode)
+
+
+def _options(
+    recursive: bool,
+    preserve: bool,
+    follow_symlinks: bool,
+    fail_fast: bool,
+    progress: ProgressCallback | None,
+) -> TreeOptions:
+    from ._engine import TreeOptions
+
+    return TreeOptions(
+        recursive=recursive,
+        preserve=preserve,
+        follow_symlinks=follow_symlinks,
+        fail_fast=fail_fast,
+        progress=progress,
+    )
 
 
 def _size_of(path: str) -> int | None:

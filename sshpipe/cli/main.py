@@ -24,6 +24,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
+# The engine now, before the loop starts: one transfer per process has no other
+# task to keep running, so the library's import in a worker thread is not needed.
+from .. import _engine  # noqa: F401
 from .._client import Client
 from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
