@@ -126,3 +126,26 @@ def test_the_engine_is_imported_off_the_event_loop() -> None:
     assert result["before"] is False  # connect() loaded none of it
     assert result["where"] == {"sshpipe._engine": False, "asyncssh": False}  # not the main thread
     assert result["ticks"] > 0  # the loop ran while they loaded
+
+
+async def test_keys_ssh_config_and_known_hosts_are_read_off_the_event_loop(
+    asyncssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A passphrase's KDF or an RSA key's checks take 0.3 s: not on the caller's loop."""
+    import threading
+
+    import asyncssh
+
+    stock = asyncssh.SSHClientConnectionOptions
+    on_loop_thread: list[bool] = []
+
+    def recording(*args: object, **kwargs: object) -> asyncssh.SSHClientConnectionOptions:
+        on_loop_thread.append(threading.current_thread() is threading.main_thread())
+        return stock(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncssh, "SSHClientConnectionOptions", recording)
+    data = random_file(asyncssh_peer.root / "a.bin", 5000)
+    async with asyncssh_peer.client() as client:
+        await client.get(asyncssh_peer.remote("a.bin"), tmp_path / "a.bin")
+    assert (tmp_path / "a.bin").read_bytes() == data
+    assert on_loop_thread == [False]
