@@ -10,6 +10,7 @@ import shlex
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from .._client import Client
@@ -151,9 +152,10 @@ async def serve(root: str | None, port: int) -> int:
         async with embedded_server(Path(tmp) / "server", root=served, port=port) as server:
             if not root:
                 _make_file(served / "hello.bin", 8 * 1024 * 1024)
-            print(f"serving {served} as / on {server.host}:{server.port} (Ctrl-C to stop)")
-            print("\n".join(_examples(server, served)), flush=True)
-            await _until_stopped()
+            with _stopped_by_signals() as stopped:  # before the commands are shown
+                print(f"serving {served} as / on {server.host}:{server.port} (Ctrl-C to stop)")
+                print("\n".join(_examples(server, served)), flush=True)
+                await stopped.wait()
     print("stopped", flush=True)
     return 0
 
@@ -209,8 +211,9 @@ def _a_file_in(root: Path) -> str | None:
     return min(names, default=None)
 
 
-async def _until_stopped() -> None:
-    """Until SIGINT or SIGTERM; the ``with`` blocks around the call then remove the keys.
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[asyncio.Event]:
+    """An event set at SIGINT or SIGTERM; the ``with`` blocks around then remove the keys.
 
     Without a handler SIGTERM ends the process at once and the temporary
     folder stays behind. Where none can be installed (not the main thread,
@@ -224,7 +227,7 @@ async def _until_stopped() -> None:
             loop.add_signal_handler(signum, stop.set)
             handled.append(signum)
     try:
-        await stop.wait()
+        yield stop
     finally:
         for signum in handled:
             loop.remove_signal_handler(signum)

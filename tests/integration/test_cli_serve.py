@@ -76,6 +76,9 @@ def key_folder(command: list[str]) -> Path:
     return Path(command[command.index("-i") + 1]).parent.parent
 
 
+# Three interpreters (serve, then the get and the put it printed), each loading
+# asyncssh: 1.5-2.5 s on the 2-core CI machine, more when it is busy.
+@pytest.mark.slow
 def test_printed_commands_work_and_sigterm_removes_the_keys(tmp_path: Path) -> None:
     served, here = tmp_path / "served", tmp_path / "client"
     served.mkdir()
