@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig
+from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig, VerifyLevel
 from ._errors import (
     AuthenticationError,
     ChannelRefused,
@@ -41,25 +41,32 @@ from ._errors import (
     UsageError,
 )
 from ._stats import (
+    FlowPhase,
     Progress,
     SetupPhase,
     TransferStats,
     TreeFailure,
     TreeProgress,
     TreeStats,
+    Verified,
 )
 
 if TYPE_CHECKING:
-    from ._client import Client, connect
+    from ._client import Client
+    from ._connect import connect
 
 
 def __getattr__(name: str) -> Any:
     # The client pulls in asyncio and asyncssh; loading it on first use keeps
     # ``import sshpipe.core.readplan`` (the pure core) free of both.
-    if name in ("Client", "connect"):
-        from . import _client
+    if name == "Client":
+        from ._client import Client
 
-        return getattr(_client, name)
+        return Client
+    if name == "connect":
+        from ._connect import connect
+
+        return connect
     raise AttributeError(f"module 'sshpipe' has no attribute {name!r}")
 
 
@@ -75,6 +82,7 @@ __all__ = [
     "ConnectError",
     "ConnectTimeout",
     "ConnectionBroken",
+    "FlowPhase",
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
@@ -100,6 +108,8 @@ __all__ = [
     "UnknownHostKey",
     "UnsafePath",
     "UsageError",
+    "Verified",
+    "VerifyLevel",
     "__version__",
     "connect",
 ]

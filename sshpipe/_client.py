@@ -4,38 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterable
-from types import TracebackType
+from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from typing import TYPE_CHECKING, Literal, overload
 
-from ._config import (
-    DEFAULT_CIPHERS,
-    ConnectConfig,
-    HostKeyPolicy,
-    TransferConfig,
-    parse_destination,
-)
+from ._clientbase import ClientBase, imported
+from ._config import TransferConfig
 from ._errors import RemoteError, UsageError
-from ._stats import TransferStats, TreeStats
-from .durability import lefttemps
-from .transfer.download import download
-from .transfer.inorder import in_order, refused_out_of_order
-from .transfer.lanes import channels_at_start
-from .transfer.progress import FileTally, ProgressCallback, stream_reporting, tracked
-from .transfer.stream import stream
-from .transfer.upload import upload, upload_stream
-from .transport.pool import ChannelPool
-from .transport.remotefs import glob as remote_glob
-from .tree.item import TreeOptions
+from ._paths import StrPath, fspath, fspaths, is_one
+from ._stats import ProgressCallback, TransferStats, TreeStats
 
-# The tree machinery (tree/get.py, put.py and what they import) loads when a
-# tree or a -p copy runs: a single file starts a dozen modules lighter.
+# The engine loads on the client's first use, in a worker thread
+# (``ClientBase._ready``). The tree machinery (tree/get.py, put.py) loads the
+# same way when a tree or a -p copy runs: a single file starts a dozen modules lighter.
 if TYPE_CHECKING:
+    from .transfer.progress import FileTally
     from .tree.get import TreeGet
+    from .tree.item import TreeOptions
     from .tree.put import TreePut
 
 
-class Client:
+class Client(ClientBase):
     """SSH connections and a pool of SFTP channels, used by one or many transfers.
 
     Create it with :func:`connect`. Idle SFTP channels are kept per
@@ -43,80 +31,27 @@ class Client:
     set-up. A transfer that needs more channels than one connection carries
     (sshd's ``MaxSessions``) gets more connections, opened with the same
     settings and kept until the client closes.
+
+    ``async with client:`` may be nested (or entered by several tasks): the
+    entries are counted, the client opens at the first and closes at the
+    exit of the last. Once closed it stays closed (``ClosedError``), as an
+    httpx client refuses to be opened again. A client belongs to the event
+    loop it is first used on, where its connections live: using it from
+    another (a second ``asyncio.run()``) raises ``UsageError``.
     """
-
-    def __init__(self, connect_config: ConnectConfig, transfer_config: TransferConfig) -> None:
-        self.connect_config = connect_config
-        self.config = transfer_config
-        self._pool = ChannelPool(connect_config, transfer_config)
-        self.left_temps: tuple[str, ...] = ()  # see ``aclose``
-
-    def __repr__(self) -> str:
-        return f"<Client {self.connect_config.host} {self._pool.state}>"
-
-    async def __aenter__(self) -> Client:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def open(self) -> None:
-        """Connect and authenticate (done by ``async with``).
-
-        Raises:
-            ConnectError, AuthenticationError, HostKeyError: see the exception tree.
-        """
-        await self._pool.open()
-
-    async def aclose(self) -> None:
-        """Close every channel and connection; calling it twice is fine.
-
-        Temp files of failed uploads that the server could not be made to
-        remove (it went away) are recorded, logged as one warning and listed
-        in ``left_temps``; the next upload to that server removes them first.
-        """
-        self.left_temps = tuple(lefttemps.keep(self._pool))
-        await self._pool.aclose()
-
-    def abort(self) -> None:
-        """Drop every connection at once, without waiting for the server.
-
-        Everything in flight fails at once with ConnectionBroken; what the
-        transfers clean up locally (temporary files) they still do, but
-        nothing more is asked of the server. For a server that stopped
-        answering, or a user's second Ctrl-C. ``aclose()`` is still the way out.
-        """
-        self._pool.abort()
-
-    @property
-    def connections(self) -> int:
-        """SSH connections open now."""
-        return self._pool.connections
-
-    @property
-    def server(self) -> dict[str, object]:
-        """What the server is and offers (its banner's software, SYMLINK order, the
-        extensions that matter, its stated limits) and the caps sshpipe found by
-        trying ("learned": handles, read/write block, requests, sequential writes).
-        Empty until a channel is open; ``--json`` shows it as "server"."""
-        return self._pool.server()
 
     def _config(self, override: TransferConfig | None) -> TransferConfig:
         return override if override is not None else self.config
 
     # -- transfers -----------------------------------------------------------
 
+    # A str is also a Sequence[str]: it matches the last overload too, and the
+    # ones before it (one path) win, at run time as for the type checker.
     @overload
-    async def get(
+    async def get(  # type: ignore[overload-overlap]
         self,
-        remote: str,
-        local: str,
+        remote: StrPath,
+        local: StrPath,
         *,
         recursive: Literal[False] = False,
         preserve: bool = False,
@@ -127,8 +62,8 @@ class Client:
     @overload
     async def get(
         self,
-        remote: str | list[str] | tuple[str, ...],
-        local: str,
+        remote: StrPath | Sequence[StrPath],
+        local: StrPath,
         *,
         recursive: Literal[True],
         preserve: bool = False,
@@ -139,10 +74,24 @@ class Client:
     ) -> TreeStats: ...
 
     @overload
+    async def get(  # type: ignore[overload-overlap]  # as the first: a str is one path
+        self,
+        remote: StrPath,
+        local: StrPath,
+        *,
+        recursive: bool,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: ProgressCallback | None = None,
+        config: TransferConfig | None = None,
+    ) -> TransferStats | TreeStats: ...
+
+    @overload
     async def get(
         self,
-        remote: list[str] | tuple[str, ...],
-        local: str,
+        remote: Sequence[StrPath],
+        local: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
@@ -154,8 +103,8 @@ class Client:
 
     async def get(
         self,
-        remote: str | list[str] | tuple[str, ...],
-        local: str,
+        remote: StrPath | Sequence[StrPath],
+        local: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
@@ -195,36 +144,40 @@ class Client:
             IncompleteTransfer when some entries failed (all others are copied).
         """
         cfg = self._config(config)
-        options = TreeOptions(
-            recursive=recursive,
-            preserve=preserve,
-            follow_symlinks=follow_symlinks,
-            fail_fast=fail_fast,
-            progress=progress,
-        )
-        if isinstance(remote, str) and not recursive:
-            path = remote
+        sources, dest = fspaths(remote), fspath(local)
+        pool = await self._ready()
+        if is_one(remote) and not recursive:
+            from ._engine import channels_at_start, download
+
+            if preserve:
+                await imported("sshpipe.tree.get")
+            from ._engine import tracked
+
+            path = sources[0]
 
             async def get_one(tally: FileTally | None) -> TransferStats:
                 at_start = channels_at_start(cfg, size=None, write=False)
-                async with self._pool.lease(cfg, at_start=at_start) as lease:
+                async with pool.lease(cfg, at_start=at_start) as lease:
                     if preserve:
                         from .tree.get import download_preserving
 
-                        return await download_preserving(lease, path, local, cfg, tally)
-                    return await download(lease, path, local, cfg, tally=tally)
+                        return await download_preserving(lease, path, dest, cfg, tally)
+                    return await download(lease, path, dest, cfg, tally=tally)
 
-            return await tracked(progress, remote, get_one)
-        sources = [remote] if isinstance(remote, str) else list(remote)
+            return await tracked(progress, path, get_one)
+        await imported("sshpipe.tree.get")
         from .tree.get import TreeGet
 
-        return await self._tree(TreeGet, sources, local, options, cfg)
+        options = _options(recursive, preserve, follow_symlinks, fail_fast, progress)
+        return await self._tree(TreeGet, sources, dest, options, cfg)
 
+    # A str is also a Sequence[str]: it matches the last overload too, and the
+    # ones before it (one path) win, at run time as for the type checker.
     @overload
-    async def put(
+    async def put(  # type: ignore[overload-overlap]
         self,
-        local: str,
-        remote: str,
+        local: StrPath,
+        remote: StrPath,
         *,
         recursive: Literal[False] = False,
         preserve: bool = False,
@@ -235,8 +188,8 @@ class Client:
     @overload
     async def put(
         self,
-        local: str | list[str] | tuple[str, ...],
-        remote: str,
+        local: StrPath | Sequence[StrPath],
+        remote: StrPath,
         *,
         recursive: Literal[True],
         preserve: bool = False,
@@ -247,10 +200,24 @@ class Client:
     ) -> TreeStats: ...
 
     @overload
+    async def put(  # type: ignore[overload-overlap]  # as the first: a str is one path
+        self,
+        local: StrPath,
+        remote: StrPath,
+        *,
+        recursive: bool,
+        preserve: bool = False,
+        follow_symlinks: bool = False,
+        fail_fast: bool = False,
+        progress: ProgressCallback | None = None,
+        config: TransferConfig | None = None,
+    ) -> TransferStats | TreeStats: ...
+
+    @overload
     async def put(
         self,
-        local: list[str] | tuple[str, ...],
-        remote: str,
+        local: Sequence[StrPath],
+        remote: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
@@ -262,8 +229,8 @@ class Client:
 
     async def put(
         self,
-        local: str | list[str] | tuple[str, ...],
-        remote: str,
+        local: StrPath | Sequence[StrPath],
+        remote: StrPath,
         *,
         recursive: bool = False,
         preserve: bool = False,
@@ -289,47 +256,49 @@ class Client:
             IncompleteTransfer when some entries failed (all others are copied).
         """
         cfg = self._config(config)
-        options = TreeOptions(
-            recursive=recursive,
-            preserve=preserve,
-            follow_symlinks=follow_symlinks,
-            fail_fast=fail_fast,
-            progress=progress,
-        )
-        if isinstance(local, str) and not recursive:
-            caps = self._pool.server_caps
-            path = local
+        sources, dest = fspaths(local), fspath(remote)
+        pool = await self._ready()
+        if is_one(local) and not recursive:
+            from ._engine import in_order, refused_out_of_order, tracked
+
+            caps, path = pool.server_caps, sources[0]
 
             async def put_one(tally: FileTally | None) -> TransferStats:
                 try:
-                    return await self._put_one(path, remote, in_order(cfg, caps), preserve, tally)
+                    return await self._put_one(path, dest, in_order(cfg, caps), preserve, tally)
                 except RemoteError as exc:
                     if not refused_out_of_order(exc, in_order(cfg, caps)):
                         raise
                     caps.sequential_writes = True
                     if tally is not None:
                         tally.restart()  # all of it goes again, in order
-                    return await self._put_one(path, remote, in_order(cfg, caps), preserve, tally)
+                    return await self._put_one(path, dest, in_order(cfg, caps), preserve, tally)
 
-            return await tracked(progress, local, put_one)
-        sources = [local] if isinstance(local, str) else list(local)
+            return await tracked(progress, path, put_one)
+        await imported("sshpipe.tree.put")
         from .tree.put import TreePut
 
-        return await self._tree(TreePut, sources, remote, options, cfg, uploads=True)
+        options = _options(recursive, preserve, follow_symlinks, fail_fast, progress)
+        return await self._tree(TreePut, sources, dest, options, cfg, uploads=True)
 
     async def _put_one(
         self, local: str, remote: str, cfg: TransferConfig, preserve: bool, tally: FileTally | None
     ) -> TransferStats:
+        from ._engine import channels_at_start, lefttemps, upload
+
+        pool = await self._ready()
+        if preserve:
+            await imported("sshpipe.tree.put")
         at_start = channels_at_start(cfg, size=_size_of(local), write=True)
-        async with self._pool.lease(cfg, at_start=at_start) as lease:
-            await lefttemps.sweep(self._pool, lease.channels[0])
+        async with pool.lease(cfg, at_start=at_start) as lease:
+            await lefttemps.sweep(pool, lease.channels[0])
             if preserve:
                 from .tree.put import upload_preserving
 
                 return await upload_preserving(lease, local, remote, cfg, tally)
             return await upload(lease, local, remote, cfg, tally=tally)
 
-    async def glob(self, pattern: str) -> list[str]:
+    async def glob(self, pattern: StrPath) -> list[str]:
         """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
 
         As in a shell, a name starting with "." is matched only by a pattern
@@ -338,8 +307,12 @@ class Client:
         Raises:
             RemoteNotFound: nothing matches.
         """
-        async with self._pool.lease(self.config) as lease:
-            return await remote_glob(lease.channels[0], pattern)
+        path = fspath(pattern)
+        pool = await self._ready()
+        from ._engine import remote_glob
+
+        async with pool.lease(self.config) as lease:
+            return await remote_glob(lease.channels[0], path)
 
     async def _tree(
         self,
@@ -357,16 +330,19 @@ class Client:
             raise UsageError("resume works on single files and trees (-r), not several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
-        async with self._pool.lease(config) as lease:
+        from ._engine import lefttemps
+
+        pool = await self._ready()
+        async with pool.lease(config) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
             if uploads:
-                await lefttemps.sweep(self._pool, lease.channels[0])
-            run = kind(lease, self._pool, options, config, sources, dest)
+                await lefttemps.sweep(pool, lease.channels[0])
+            run = kind(lease, pool, options, config, sources, dest)
             return await run.run()
 
     async def stream(
         self,
-        remote: str,
+        remote: StrPath,
         *,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
@@ -385,14 +361,17 @@ class Client:
         Raises:
             RemoteError, ConnectionBroken, ProtocolError.
         """
-        cfg = self._config(config)
-        tally, reporting = stream_reporting(progress, remote)
+        cfg, path = self._config(config), fspath(remote)
+        pool = await self._ready()
+        from ._engine import stream, stream_reporting
+
+        tally, reporting = stream_reporting(progress, path)
         # aclosing: when our caller closes us, the engine's generator must close
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
             reporting as reporter,
-            self._pool.lease(cfg) as lease,
-            contextlib.aclosing(stream(lease, remote, cfg, tally)) as pieces,
+            pool.lease(cfg) as lease,
+            contextlib.aclosing(stream(lease, path, cfg, tally)) as pieces,
         ):
             async for piece in pieces:
                 yield piece
@@ -404,7 +383,7 @@ class Client:
     async def put_stream(
         self,
         chunks: AsyncIterable[bytes],
-        remote: str,
+        remote: StrPath,
         *,
         mode: int = 0o644,
         progress: ProgressCallback | None = None,
@@ -415,7 +394,7 @@ class Client:
         Args:
             chunks: async iterable of bytes pieces of any size.
             remote: destination path on the server.
-            mode: permissions of the new remote file.
+            mode: permissions of the new remote file (one replaced keeps its own).
             progress: as for :meth:`get`; the totals grow until the stream ends.
             config: per-transfer override of the client's TransferConfig.
 
@@ -426,16 +405,37 @@ class Client:
             RemoteError, ConnectionBroken, ProtocolError, TypeError (non-bytes piece);
             UsageError: ``config.resume`` (a stream cannot be read again).
         """
-        cfg = self._config(config)
+        cfg, path = self._config(config), fspath(remote)
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
-        cfg = in_order(cfg, self._pool.server_caps)  # a stream cannot be sent twice
+        pool = await self._ready()
+        from ._engine import in_order, tracked, upload_stream
+
+        cfg = in_order(cfg, pool.server_caps)  # a stream cannot be sent twice
 
         async def put_one(tally: FileTally | None) -> TransferStats:
-            async with self._pool.lease(cfg) as lease:
-                return await upload_stream(lease, chunks, remote, cfg, mode, tally=tally)
+            async with pool.lease(cfg) as lease:
+                return await upload_stream(lease, chunks, path, cfg, mode, tally=tally)
 
-        return await tracked(progress, remote, put_one)
+        return await tracked(progress, path, put_one)
+
+
+def _options(
+    recursive: bool,
+    preserve: bool,
+    follow_symlinks: bool,
+    fail_fast: bool,
+    progress: ProgressCallback | None,
+) -> TreeOptions:
+    from ._engine import TreeOptions
+
+    return TreeOptions(
+        recursive=recursive,
+        preserve=preserve,
+        follow_symlinks=follow_symlinks,
+        fail_fast=fail_fast,
+        progress=progress,
+    )
 
 
 def _size_of(path: str) -> int | None:
@@ -444,57 +444,3 @@ def _size_of(path: str) -> int | None:
         return os.stat(path).st_size
     except (OSError, ValueError):
         return None
-
-
-def connect(
-    destination: str,
-    *,
-    port: int | None = None,
-    username: str | None = None,
-    identity_files: tuple[str, ...] | list[str] = (),
-    password: str | None = None,
-    known_hosts: tuple[str, ...] | list[str] | None = None,
-    strict_host_key_checking: HostKeyPolicy = "yes",
-    ssh_config: tuple[str, ...] | list[str] | None = None,
-    connect_timeout: float = 30.0,
-    compression: bool = False,
-    ciphers: tuple[str, ...] | list[str] = DEFAULT_CIPHERS,
-    config: TransferConfig | None = None,
-) -> Client:
-    """A client for ``[user@]host``; connects on ``async with`` (or ``await client.open()``).
-
-    Args:
-        destination: ``host`` or ``user@host``; ssh_config Host aliases work.
-        port, username: override ssh_config's Port and User.
-        identity_files: private keys to offer, like ``ssh -i``.
-        password: tried only if given; never logged.
-        known_hosts: files to check host keys against (default: ssh_config's
-            UserKnownHostsFile, else ~/.ssh/known_hosts).
-        strict_host_key_checking: "yes" (default), "accept-new" or "no".
-        ssh_config: OpenSSH config files to read (default ~/.ssh/config).
-        connect_timeout: seconds for TCP connect plus handshake.
-        compression: offer zlib compression.
-        ciphers: encryption algorithms in preference order ("none" is refused).
-        config: TransferConfig for every transfer of this client.
-
-    Returns:
-        An unopened :class:`Client`.
-
-    Raises:
-        UsageError: invalid arguments.
-    """
-    user, host = parse_destination(destination)
-    connect_config = ConnectConfig(
-        host=host,
-        port=port,
-        username=username or user,
-        identity_files=tuple(identity_files),
-        password=password,
-        known_hosts=tuple(known_hosts) if known_hosts is not None else None,
-        strict_host_key_checking=strict_host_key_checking,
-        ssh_config=tuple(ssh_config) if ssh_config is not None else None,
-        connect_timeout=connect_timeout,
-        compression=compression,
-        ciphers=tuple(ciphers),
-    )
-    return Client(connect_config, config or TransferConfig())

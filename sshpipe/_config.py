@@ -9,7 +9,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeAlias, get_args
 
 from ._errors import UsageError
 
@@ -60,7 +60,9 @@ DEFAULT_CIPHERS = (
 )
 
 
-VERIFY_LEVELS = ("none", "size", "hash", "read-back")
+# What ``TransferConfig.verify`` asks for (``TransferStats.verified`` says what was done).
+VerifyLevel: TypeAlias = Literal["none", "size", "hash", "read-back"]
+VERIFY_LEVELS: tuple[VerifyLevel, ...] = get_args(VerifyLevel)
 # Five reconnects in a row that move nothing: about 8 s of backoff (0.25 s
 # doubling, equal jitter), enough for a flapping link, not for a dead host.
 DEFAULT_RETRIES = 5
@@ -159,7 +161,7 @@ class TransferConfig:
     local_io_in_thread: bool = True
     fsync: bool = True
     inplace: bool = False
-    verify: str = "none"
+    verify: VerifyLevel = "none"
     resume: bool = False
     retries: int = DEFAULT_RETRIES
     stall_timeout: float = DEFAULT_STALL_TIMEOUT

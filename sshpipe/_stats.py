@@ -2,8 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
+
+# The algorithms a server's check-file may hash with that sshpipe can compute
+# too (``core.checkfile.PREFERENCE``, best first).
+HashAlgorithm: TypeAlias = Literal["sha256", "sha512", "sha384", "sha224", "sha1", "md5"]
+# How a copy was checked (``TransferStats.verified``): "hash-remote" is the
+# server's sha256sum, "hash-remote:<algorithm>" its check-file extension.
+Verified: TypeAlias = Literal[
+    "none",
+    "size",
+    "read-back",
+    "hash-remote",
+    "hash-remote:sha256",
+    "hash-remote:sha512",
+    "hash-remote:sha384",
+    "hash-remote:sha224",
+    "hash-remote:sha1",
+    "hash-remote:md5",
+]
+# Where the flow controller stood at the end (``TransferStats.flow_phase``).
+FlowPhase: TypeAlias = Literal["startup", "steady", "fixed"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,8 +101,8 @@ class TransferStats:
     peak_target_in_flight: int = 0
     receive_window: int = 0
     peer_window: int = 0
-    flow_phase: str = "fixed"
-    verified: str = "none"
+    flow_phase: FlowPhase = "fixed"
+    verified: Verified = "none"
     reconnects: int = 0
     resumed_bytes: int = 0
     setup: tuple[SetupPhase, ...] = ()
@@ -147,6 +168,10 @@ class Progress:
 TreeProgress = Progress  # its first name, when only trees reported progress
 
 
+# What ``progress=`` takes: a function, or a coroutine function, called with each Progress.
+ProgressCallback: TypeAlias = Callable[[Progress], Awaitable[None] | None]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TreeStats:
     """Counters of one finished tree (or multi-file) transfer.
@@ -185,7 +210,7 @@ class TreeStats:
     failures_unlisted: int = 0
     skipped_paths: tuple[str, ...] = ()
     reconnects: int = 0
-    verified: str = "none"
+    verified: Verified = "none"
     resumed_files: int = 0
 
     @property

@@ -7,14 +7,18 @@ import contextlib
 import hashlib
 import os
 import shlex
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-from .._client import Client, connect
+from .._client import Client
 from .._config import TransferConfig
+from .._connect import connect
 from .._errors import SSHPipeError
 from .._stats import TransferStats
+from ..core.treeplan import has_magic
 from ..linkemu import LinkEmulator, LinkSpec
 from ..testing.embedded import EmbeddedServer, embedded_server
 
@@ -23,8 +27,8 @@ def _client(server: EmbeddedServer, port: int, known_hosts: Path, config: Transf
     return connect(
         server.destination,
         port=port,
-        identity_files=[str(server.client_key)],
-        known_hosts=[str(known_hosts)],
+        identity_files=server.client_key,
+        known_hosts=known_hosts,
         ssh_config=[],
         config=config,
     )
@@ -138,18 +142,92 @@ def _print_table(rows: list[tuple[str, str, TransferStats]], *, link: bool) -> N
 
 
 async def serve(root: str | None, port: int) -> int:
-    """Run the embedded server until interrupted, printing commands to try."""
+    """Run the embedded server until SIGINT or SIGTERM, printing commands to try.
+
+    Its keys and known_hosts live in a temporary folder, removed when either
+    signal stops it (Ctrl-C, ``kill``): the exit code is then 0.
+    """
     with tempfile.TemporaryDirectory(prefix="sshpipe-serve-") as tmp:
         served = Path(root).resolve() if root else Path(tmp) / "root"
         async with embedded_server(Path(tmp) / "server", root=served, port=port) as server:
-            sample = served / "hello.bin"
             if not root:
-                _make_file(sample, 8 * 1024 * 1024)
-            options = " ".join(shlex.quote(o) for o in server.cli_options())
-            prog = f"{shlex.quote(sys.executable)} -m sshpipe"
-            print(f"serving {served} as / on {server.host}:{server.port} (Ctrl-C to stop)")
-            print("try:")
-            print(f"  {prog} get {options} {server.destination}:/hello.bin ./hello.bin")
-            print(f"  {prog} put {options} ./hello.bin {server.destination}:/copy.bin", flush=True)
-            await asyncio.Event().wait()  # until Ctrl-C cancels us
+                _make_file(served / "hello.bin", 8 * 1024 * 1024)
+            with _stopped_by_signals() as stopped:  # before the commands are shown
+                print(f"serving {served} as / on {server.host}:{server.port} (Ctrl-C to stop)")
+                print("\n".join(_examples(server, served)), flush=True)
+                await stopped.wait()
+    print("stopped", flush=True)
     return 0
+
+
+def _examples(server: EmbeddedServer, served: Path) -> list[str]:
+    """Commands that work against ``server``: a get of a file ``served`` has, a put of it back.
+
+    With no such file, the put comes first, of a file the user makes.
+    """
+    options = " ".join(shlex.quote(o) for o in server.cli_options())
+    prog = f"{shlex.quote(sys.executable)} -m sshpipe"
+    name = _a_file_in(served)
+
+    def remote(path: str) -> str:
+        return shlex.quote(f"{server.destination}:/{path}")
+
+    if name is None:
+        return [
+            f"{served} has no file to get yet; make one and put it there first:",
+            f"  {shlex.quote(sys.executable)} -c {shlex.quote(_ONE_MIB)}",
+            f"  {prog} put {options} ./hello.bin {remote('hello.bin')}",
+            f"  {prog} get {options} {remote('hello.bin')} ./hello-copy.bin",
+        ]
+    local = shlex.quote(f"./{name}")
+    return [
+        "try:",
+        f"  {prog} get {options} {remote(name)} {local}",
+        f"  {prog} put {options} {local} {remote('copy-of-' + name)}",
+    ]
+
+
+# A file to put, made by the Python that runs us (no head -c, which differs by OS).
+_ONE_MIB = 'import os; open("hello.bin", "wb").write(os.urandom(1 << 20))'
+
+
+def _a_file_in(root: Path) -> str | None:
+    """The first (by name) regular file at the top of ``root`` a command can name as it is.
+
+    Not hidden, no wildcard characters (the command line expands those on
+    the server), not a link.
+    """
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return None
+    names = [
+        entry.name
+        for entry in entries
+        if entry.is_file(follow_symlinks=False)
+        and not entry.name.startswith((".", "-"))
+        and not has_magic(entry.name)
+    ]
+    return min(names, default=None)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[asyncio.Event]:
+    """An event set at SIGINT or SIGTERM; the ``with`` blocks around then remove the keys.
+
+    Without a handler SIGTERM ends the process at once and the temporary
+    folder stays behind. Where none can be installed (not the main thread,
+    Windows), Ctrl-C still raises KeyboardInterrupt through those blocks.
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop.set)
+            handled.append(signum)
+    try:
+        yield stop
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)

@@ -24,7 +24,11 @@ from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any, NoReturn
 
-from .._client import Client, connect
+# The engine now, before the loop starts: one transfer per process has no other
+# task to keep running, so the library's import in a worker thread is not needed.
+from .. import _engine  # noqa: F401
+from .._client import Client
+from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
 from .args import parse_args, parse_remote, ssh_kwargs, transfer_config

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .._errors import ProtocolError
+from .._stats import Verified
 from . import codec
 
 # Best first: the SHA-2s by strength, then what older servers have.
@@ -48,6 +49,16 @@ DIGEST_SIZES: Final = {
     "sha256": 32,
     "sha384": 48,
     "sha512": 64,
+}
+# What ``verified`` says of a copy a check-file hashed: a table, not an
+# f-string, so the type checker knows every value ``Verified`` may take.
+HASH_REMOTE_LEVELS: Final[Mapping[str, Verified]] = {
+    "sha256": "hash-remote:sha256",
+    "sha512": "hash-remote:sha512",
+    "sha384": "hash-remote:sha384",
+    "sha224": "hash-remote:sha224",
+    "sha1": "hash-remote:sha1",
+    "md5": "hash-remote:md5",
 }
 # One hash per 64 KiB: a block paramiko reads in one chunk, so hashes right.
 LISTED_BLOCK: Final = 64 * 1024
@@ -94,9 +105,9 @@ class CheckFile:
         return self.request != "check-file-name"
 
     @property
-    def level(self) -> str:
+    def level(self) -> Verified:
         """What ``verified`` says of a copy checked this way."""
-        return f"hash-remote:{self.spec.algorithm}"
+        return HASH_REMOTE_LEVELS[self.spec.algorithm]
 
 
 def offered_algorithms(data: bytes) -> tuple[str, ...] | None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import partial
 
 from .._config import TransferConfig
-from .._stats import TransferStats
+from .._stats import TransferStats, Verified
 from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.readplan import ReadPlan
@@ -124,7 +124,7 @@ async def download(
                 tally.sized(plan.final_size)
             await writer.close()
             written = True
-            verified = "none"
+            verified: Verified = "none"
             if config.verify != "none":
                 copied = plan.final_size
                 verified = await check_copy(

@@ -20,11 +20,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
-from .._stats import Progress, TransferStats
+from .._stats import Progress, ProgressCallback, TransferStats
 from ..core import progress as policy
 from ..core.progress import Counts, ProgressMeter
-
-ProgressCallback = Callable[[Progress], Awaitable[None] | None]
 
 # Seconds between reads of the counts, and the least between reports (a test shortens it).
 INTERVAL = policy.INTERVAL

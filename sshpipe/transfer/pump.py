@@ -18,10 +18,10 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from .._config import TransferConfig
-from .._stats import SetupPhase
+from .._stats import FlowPhase, SetupPhase
 from ..core.flight import FlightBudget, SharedBytes
 from ..core.flowcontrol import FlowController
 from ..core.sizing import Sizing
@@ -146,7 +146,7 @@ class Pump:
         while self.unanswered:
             await self.wait()
 
-    def flow_stats(self, lease: Lease) -> dict[str, object]:
+    def flow_stats(self, lease: Lease) -> FlowStats:
         ctl = self.controller
         first = lease.channels[0]
         return {
@@ -160,6 +160,20 @@ class Pump:
             "peer_window": first.peer_window,
             "flow_phase": ctl.phase if self.adaptive else "fixed",
         }
+
+
+class FlowStats(TypedDict):
+    """The fields of ``TransferStats`` that say why a transfer ran at its speed."""
+
+    connections: int
+    rtt_initial: float
+    rtt_min: float
+    rtt_smoothed: float
+    peak_delivery_rate: float
+    peak_target_in_flight: int
+    receive_window: int
+    peer_window: int
+    flow_phase: FlowPhase
 
 
 def take_setup(channel: SFTPSession) -> list[tuple[str, float]]:

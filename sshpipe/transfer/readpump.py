@@ -121,7 +121,7 @@ class ReadPump(Pump):
 
     def stats(self, started: float, size: int, lease: Lease) -> TransferStats:
         return TransferStats(
-            **self.flow_stats(lease),  # type: ignore[arg-type]
+            **self.flow_stats(lease),
             bytes=size,
             seconds=time.perf_counter() - started,
             requests=self.requests,

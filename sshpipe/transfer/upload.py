@@ -17,7 +17,7 @@ from functools import partial
 
 from .._config import TransferConfig
 from .._errors import ConnectionBroken, RemoteError, SSHPipeError
-from .._stats import TransferStats
+from .._stats import TransferStats, Verified
 from ..core import codec
 from ..core.checkfile import HashSpec
 from ..core.flight import SharedBytes
@@ -160,7 +160,7 @@ async def _upload(
         pump = await retry.run(send, progress=lambda: sending.acked)
         if tally is not None:
             tally.sized(sending.offset)  # a stream's size is known now
-        verified = "none"
+        verified: Verified = "none"
         checked = renaming = False
 
         async def land() -> None:  # the whole file is on the server, under its temp name

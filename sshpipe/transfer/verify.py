@@ -23,6 +23,7 @@ from functools import partial
 
 from .._config import DEFAULT_STALL_TIMEOUT
 from .._errors import IntegrityError
+from .._stats import Verified
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
 from ..core.codec import wire
 from ..core.reorder import ReorderBuffer
@@ -168,7 +169,7 @@ async def check(
     remote_sha256: Callable[[], Awaitable[str | None]],
     read_back: Callable[[HashSpec], Awaitable[bytes | None]],
     shown: str,
-) -> str:
+) -> Verified:
     """Compare the copy with the server's file at ``path``; the level achieved.
 
     The one place the order of the checks is kept, for single files and trees.
@@ -219,7 +220,7 @@ async def check_copy(
     read_back: Callable[[HashSpec], Awaitable[bytes | None]],
     shown: str,
     remote_hash: RemoteHash | None = None,
-) -> str:
+) -> Verified:
     """``check`` for one file of the engine's: the server's SHA-256 by an exec of its
     own, unless ``remote_hash`` says how else."""
     hashed = (

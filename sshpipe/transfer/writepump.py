@@ -111,7 +111,7 @@ class WritePump(Pump):
 
     def stats(self, started: float, lease: Lease) -> TransferStats:
         return TransferStats(
-            **self.flow_stats(lease),  # type: ignore[arg-type]
+            **self.flow_stats(lease),
             bytes=self.sent_bytes,
             seconds=time.perf_counter() - started,
             requests=self.requests,

@@ -20,6 +20,7 @@ import os
 import socket
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import asyncssh
@@ -294,31 +295,9 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
             ConnectTimeout: no connection within ``connect_timeout``.
         AuthenticationError, UnknownHostKey, HostKeyMismatch.
     """
-    kwargs: dict[str, Any] = {
-        "encryption_algs": list(cfg.ciphers),
-        "compression_algs": ["zlib@openssh.com", "none"] if cfg.compression else ["none"],
-        "connect_timeout": cfg.connect_timeout,
-    }
-    if cfg.port is not None:
-        kwargs["port"] = cfg.port
-    if cfg.username is not None:
-        kwargs["username"] = cfg.username
-    if cfg.identity_files:
-        kwargs["client_keys"] = [os.path.expanduser(p) for p in cfg.identity_files]
-    if cfg.password is not None:
-        kwargs["password"] = cfg.password
-    else:
-        # No password given: never let asyncssh prompt or hang on one.
-        kwargs["password_auth"] = False
-        kwargs["kbdint_auth"] = False
-    if cfg.ssh_config is not None:
-        kwargs["config"] = [os.path.expanduser(p) for p in cfg.ssh_config]
-    try:
-        options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
-    except (ValueError, asyncssh.Error, OSError) as exc:
-        raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}") from exc
-
-    known_files = known_hosts_files(cfg, options)
+    # Off the loop: an RSA key's checks or a passphrase's KDF take 0.3-0.4 s,
+    # ssh_config and known_hosts are file reads; the caller's other tasks run on.
+    options, known_files, known_hosts = await asyncio.to_thread(_read_options, cfg)
     policy = HostKeyPolicy(cfg.strict_host_key_checking, known_files)
     label = f"{cfg.host}:{cfg.port or 22}"
     started = time.monotonic()
@@ -326,7 +305,7 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
         conn = await asyncssh.connect(
             cfg.host,
             options=options,
-            known_hosts=load_known_hosts(known_files),
+            known_hosts=known_hosts,
             client_factory=lambda: policy,
         )
     except asyncssh.HostKeyNotVerifiable as exc:
@@ -361,3 +340,38 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     auth = dict(timeline.phases)["auth"]
     link.rtt_estimate = auth if SIGNED_FIRST in patches else auth / 2
     return link
+
+
+def _read_options(
+    cfg: ConnectConfig,
+) -> tuple[asyncssh.SSHClientConnectionOptions, list[Path], asyncssh.SSHKnownHosts]:
+    """asyncssh's options (ssh_config read, keys loaded), the known_hosts files and entries.
+
+    Raises:
+        ConnectError: options asyncssh rejects, a bad known_hosts.
+    """
+    kwargs: dict[str, Any] = {
+        "encryption_algs": list(cfg.ciphers),
+        "compression_algs": ["zlib@openssh.com", "none"] if cfg.compression else ["none"],
+        "connect_timeout": cfg.connect_timeout,
+    }
+    if cfg.port is not None:
+        kwargs["port"] = cfg.port
+    if cfg.username is not None:
+        kwargs["username"] = cfg.username
+    if cfg.identity_files:
+        kwargs["client_keys"] = [os.path.expanduser(p) for p in cfg.identity_files]
+    if cfg.password is not None:
+        kwargs["password"] = cfg.password
+    else:
+        # No password given: never let asyncssh prompt or hang on one.
+        kwargs["password_auth"] = False
+        kwargs["kbdint_auth"] = False
+    if cfg.ssh_config is not None:
+        kwargs["config"] = [os.path.expanduser(p) for p in cfg.ssh_config]
+    try:
+        options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
+    except (ValueError, asyncssh.Error, OSError) as exc:
+        raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}") from exc
+    known_files = known_hosts_files(cfg, options)
+    return options, known_files, load_known_hosts(known_files)

@@ -13,9 +13,9 @@ from .._errors import (
     SSHPipeError,
     UnsafePath,
 )
+from .._stats import ProgressCallback
 from ..core import codec
 from ..local.dirfd import LocalFile
-from ..transfer.progress import ProgressCallback
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 
+from .._stats import Verified
 from ..core.checkfile import CheckFile, Hasher, HashSpec, VerifyPlan, level_strength, plan_verify
 from ..core.codec import wire
 from ..core.untrusted import command_output_cap
@@ -67,7 +68,7 @@ class TreeVerifier:
         self._batches: Batcher[tuple[str, int], str | None] = Batcher(
             self._hash_batch, max_batch=MAX_BATCH
         )
-        self.weakest: str | None = None  # None until a file is checked
+        self.weakest: Verified | None = None  # None until a file is checked
 
     def __repr__(self) -> str:
         return f"<TreeVerifier {self.level} weakest={self.weakest} {self._batches!r}>"
@@ -121,7 +122,7 @@ class TreeVerifier:
             return None
         return await self._batches.submit((path, size))
 
-    def passed(self, level: str) -> None:
+    def passed(self, level: Verified) -> None:
         """A file passed ``level`` (a big file's own check is counted here too)."""
         if self.weakest is None or level_strength(level) < level_strength(self.weakest):
             self.weakest = level

@@ -10,14 +10,19 @@ from __future__ import annotations
 import hashlib
 import itertools
 import struct
+import typing
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sshpipe._config import VERIFY_LEVELS
 from sshpipe._errors import ProtocolError
+from sshpipe._stats import HashAlgorithm, Verified
 from sshpipe.core.checkfile import (
+    DIGEST_SIZES,
     LISTED_BLOCK,
+    PREFERENCE,
     SHA256,
     CheckFile,
     Hasher,
@@ -303,3 +308,19 @@ def test_proftpd_is_asked_by_name_though_it_lists_check_file_only_to_v5_clients(
     v3 = {"versions": b"2,3,4,5,6", "fsync@openssh.com": b"1", "home-directory": b"1"}
     assert choose_check_file(v3, "mod_sftp") == CheckFile("check-file-name", SHA256)
     assert choose_check_file(v3, "OpenSSH_9.2p1") is None
+
+
+def test_every_level_a_check_can_report_is_a_verified_literal() -> None:
+    """``Verified`` (a Literal the type checker trusts) lists every algorithm we hash with."""
+    assert set(typing.get_args(HashAlgorithm)) == set(PREFERENCE) == set(DIGEST_SIZES)
+    levels = set(typing.get_args(Verified))
+    for request, algorithm in itertools.product(("check-file-name", "check-file"), PREFERENCE):
+        level = CheckFile(request, HashSpec(algorithm)).level
+        assert level == f"hash-remote:{algorithm}" and level in levels
+    assert levels - {f"hash-remote:{a}" for a in PREFERENCE} == {
+        "none",
+        "size",
+        "read-back",
+        "hash-remote",
+    }
+    assert VERIFY_LEVELS == ("none", "size", "hash", "read-back")

@@ -18,6 +18,7 @@ PUBLIC = [
     "ConnectError",
     "ConnectTimeout",
     "ConnectionBroken",
+    "FlowPhase",
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
@@ -43,6 +44,8 @@ PUBLIC = [
     "UnknownHostKey",
     "UnsafePath",
     "UsageError",
+    "Verified",
+    "VerifyLevel",
     "__version__",
     "connect",
 ]

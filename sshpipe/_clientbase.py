@@ -1,0 +1,160 @@
+"""A client's life: made unopened, bound to one event loop, opened once, closed once.
+
+``ClientBase`` holds what every transfer of :class:`sshpipe.Client` starts
+with (``_ready``: the pool, the engine imported without stalling the loop)
+and ends with; the transfers themselves are in ``_client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from ._config import ConnectConfig, TransferConfig
+from ._errors import ClosedError, UsageError
+
+if TYPE_CHECKING:
+    from .transport.pool import ChannelPool
+
+# The engine (asyncssh, cryptography and the transfer modules: 0.3 s and more
+# of imports) loads on the client's first use, in a worker thread, so the
+# caller's event loop keeps running meanwhile.
+ENGINE = "sshpipe._engine"
+# How an unopened client's pool would show itself (``ChannelPool.state``).
+_NO_CHANNELS = "connections=0 idle_channels=0 busy_channels=0"
+
+
+async def imported(module: str) -> None:
+    """``module`` imported, in a worker thread unless it already is (no stall of the loop)."""
+    if module not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, module)
+
+
+class ClientBase:
+    """Opening, closing and the event loop of :class:`sshpipe.Client` (see there)."""
+
+    def __init__(self, connect_config: ConnectConfig, transfer_config: TransferConfig) -> None:
+        self.connect_config = connect_config
+        self.config = transfer_config
+        self._pool: ChannelPool | None = None  # made on first use (``_ready``)
+        self._closed = False  # closed before its pool was made
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of its first use
+        self._entered = 0  # ``async with`` blocks open on it now
+        # Tasks entering at once wait for one log-in, not one each.
+        self._opening = asyncio.Lock()
+        self.left_temps: tuple[str, ...] = ()  # see ``aclose``
+
+    def __repr__(self) -> str:
+        if self._pool is not None:
+            return f"<Client {self.connect_config.host} {self._pool.state}>"
+        state = "closed" if self._closed else "new"
+        return f"<Client {self.connect_config.host} {state} {_NO_CHANNELS}>"
+
+    async def __aenter__(self) -> Self:
+        self._entered += 1  # counted first: an exit always matches an entry
+        try:
+            await self.open()
+        except BaseException:
+            self._entered -= 1
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered -= 1
+        if self._entered == 0:
+            await self.aclose()
+
+    def _on_its_loop(self) -> None:
+        """Bind the client to the running loop on first use; refuse any other loop.
+
+        Raises:
+            UsageError: the loop is not the one the client was first used on.
+        """
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise UsageError(
+                "this client belongs to another event loop (the one it was first used on: "
+                "each asyncio.run() starts a new loop); connect a new client on this one"
+            )
+
+    async def _ready(self) -> ChannelPool:
+        """The pool, made (the engine imported) on first use on the client's own loop.
+
+        Raises:
+            UsageError: another event loop. ClosedError: the client was closed.
+        """
+        self._on_its_loop()
+        if self._pool is None:
+            if self._closed:
+                raise ClosedError("this client was closed")
+            await imported(ENGINE)
+            from ._engine import ChannelPool
+
+            if self._pool is None:  # another task may have made it meanwhile
+                self._pool = ChannelPool(self.connect_config, self.config)
+        return self._pool
+
+    async def open(self) -> None:
+        """Connect and authenticate (done by ``async with``; a transfer does it too).
+
+        Raises:
+            ConnectError, AuthenticationError, HostKeyError: see the exception tree.
+            ClosedError: the client was closed. UsageError: another event loop.
+        """
+        pool = await self._ready()
+        async with self._opening:
+            await pool.open()
+
+    async def aclose(self) -> None:
+        """Close every channel and connection; calling it twice is fine.
+
+        This closes the client whatever ``async with`` blocks are open on it.
+        Temp files of failed uploads that the server could not be made to
+        remove (it went away) are recorded, logged as one warning and listed
+        in ``left_temps``; the next upload to that server removes them first.
+
+        Raises:
+            UsageError: the client has connections on another event loop.
+        """
+        if self._pool is None:
+            self._closed = True
+            return
+        self._on_its_loop()
+        from ._engine import lefttemps
+
+        self.left_temps = tuple(lefttemps.keep(self._pool))
+        await self._pool.aclose()
+
+    def abort(self) -> None:
+        """Drop every connection at once, without waiting for the server.
+
+        Everything in flight fails at once with ConnectionBroken; what the
+        transfers clean up locally (temporary files) they still do, but
+        nothing more is asked of the server. For a server that stopped
+        answering, or a user's second Ctrl-C. ``aclose()`` is still the way out.
+        """
+        if self._pool is not None:
+            self._pool.abort()
+
+    @property
+    def connections(self) -> int:
+        """SSH connections open now."""
+        return self._pool.connections if self._pool is not None else 0
+
+    @property
+    def server(self) -> dict[str, object]:
+        """What the server is and offers (its banner's software, SYMLINK order, the
+        extensions that matter, its stated limits) and the caps sshpipe found by
+        trying ("learned": handles, read/write block, requests, sequential writes).
+        Empty until a channel is open; ``--json`` shows it as "server"."""
+        return self._pool.server() if self._pool is not None else {}

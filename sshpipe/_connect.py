@@ -1,0 +1,70 @@
+"""``sshpipe.connect``: the arguments of a connection checked and frozen into a :class:`Client`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._client import Client
+from ._config import (
+    DEFAULT_CIPHERS,
+    ConnectConfig,
+    HostKeyPolicy,
+    TransferConfig,
+    parse_destination,
+)
+from ._paths import StrPath, fspaths
+
+
+def connect(
+    destination: str,
+    *,
+    port: int | None = None,
+    username: str | None = None,
+    identity_files: StrPath | Sequence[StrPath] = (),
+    password: str | None = None,
+    known_hosts: StrPath | Sequence[StrPath] | None = None,
+    strict_host_key_checking: HostKeyPolicy = "yes",
+    ssh_config: StrPath | Sequence[StrPath] | None = None,
+    connect_timeout: float = 30.0,
+    compression: bool = False,
+    ciphers: tuple[str, ...] | list[str] = DEFAULT_CIPHERS,
+    config: TransferConfig | None = None,
+) -> Client:
+    """A client for ``[user@]host``; connects on ``async with`` (or ``await client.open()``).
+
+    Args:
+        destination: ``host`` or ``user@host``; ssh_config Host aliases work.
+        port, username: override ssh_config's Port and User.
+        identity_files: private keys to offer, like ``ssh -i``. This and the
+            other file arguments take a ``str`` or ``os.PathLike`` or a sequence of them.
+        password: tried only if given; never logged.
+        known_hosts: files to check host keys against (default: ssh_config's
+            UserKnownHostsFile, else ~/.ssh/known_hosts).
+        strict_host_key_checking: "yes" (default), "accept-new" or "no".
+        ssh_config: OpenSSH config files to read (default ~/.ssh/config).
+        connect_timeout: seconds for TCP connect plus handshake.
+        compression: offer zlib compression.
+        ciphers: encryption algorithms in preference order ("none" is refused).
+        config: TransferConfig for every transfer of this client.
+
+    Returns:
+        An unopened :class:`Client`.
+
+    Raises:
+        UsageError: invalid arguments.
+    """
+    user, host = parse_destination(destination)
+    connect_config = ConnectConfig(
+        host=host,
+        port=port,
+        username=username or user,
+        identity_files=tuple(fspaths(identity_files)),
+        password=password,
+        known_hosts=tuple(fspaths(known_hosts)) if known_hosts is not None else None,
+        strict_host_key_checking=strict_host_key_checking,
+        ssh_config=tuple(fspaths(ssh_config)) if ssh_config is not None else None,
+        connect_timeout=connect_timeout,
+        compression=compression,
+        ciphers=tuple(ciphers),
+    )
+    return Client(connect_config, config or TransferConfig())
