@@ -21,10 +21,12 @@ from ._errors import (
     ConnectError,
     ConnectionBroken,
     ConnectTimeout,
+    HashUnavailable,
     HostKeyError,
     HostKeyMismatch,
     IncompleteTransfer,
     IntegrityError,
+    KeyLoadError,
     LocalError,
     LocalNoSpace,
     ProtocolError,
@@ -40,10 +42,12 @@ from ._errors import (
     UnsafePath,
     UsageError,
 )
+from ._keys import HostKey, PrivateKey
 from ._stats import SetupPhase, TransferStats, TreeFailure, TreeProgress, TreeStats
 
 if TYPE_CHECKING:
     from ._client import Client, connect
+    from .transport.keys import load_key
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +57,10 @@ def __getattr__(name: str) -> Any:
         from . import _client
 
         return getattr(_client, name)
+    if name == "load_key":
+        from .transport.keys import load_key
+
+        return load_key
     raise AttributeError(f"module 'sshpipe' has no attribute {name!r}")
 
 
@@ -68,12 +76,16 @@ __all__ = [
     "ConnectError",
     "ConnectTimeout",
     "ConnectionBroken",
+    "HashUnavailable",
+    "HostKey",
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
     "IntegrityError",
+    "KeyLoadError",
     "LocalError",
     "LocalNoSpace",
+    "PrivateKey",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",
@@ -94,4 +106,5 @@ __all__ = [
     "UsageError",
     "__version__",
     "connect",
+    "load_key",
 ]

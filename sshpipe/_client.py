@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -16,6 +16,7 @@ from ._config import (
     parse_destination,
 )
 from ._errors import RemoteError, UsageError
+from ._keys import HostKeyCheck, PrivateKey
 from ._stats import TransferStats, TreeProgress, TreeStats
 from .durability import lefttemps
 from .transfer.download import download
@@ -23,6 +24,7 @@ from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
+from .transport.keys import load_key
 from .transport.pool import ChannelPool
 from .transport.remotefs import glob as remote_glob
 from .tree.item import TreeOptions
@@ -416,9 +418,12 @@ def connect(
     *,
     port: int | None = None,
     username: str | None = None,
-    identity_files: tuple[str, ...] | list[str] = (),
+    identity_files: Sequence[str | os.PathLike[str]] = (),
+    passphrase: str | bytes | None = None,
+    keys: Sequence[PrivateKey] = (),
+    agent_path: str | os.PathLike[str] | None = None,
     password: str | None = None,
-    known_hosts: tuple[str, ...] | list[str] | None = None,
+    known_hosts: Sequence[str] | HostKeyCheck | None = None,
     strict_host_key_checking: HostKeyPolicy = "yes",
     ssh_config: tuple[str, ...] | list[str] | None = None,
     connect_timeout: float = 30.0,
@@ -431,11 +436,19 @@ def connect(
     Args:
         destination: ``host`` or ``user@host``; ssh_config Host aliases work.
         port, username: override ssh_config's Port and User.
-        identity_files: private keys to offer, like ``ssh -i``.
+        identity_files: private key files to offer, like ``ssh -i``.
+        passphrase: decrypts encrypted identity files; never logged or shown.
+        keys: private keys in memory, from :func:`sshpipe.load_key` (an
+            asyncssh ``SSHKey`` is taken too, wrapped as ``load_key`` does).
+        agent_path: the ssh-agent socket (default: ssh_config's IdentityAgent,
+            else ``$SSH_AUTH_SOCK``); "none": no agent.
         password: tried only if given; never logged.
         known_hosts: files to check host keys against (default: ssh_config's
-            UserKnownHostsFile, else ~/.ssh/known_hosts).
-        strict_host_key_checking: "yes" (default), "accept-new" or "no".
+            UserKnownHostsFile, else ~/.ssh/known_hosts); or a callable
+            ``(host, port, HostKey) -> bool`` that alone decides (True trusts,
+            False refuses with HostKeyError) and reads or writes no file.
+        strict_host_key_checking: "yes" (default), "accept-new" or "no"; only
+            "yes" with a known_hosts callable.
         ssh_config: OpenSSH config files to read (default ~/.ssh/config).
         connect_timeout: seconds for TCP connect plus handshake.
         compression: offer zlib compression.
@@ -454,8 +467,13 @@ def connect(
         port=port,
         username=username or user,
         identity_files=tuple(identity_files),
+        passphrase=passphrase,
+        keys=tuple(load_key(key) for key in keys),
+        agent_path=agent_path,
         password=password,
-        known_hosts=tuple(known_hosts) if known_hosts is not None else None,
+        known_hosts=(
+            known_hosts if known_hosts is None or callable(known_hosts) else tuple(known_hosts)
+        ),
         strict_host_key_checking=strict_host_key_checking,
         ssh_config=tuple(ssh_config) if ssh_config is not None else None,
         connect_timeout=connect_timeout,
