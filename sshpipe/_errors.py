@@ -328,7 +328,6 @@ class IncompleteTransfer(SSHPipeError):
         self.exit_code = codes.pop() if len(codes) == 1 else 1
         first = self.failures[0].error if self.failures else "no detail"
         failed = len(self.failures) + stats.failures_unlisted
-        super().__init__(
-            f"{failed} of {stats.files + stats.directories + stats.symlinks} "
-            f"entries failed (first: {first})"
-        )
+        # A directory can fail twice (its listing, then its times): never "3 of 2".
+        entries = max(stats.entries, failed)
+        super().__init__(f"{failed} of {entries} entries failed (first: {first})")
