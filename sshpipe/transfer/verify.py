@@ -35,6 +35,9 @@ from ..transport.sftp import SFTPSession
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 NO_HASH = "no hash check possible on this server: it runs no sha256sum and offers no check-file"
+CHECK_FILE_REFUSED = (
+    "no hash check possible on this server: it runs no sha256sum and its check-file refused"
+)
 Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes them
 
 
@@ -209,7 +212,7 @@ async def check(
         same_hash(shown, "read back", spec, await read_back(spec), digests[spec])
         return "read-back"
     if plan.level == "hash":  # asked by name: a size is not what was asked ("best" is)
-        raise HashUnavailable(shown, NO_HASH)
+        raise HashUnavailable(shown, NO_HASH if check_file is None else CHECK_FILE_REFUSED)
     same(shown, "size", str((await sftp.stat(path)).size), str(size))
     return "size"
 
