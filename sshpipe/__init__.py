@@ -21,10 +21,12 @@ from ._errors import (
     ConnectError,
     ConnectionBroken,
     ConnectTimeout,
+    HashUnavailable,
     HostKeyError,
     HostKeyMismatch,
     IncompleteTransfer,
     IntegrityError,
+    KeyLoadError,
     LocalError,
     LocalNoSpace,
     ProtocolError,
@@ -40,6 +42,7 @@ from ._errors import (
     UnsafePath,
     UsageError,
 )
+from ._keys import HostKey, PrivateKey
 from ._stats import (
     FlowPhase,
     Progress,
@@ -54,6 +57,7 @@ from ._stats import (
 if TYPE_CHECKING:
     from ._client import Client
     from ._connect import connect
+    from .transport.keys import load_key
 
 
 def __getattr__(name: str) -> Any:
@@ -67,6 +71,10 @@ def __getattr__(name: str) -> Any:
         from ._connect import connect
 
         return connect
+    if name == "load_key":
+        from .transport.keys import load_key
+
+        return load_key
     raise AttributeError(f"module 'sshpipe' has no attribute {name!r}")
 
 
@@ -83,12 +91,16 @@ __all__ = [
     "ConnectTimeout",
     "ConnectionBroken",
     "FlowPhase",
+    "HashUnavailable",
+    "HostKey",
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
     "IntegrityError",
+    "KeyLoadError",
     "LocalError",
     "LocalNoSpace",
+    "PrivateKey",
     "Progress",
     "ProtocolError",
     "RemoteError",
@@ -112,4 +124,5 @@ __all__ = [
     "VerifyLevel",
     "__version__",
     "connect",
+    "load_key",
 ]

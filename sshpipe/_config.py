@@ -8,10 +8,12 @@ Example::
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, get_args
 
 from ._errors import UsageError
+from ._keys import HostKeyCheck, PrivateKey
 
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
 # asyncssh caps its own parallel I/O at 128 (_MAX_SFTP_REQUESTS).
@@ -60,8 +62,10 @@ DEFAULT_CIPHERS = (
 )
 
 
-# What ``TransferConfig.verify`` asks for (``TransferStats.verified`` says what was done).
-VerifyLevel: TypeAlias = Literal["none", "size", "hash", "read-back"]
+# What ``TransferConfig.verify`` asks for (``TransferStats.verified`` says what was
+# done). "best" is "hash" where the server can hash, else "size": the CLI's plain
+# --verify. "hash" asked by name fails (HashUnavailable) where it cannot.
+VerifyLevel: TypeAlias = Literal["none", "size", "best", "hash", "read-back"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = get_args(VerifyLevel)
 # Five reconnects in a row that move nothing: about 8 s of backoff (0.25 s
 # doubling, equal jitter), enough for a flapping link, not for a dead host.
@@ -120,9 +124,12 @@ class TransferConfig:
             "none"; "size" (the server's size after the copy); "hash" (a
             SHA-256 computed as the bytes flow, against ``sha256sum`` run on
             the server; where it runs none, the hash its SFTP ``check-file``
-            extension makes, in the best algorithm it has; else the size);
-            "read-back" (as "hash", else the file read back over SFTP and
-            hashed). ``TransferStats.verified`` says which was achieved.
+            extension makes, in the best algorithm it has; where it has
+            neither, the copy fails with ``HashUnavailable`` and does not take
+            its name); "best" (as "hash", else the size: the CLI's plain
+            ``--verify``); "read-back" (as "hash", else the file read back
+            over SFTP and hashed). ``TransferStats.verified`` says which was
+            achieved.
         retries: reconnects in a row that may fail to move a byte before a
             download gives up (0: none). A dropped or stalled connection is
             reopened with backoff and only the missing ranges are asked again;
@@ -197,9 +204,20 @@ class ConnectConfig:
         host: host name or address (an alias from ssh_config works too).
         port: TCP port; None means ssh_config's Port, else 22.
         username: login name; None means ssh_config's User, else the local user.
-        identity_files: private keys to offer (``-i``); empty means the defaults.
+        identity_files: private key files to offer (``-i``); with ``keys``
+            empty too, ssh_config's IdentityFile, else ~/.ssh/id_*.
+        passphrase: decrypts the encrypted ``identity_files`` (and default
+            keys); never logged or shown.
+        keys: private keys in memory (``sshpipe.load_key``), offered before
+            the files.
+        agent_path: the ssh-agent socket; None means ssh_config's
+            IdentityAgent, else ``$SSH_AUTH_SOCK``; "none" uses no agent.
         password: password to try when keys fail (never logged).
-        known_hosts: known_hosts files; None means ssh_config's, else ~/.ssh/known_hosts.
+        known_hosts: known_hosts files; None means ssh_config's, else
+            ~/.ssh/known_hosts. Or a callable ``(host, port, HostKey) ->
+            bool`` that alone decides: True trusts the key, False refuses it
+            (``HostKeyError``); no file is read or written, and
+            ``strict_host_key_checking`` must stay "yes".
         strict_host_key_checking: "yes" refuses unknown hosts, "accept-new"
             records them, "no" accepts them; a changed key is always refused.
         ssh_config: OpenSSH client config files to read; None means ~/.ssh/config.
@@ -211,9 +229,12 @@ class ConnectConfig:
     host: str
     port: int | None = None
     username: str | None = None
-    identity_files: tuple[str, ...] = ()
+    identity_files: tuple[str | os.PathLike[str], ...] = ()
+    passphrase: str | bytes | None = field(default=None, repr=False)
+    keys: tuple[PrivateKey, ...] = ()
+    agent_path: str | os.PathLike[str] | None = None
     password: str | None = field(default=None, repr=False)
-    known_hosts: tuple[str, ...] | None = None
+    known_hosts: tuple[str, ...] | HostKeyCheck | None = None
     strict_host_key_checking: HostKeyPolicy = "yes"
     ssh_config: tuple[str, ...] | None = None
     connect_timeout: float = 30.0
@@ -231,6 +252,13 @@ class ConnectConfig:
             )
         if self.connect_timeout <= 0:
             raise UsageError("connect_timeout must be positive")
+        if callable(self.known_hosts) and self.strict_host_key_checking != "yes":
+            raise UsageError(
+                "known_hosts as a callable decides alone: strict_host_key_checking "
+                f"{self.strict_host_key_checking!r} would not apply"
+            )
+        if any(not isinstance(key, PrivateKey) for key in self.keys):
+            raise UsageError("keys must be PrivateKey objects (see sshpipe.load_key)")
         if not self.ciphers or any(c.lower() == "none" for c in self.ciphers):
             raise UsageError("the 'none' cipher is never allowed")
 

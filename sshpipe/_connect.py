@@ -12,6 +12,7 @@ from ._config import (
     TransferConfig,
     parse_destination,
 )
+from ._keys import HostKeyCheck, PrivateKey
 from ._paths import StrPath, fspaths
 
 
@@ -21,8 +22,11 @@ def connect(
     port: int | None = None,
     username: str | None = None,
     identity_files: StrPath | Sequence[StrPath] = (),
+    passphrase: str | bytes | None = None,
+    keys: Sequence[PrivateKey] = (),
+    agent_path: StrPath | None = None,
     password: str | None = None,
-    known_hosts: StrPath | Sequence[StrPath] | None = None,
+    known_hosts: StrPath | Sequence[StrPath] | HostKeyCheck | None = None,
     strict_host_key_checking: HostKeyPolicy = "yes",
     ssh_config: StrPath | Sequence[StrPath] | None = None,
     connect_timeout: float = 30.0,
@@ -35,12 +39,20 @@ def connect(
     Args:
         destination: ``host`` or ``user@host``; ssh_config Host aliases work.
         port, username: override ssh_config's Port and User.
-        identity_files: private keys to offer, like ``ssh -i``. This and the
+        identity_files: private key files to offer, like ``ssh -i``. This and the
             other file arguments take a ``str`` or ``os.PathLike`` or a sequence of them.
+        passphrase: decrypts encrypted identity files; never logged or shown.
+        keys: private keys in memory, from :func:`sshpipe.load_key` (an
+            asyncssh ``SSHKey`` is taken too, wrapped as ``load_key`` does).
+        agent_path: the ssh-agent socket (default: ssh_config's IdentityAgent,
+            else ``$SSH_AUTH_SOCK``); "none": no agent.
         password: tried only if given; never logged.
         known_hosts: files to check host keys against (default: ssh_config's
-            UserKnownHostsFile, else ~/.ssh/known_hosts).
-        strict_host_key_checking: "yes" (default), "accept-new" or "no".
+            UserKnownHostsFile, else ~/.ssh/known_hosts); or a callable
+            ``(host, port, HostKey) -> bool`` that alone decides (True trusts,
+            False refuses with HostKeyError) and reads or writes no file.
+        strict_host_key_checking: "yes" (default), "accept-new" or "no"; only
+            "yes" with a known_hosts callable.
         ssh_config: OpenSSH config files to read (default ~/.ssh/config).
         connect_timeout: seconds for TCP connect plus handshake.
         compression: offer zlib compression.
@@ -54,13 +66,25 @@ def connect(
         UsageError: invalid arguments.
     """
     user, host = parse_destination(destination)
+    loaded = tuple(keys)
+    if any(not isinstance(key, PrivateKey) for key in loaded):
+        from .transport.keys import load_key  # an asyncssh SSHKey: wrapped (loads asyncssh)
+
+        loaded = tuple(load_key(key) for key in loaded)
+    if callable(known_hosts):
+        trusted: tuple[str, ...] | HostKeyCheck | None = known_hosts
+    else:
+        trusted = tuple(fspaths(known_hosts)) if known_hosts is not None else None
     connect_config = ConnectConfig(
         host=host,
         port=port,
         username=username or user,
         identity_files=tuple(fspaths(identity_files)),
+        passphrase=passphrase,
+        keys=loaded,
+        agent_path=agent_path,
         password=password,
-        known_hosts=tuple(fspaths(known_hosts)) if known_hosts is not None else None,
+        known_hosts=trusted,
         strict_host_key_checking=strict_host_key_checking,
         ssh_config=tuple(fspaths(ssh_config)) if ssh_config is not None else None,
         connect_timeout=connect_timeout,

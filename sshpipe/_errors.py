@@ -16,7 +16,10 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── ConnectError               no session could be set up (exit 5, retryable)
     │   ├── ConnectTimeout         TCP connect plus handshake took over connect_timeout (T)
     │   ├── AuthenticationError    keys/password refused (exit 6)
-    │   └── HostKeyError           host key not trusted (exit 7)
+    │   │   └── KeyLoadError       a private key named cannot be used: missing, unreadable,
+    │   │                          encrypted without (or with a wrong) passphrase, malformed
+    │   └── HostKeyError           host key not trusted (exit 7); as itself: a known_hosts
+    │       │                      callable refused it
     │       ├── UnknownHostKey
     │       └── HostKeyMismatch
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
@@ -27,7 +30,8 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │   └── UnsafePath             a listing named something outside the destination (or
     │                              a repeated name, a bad link target, a listing without end)
     ├── ClosedError                you closed the session and then used it (exit 9)
-    ├── IntegrityError             what arrived is not what the source holds (exit 10)
+    ├── IntegrityError             what arrived is not what the source holds (exit 10, retryable)
+    │   └── HashUnavailable        verify="hash" asked, the server cannot hash (not retryable)
     └── IncompleteTransfer         some files of a tree failed (their common exit code, else 1)
 
 (T): also a :class:`TimedOut`, so ``except sshpipe.TimedOut`` catches every
@@ -35,6 +39,13 @@ deadline that passed, whichever stage it was at. None is a builtin
 ``TimeoutError``: that stays asyncio's, inside sshpipe.
 
 *Closed* is what you did; *broken* is what the world did (trio's split).
+
+Only what another try may fix is ``retryable``: a refused or timed-out
+connection, a dropped one, a copy that came out different. A key that cannot
+be loaded, credentials refused, a host key not trusted, a server that cannot
+hash are the same on every try. Every ``ConnectError`` carries the ``host``
+and ``port`` it was for (None where not known yet); host key errors also the
+key's ``fingerprint`` ("SHA256:...") and ``key_type`` ("ssh-ed25519").
 
 Messages quote what servers send (names, status text, disconnect reasons), so
 ``str()`` of every error escapes control characters (``core.text.printable``):
@@ -142,10 +153,20 @@ class TimedOut(SSHPipeError):
 
 
 class ConnectError(SSHPipeError):
-    """The SSH session could not be set up (DNS, refused, timeout, handshake)."""
+    """The SSH session could not be set up (DNS, refused, timeout, handshake).
+
+    Attributes:
+        host: the host asked for (an ssh_config alias as given), None if not known.
+        port: the TCP port tried, None if not known.
+    """
 
     exit_code = 5
     retryable = True
+
+    def __init__(self, message: str, *, host: str | None = None, port: int | None = None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
 
 
 class ConnectTimeout(ConnectError, TimedOut):
@@ -159,11 +180,52 @@ class AuthenticationError(ConnectError):
     retryable = False
 
 
+class KeyLoadError(AuthenticationError):
+    """A private key given by name (or as bytes) cannot be used; nothing was tried.
+
+    Missing or unreadable, malformed, or encrypted and no passphrase (or a
+    wrong one) given. OpenSSH warns and logs in with the other keys, or asks
+    for the passphrase on a terminal; sshpipe asks nobody and refuses before
+    it connects, as a key named on purpose that cannot be used is a mistake
+    another try repeats.
+
+    Attributes:
+        key: the file named (or "(bytes)").
+    """
+
+    def __init__(
+        self, key: str, reason: str, *, host: str | None = None, port: int | None = None
+    ) -> None:
+        super().__init__(f"cannot load private key {key}: {reason}", host=host, port=port)
+        self.key = key
+
+
 class HostKeyError(ConnectError):
-    """The server's host key is not trusted under the host key policy."""
+    """The server's host key is not trusted under the host key policy.
+
+    Raised as itself when a ``known_hosts`` callable returned False (or raised).
+
+    Attributes:
+        fingerprint: the server's key, as ``ssh-keygen -l`` shows it ("SHA256:..."),
+            None if none was seen.
+        key_type: its algorithm ("ssh-ed25519"), None if none was seen.
+    """
 
     exit_code = 7
     retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        fingerprint: str | None = None,
+        key_type: str | None = None,
+    ) -> None:
+        super().__init__(message, host=host, port=port)
+        self.fingerprint = fingerprint
+        self.key_type = key_type
 
 
 class UnknownHostKey(HostKeyError):
@@ -216,6 +278,17 @@ class IntegrityError(TransferError):
     _side = "verify"
 
 
+class HashUnavailable(IntegrityError):
+    """``verify="hash"`` was asked and the server can hash the copy in no way.
+
+    It runs no ``sha256sum`` and offers no ``check-file``; the copy did not take
+    its name. Not retryable: the server will not learn to hash. ``"best"`` (the
+    CLI's plain ``--verify``) checks the size there instead.
+    """
+
+    retryable = False
+
+
 class UnsafePath(ProtocolError):
     """A remote listing held what cannot be copied safely; nothing is written for it.
 
@@ -255,7 +328,6 @@ class IncompleteTransfer(SSHPipeError):
         self.exit_code = codes.pop() if len(codes) == 1 else 1
         first = self.failures[0].error if self.failures else "no detail"
         failed = len(self.failures) + stats.failures_unlisted
-        super().__init__(
-            f"{failed} of {stats.files + stats.directories + stats.symlinks} "
-            f"entries failed (first: {first})"
-        )
+        # A directory can fail twice (its listing, then its times): never "3 of 2".
+        entries = max(stats.entries, failed)
+        super().__init__(f"{failed} of {entries} entries failed (first: {first})")

@@ -182,6 +182,9 @@ class TreeStats:
         files_failed: files that failed (each is in ``failures``).
         directories: directories created or reused at the destination.
         symlinks: symbolic links recreated.
+        entries: every entry met, copied or failed: the files, directories and
+            links, and those that failed before they were one (a source that
+            is not there, a refused name, a directory or link not made).
         skipped: special files (fifo, socket, device) and sshpipe's own
             temporary files left out; the first 1,000 in ``skipped_paths``.
         bytes: payload bytes of the files copied.
@@ -212,6 +215,7 @@ class TreeStats:
     reconnects: int = 0
     verified: Verified = "none"
     resumed_files: int = 0
+    entries: int = 0
 
     @property
     def throughput(self) -> float:

@@ -57,7 +57,8 @@ class RemoteSpec:
     path: str
 
 
-VERIFY_LEVELS = ("size", "hash", "read-back")  # --verify[=LEVEL]
+# --verify[=LEVEL]; a plain --verify is "best": the strongest check the server allows.
+VERIFY_LEVELS = ("size", "best", "hash", "read-back")
 
 
 def parse_remote(spec: str) -> RemoteSpec | None:
@@ -198,11 +199,12 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verify",
         nargs="?",
-        const="hash",
+        const="best",
         choices=VERIFY_LEVELS,
         help="check the copy before it takes its name: its SHA-256 against sha256sum on "
-        "the server (default), else against the server's check-file hash, else its size; "
-        "read-back: else read it back over SFTP",
+        "the server, else against the server's check-file hash, else (best, the default) "
+        "its size; hash: fail where the server cannot hash; read-back: else read it back "
+        "over SFTP",
     )
     parser.add_argument(
         "--fsync",
@@ -365,7 +367,7 @@ def transfer_config(args: argparse.Namespace) -> TransferConfig:
 
 
 def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
-    """``--verify`` followed by a path means ``--verify=hash``, not a level named like a path.
+    """``--verify`` followed by a path means ``--verify=best``, not a level named like a path.
 
     argparse gives an optional value the next word whatever it is, so
     ``get --verify host:f local`` would be refused as "invalid choice".
@@ -376,7 +378,7 @@ def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
             break
         following = words[index + 1] if index + 1 < len(words) else None
         if word == "--verify" and following not in VERIFY_LEVELS:
-            words[index] = "--verify=hash"
+            words[index] = "--verify=best"
     return words
 
 

@@ -169,13 +169,13 @@ class VerifyPlan:
 
 
 def plan_verify(level: str, check_file: CheckFile | None, *, runs_commands: bool) -> VerifyPlan:
-    """The plan for ``level`` ("none", "size", "hash", "read-back").
+    """The plan for ``level`` ("none", "size", "best", "hash", "read-back").
 
     ``runs_commands``: the server may run ``sha256sum`` (not known not to).
     Two hashes flow only where the server may answer either way: a command
     (SHA-256 of the whole file) or a check-file of another algorithm or by blocks.
     """
-    if level not in ("hash", "read-back"):
+    if level not in ("best", "hash", "read-back"):
         return VerifyPlan(level, False, None, ())
     specs = [SHA256] if runs_commands else []
     if check_file is not None and check_file.spec not in specs:

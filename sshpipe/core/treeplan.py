@@ -167,6 +167,9 @@ class TreeAccount:
     # (a hostile listing can make a million of them).
     failures: list[TreeFailure] = field(default_factory=list)
     failures_unlisted: int = 0
+    # Failures of entries that are no file, directory or link in the counts: a
+    # source not there, a refused name, a directory not made, a link not made.
+    failed_uncounted: int = 0
     skipped_paths: list[str] = field(default_factory=list)
     skipped_count: int = 0
     # The files being copied (their source paths), oldest first, and of those the
@@ -215,10 +218,19 @@ class TreeAccount:
         self.big_in_flight.pop(path, None)
 
     def failed(
-        self, path: str, error: SSHPipeError, *, is_file: bool = False, reported: int = 0
+        self,
+        path: str,
+        error: SSHPipeError,
+        *,
+        is_file: bool = False,
+        reported: int = 0,
+        counted: bool = False,
     ) -> None:
+        """``path`` failed; ``counted``: it is already one of the files, directories or links."""
         if is_file:
             self.files_failed += 1
+        elif not counted:
+            self.failed_uncounted += 1
         self.bytes_done -= reported
         if len(self.failures) < MAX_LISTED_FAILURES:
             self.failures.append(TreeFailure(path, str(error), error.exit_code))
@@ -260,6 +272,7 @@ class TreeAccount:
             files_failed=self.files_failed,
             directories=self.directories,
             symlinks=self.symlinks,
+            entries=self.files + self.directories + self.symlinks + self.failed_uncounted,
             skipped=self.skipped_count,
             bytes=self.bytes_copied,
             seconds=now - self.started,

@@ -36,10 +36,12 @@ __all__ = [
     "HOSTILE_ENTRIES",
     "MARKER",
     "NORMAL_FILES",
+    "DeniesListing",
     "DeniesOpen",
     "FaithfulLinks",
     "HostileListing",
     "Recorder",
+    "denies_listing",
     "denies_open",
     "faithful_links",
     "hostile_listing",
@@ -171,6 +173,18 @@ class DeniesOpen(_Chrooted):
         return super().open(path, pflags, attrs)
 
 
+class DeniesListing(_Chrooted):
+    """Refuses to list any directory whose name is ``denied`` (as sshd does one it may not read)."""
+
+    denied = b"locked"
+
+    async def scandir(self, path: bytes) -> AsyncIterator[asyncssh.SFTPName]:
+        if posixpath.basename(posixpath.normpath(path)) == self.denied:
+            raise asyncssh.SFTPPermissionDenied("Permission denied")
+        async for listed in super().scandir(path):
+            yield listed
+
+
 class FaithfulLinks(_Chrooted):
     """Serves a symlink's target text as stored (relative stays relative)."""
 
@@ -187,6 +201,10 @@ def hostile_listing(recorder: Recorder) -> SFTPFactory:
 
 def denies_open(recorder: Recorder, name: str = "locked.bin") -> SFTPFactory:
     return factory(DeniesOpen, recorder, denied=name.encode())
+
+
+def denies_listing(recorder: Recorder, name: str = "locked") -> SFTPFactory:
+    return factory(DeniesListing, recorder, denied=name.encode())
 
 
 def faithful_links(recorder: Recorder | None = None) -> SFTPFactory:

@@ -8,7 +8,8 @@ byte (``core.checkfile.plan_verify``: one where one serves every check that
 may be tried). ``check`` then tries, in order: the server's ``sha256sum``
 when it runs commands ("hash-remote"); its ``check-file`` extension
 ("hash-remote:<algorithm>": ProFTPD, paramiko); a read-back over SFTP if
-asked ("read-back"); else the size.
+asked ("read-back"); else the size ("best"), or for "hash" asked by name
+nothing: the copy fails with HashUnavailable.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .._config import DEFAULT_STALL_TIMEOUT
-from .._errors import IntegrityError
+from .._errors import HashUnavailable, IntegrityError
 from .._stats import Verified
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
 from ..core.codec import wire
@@ -34,6 +35,10 @@ from ..transport.checkfile import remote_check_file
 from ..transport.sftp import SFTPSession
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+NO_HASH = "no hash check possible on this server: it runs no sha256sum and offers no check-file"
+CHECK_FILE_REFUSED = (
+    "no hash check possible on this server: it runs no sha256sum and its check-file refused"
+)
 Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes them
 
 
@@ -183,7 +188,8 @@ async def check(
         shown: the path named in errors (the user's, not a temporary one).
 
     Raises:
-        IntegrityError: they differ.
+        IntegrityError: they differ; HashUnavailable: "hash" was asked and the
+            server could hash it in no way.
     """
     if plan.sha256sum:
         theirs = await remote_sha256()
@@ -206,6 +212,8 @@ async def check(
         spec = plan.specs[0]
         same_hash(shown, "read back", spec, await read_back(spec), digests[spec])
         return "read-back"
+    if plan.level == "hash":  # asked by name: a size is not what was asked ("best" is)
+        raise HashUnavailable(shown, NO_HASH if check_file is None else CHECK_FILE_REFUSED)
     same(shown, "size", str((await sftp.stat(path)).size), str(size))
     return "size"
 

@@ -3,7 +3,10 @@
 - ``ssh``: connecting (``open_link``), one SSH connection (``SSHLink``), its
   channels opened with a chosen window and packet size, asyncssh's errors
   translated;
-- ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking);
+- ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking),
+  or a user's known_hosts callable;
+- ``keys``: private keys loaded before a log-in (``sshpipe.load_key``,
+  ``KeyLoadError``), host keys described as the public ``HostKey``;
 - ``asyncssh_patches``: the tuning of asyncssh internals, and the round trips
   cut from its log-in, gated by release and by shape: the one module that
   touches asyncssh's private attributes;
@@ -22,7 +25,7 @@
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
-above this package sees them. May import: ``core``, ``_config``, ``_errors``.
+above this package sees them. May import: ``core``, ``_config``, ``_errors``, ``_keys``.
 ``loading`` imports asyncssh itself, before any module here does, without
 ctypes' slow search for a library it rarely finds.
 """

@@ -2,7 +2,8 @@
 
 ``open_link`` hands asyncssh the keys known_hosts trusts and this policy for
 every key it does not: a changed key is refused whatever the policy, a new
-host is refused or recorded as ``StrictHostKeyChecking`` says.
+host is refused or recorded as ``StrictHostKeyChecking`` says. A
+``known_hosts`` callable instead judges every key alone (no file is read).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 import asyncssh
 
 from .._config import ConnectConfig
-from .._errors import ConnectError, HostKeyMismatch, SSHPipeError, UnknownHostKey
+from .._errors import ConnectError, HostKeyError, HostKeyMismatch, SSHPipeError, UnknownHostKey
+from .._keys import HostKey, HostKeyCheck
 from .asyncssh_patches import prepare_handshake
+from .keys import host_key_of
 
 logger = logging.getLogger("sshpipe.ssh")
 
@@ -29,12 +32,25 @@ class HostKeyPolicy(asyncssh.SSHClient):
     known_hosts entry. If the host has *other* keys there, the key changed: that
     is refused whatever the policy (OpenSSH refuses it too, even with ``no``
     for anything but password-less logins). Otherwise the host is new: ``yes``
-    refuses, ``accept-new`` and ``no`` accept and record it.
+    refuses, ``accept-new`` and ``no`` accept and record it. With ``check``
+    (a known_hosts callable) there are no files: it is asked about every key.
+
+    Args:
+        host: the host as the user named it, for the errors and ``check``.
     """
 
-    def __init__(self, policy: str, known_hosts: list[Path]) -> None:
+    def __init__(
+        self,
+        policy: str,
+        known_hosts: list[Path],
+        *,
+        host: str,
+        check: HostKeyCheck | None = None,
+    ) -> None:
         self.policy = policy
         self.known_hosts = known_hosts
+        self.host = host
+        self.check = check
         self.refusal: SSHPipeError | None = None
         self.handshake_patches: frozenset[str] = frozenset()
         # When the TCP connection was made, the log-in began and it ended
@@ -56,17 +72,28 @@ class HostKeyPolicy(asyncssh.SSHClient):
         self, host: str, addr: str, port: int, key: asyncssh.SSHKey
     ) -> bool:
         label = host if port == 22 else f"[{host}]:{port}"
+        seen = host_key_of(key)
+        shown = f"{seen.type} {seen.fingerprint}"
+        if self.check is not None:
+            return self._checked(self.check, port, seen, f"host key for {label} ({shown})")
         if _has_known_keys(self.known_hosts, host, addr, port):
-            self.refusal = HostKeyMismatch(
-                f"host key for {label} has changed ({key.get_fingerprint()}); "
-                f"remove the old entry from {_files(self.known_hosts)} if the change is expected"
+            self._refuse(
+                HostKeyMismatch,
+                f"host key for {label} has changed ({shown}); remove the old entry "
+                f"from {_files(self.known_hosts)} if the change is expected",
+                port,
+                seen,
             )
             return False
         if self.policy == "yes":
-            self.refusal = UnknownHostKey(
-                f"host key for {label} is not known ({key.get_fingerprint()}) and "
-                "StrictHostKeyChecking=yes; add it to known_hosts or use "
-                "-o StrictHostKeyChecking=accept-new"
+            self._refuse(
+                UnknownHostKey,
+                f"host key for {label} is not known ({shown}); add it to "
+                f"{_files(self.known_hosts)}, or allow new hosts "
+                "(strict_host_key_checking='accept-new' in the API, "
+                "-o StrictHostKeyChecking=accept-new on the command line)",
+                port,
+                seen,
             )
             return False
         if self.known_hosts:
@@ -75,6 +102,32 @@ class HostKeyPolicy(asyncssh.SSHClient):
             "Permanently added %s (%s) to the list of known hosts", label, key.get_fingerprint()
         )
         return True
+
+    def _checked(self, check: HostKeyCheck, port: int, seen: HostKey, what: str) -> bool:
+        """The known_hosts callable's verdict: a true one trusts the key."""
+        try:
+            trusted = check(self.host, port, seen)
+        except Exception as exc:  # the user's code: its error becomes the refusal's cause
+            self._refuse(
+                HostKeyError,
+                f"{what}: the known_hosts callable raised {type(exc).__name__}: {exc}",
+                port,
+                seen,
+            ).__cause__ = exc
+            return False
+        if trusted:
+            return True
+        self._refuse(HostKeyError, f"{what} refused by the known_hosts callable", port, seen)
+        return False
+
+    def _refuse(
+        self, kind: type[HostKeyError], message: str, port: int, seen: HostKey
+    ) -> HostKeyError:
+        refusal = kind(
+            message, host=self.host, port=port, fingerprint=seen.fingerprint, key_type=seen.type
+        )
+        self.refusal = refusal
+        return refusal
 
 
 def _files(paths: list[Path]) -> str:
@@ -106,7 +159,10 @@ def _record_host_key(path: Path, label: str, key: asyncssh.SSHKey) -> None:
 def known_hosts_files(
     cfg: ConnectConfig, options: asyncssh.SSHClientConnectionOptions
 ) -> list[Path]:
-    """The known_hosts files to trust: the configured ones, ssh_config's, or the default."""
+    """The known_hosts files to trust: the configured ones, ssh_config's, or the default
+    (none for a known_hosts callable)."""
+    if callable(cfg.known_hosts):
+        return []
     if cfg.known_hosts is not None:
         return [Path(p).expanduser() for p in cfg.known_hosts]
     from_config = options.known_hosts  # set by asyncssh from ssh_config's UserKnownHostsFile
@@ -115,8 +171,13 @@ def known_hosts_files(
     return [Path(DEFAULT_KNOWN_HOSTS).expanduser()]
 
 
-def load_known_hosts(paths: list[Path]) -> asyncssh.SSHKnownHosts:
+def load_known_hosts(
+    paths: list[Path], *, host: str | None = None, port: int | None = None
+) -> asyncssh.SSHKnownHosts:
     """Every entry of ``paths`` (missing files are empty).
+
+    Args:
+        host, port: the connection's, named by the error.
 
     Raises:
         ConnectError: a file cannot be read or is malformed.
@@ -128,8 +189,12 @@ def load_known_hosts(paths: list[Path]) -> asyncssh.SSHKnownHosts:
         except FileNotFoundError:
             continue
         except OSError as exc:
-            raise ConnectError(f"cannot read known_hosts file {path}: {exc}") from exc
+            raise ConnectError(
+                f"cannot read known_hosts file {path}: {exc}", host=host, port=port
+            ) from exc
     try:
         return asyncssh.import_known_hosts(text)
     except (ValueError, asyncssh.KeyImportError) as exc:
-        raise ConnectError(f"malformed known_hosts ({_files(paths)}): {exc}") from exc
+        raise ConnectError(
+            f"malformed known_hosts ({_files(paths)}): {exc}", host=host, port=port
+        ) from exc

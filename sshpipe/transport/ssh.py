@@ -32,6 +32,7 @@ from .._errors import (
     ConnectError,
     ConnectionBroken,
     ConnectTimeout,
+    KeyLoadError,
     Stalled,
     UnknownHostKey,
 )
@@ -39,6 +40,7 @@ from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
 from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
+from .keys import client_keys
 from .replies import ReplyClock
 from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
@@ -289,43 +291,53 @@ class SSHLink:
 async def open_link(cfg: ConnectConfig) -> SSHLink:
     """Connect and authenticate.
 
+    Every ConnectError raised names the ``host`` (as given) and ``port``.
+
     Raises:
-        UsageError: for options asyncssh rejects.
-        ConnectError: DNS failure, refused, handshake failure;
+        KeyLoadError: a key named cannot be used (before any connection).
+        ConnectError: invalid options, DNS failure, refused, handshake failure;
             ConnectTimeout: no connection within ``connect_timeout``.
-        AuthenticationError, UnknownHostKey, HostKeyMismatch.
+        AuthenticationError, HostKeyError (UnknownHostKey, HostKeyMismatch).
     """
     # Off the loop: an RSA key's checks or a passphrase's KDF take 0.3-0.4 s,
     # ssh_config and known_hosts are file reads; the caller's other tasks run on.
-    options, known_files, known_hosts = await asyncio.to_thread(_read_options, cfg)
-    policy = HostKeyPolicy(cfg.strict_host_key_checking, known_files)
-    label = f"{cfg.host}:{cfg.port or 22}"
+    options, known_files, trusted, port = await asyncio.to_thread(_read_options, cfg)
+    check = cfg.known_hosts if callable(cfg.known_hosts) else None
+    policy = HostKeyPolicy(cfg.strict_host_key_checking, known_files, host=cfg.host, check=check)
+    label = f"{cfg.host}:{port}"
+    where: dict[str, Any] = {"host": cfg.host, "port": port}
     started = time.monotonic()
     try:
         conn = await asyncssh.connect(
             cfg.host,
             options=options,
-            known_hosts=known_hosts,
+            known_hosts=trusted,
             client_factory=lambda: policy,
         )
     except asyncssh.HostKeyNotVerifiable as exc:
-        raise (policy.refusal or UnknownHostKey(f"{label}: {exc.reason}")) from exc
+        refusal = policy.refusal or UnknownHostKey(f"{label}: {exc.reason}", **where)
+        # A known_hosts callable that raised: its error is the cause to show.
+        raise refusal from (refusal.__cause__ or exc)
     except asyncssh.PermissionDenied as exc:
-        raise AuthenticationError(f"{label}: authentication failed: {exc.reason}") from exc
+        raise AuthenticationError(f"{label}: authentication failed: {exc.reason}", **where) from exc
     except asyncssh.KeyImportError as exc:
-        raise AuthenticationError(f"{label}: cannot load identity: {exc}") from exc
+        raise KeyLoadError("(a key asyncssh loaded)", str(exc), **where) from exc
     except socket.gaierror as exc:
-        raise ConnectError(f"{cfg.host}: cannot resolve host name: {exc.strerror}") from exc
+        raise ConnectError(
+            f"{cfg.host}: cannot resolve host name: {exc.strerror}", **where
+        ) from exc
     except ConnectionRefusedError as exc:
-        raise ConnectError(f"{label}: connection refused") from exc
+        raise ConnectError(f"{label}: connection refused", **where) from exc
     except TimeoutError as exc:
-        raise ConnectTimeout(f"{label}: timed out after {cfg.connect_timeout:g} s") from exc
+        raise ConnectTimeout(
+            f"{label}: timed out after {cfg.connect_timeout:g} s", **where
+        ) from exc
     except asyncssh.DisconnectError as exc:
-        raise ConnectError(f"{label}: server disconnected: {exc.reason}") from exc
+        raise ConnectError(f"{label}: server disconnected: {exc.reason}", **where) from exc
     except (asyncssh.Error, OSError) as exc:
-        raise ConnectError(f"{label}: {exc}") from exc
+        raise ConnectError(f"{label}: {exc}", **where) from exc
     patches = tune_connection(conn) | policy.handshake_patches
-    port = conn.get_extra_info("peername", (cfg.host, cfg.port or 22))[1]
+    port = conn.get_extra_info("peername", (cfg.host, port))[1]
     link = SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}", patches)
     timeline = Timeline(started)
     for name, at in zip(
@@ -344,10 +356,12 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
 
 def _read_options(
     cfg: ConnectConfig,
-) -> tuple[asyncssh.SSHClientConnectionOptions, list[Path], asyncssh.SSHKnownHosts]:
-    """asyncssh's options (ssh_config read, keys loaded), the known_hosts files and entries.
+) -> tuple[asyncssh.SSHClientConnectionOptions, list[Path], asyncssh.SSHKnownHosts, int]:
+    """asyncssh's options (ssh_config read, keys loaded), the known_hosts files and
+    the entries for this host, and the port.
 
     Raises:
+        KeyLoadError: a key named cannot be used.
         ConnectError: options asyncssh rejects, a bad known_hosts.
     """
     kwargs: dict[str, Any] = {
@@ -359,8 +373,15 @@ def _read_options(
         kwargs["port"] = cfg.port
     if cfg.username is not None:
         kwargs["username"] = cfg.username
-    if cfg.identity_files:
-        kwargs["client_keys"] = [os.path.expanduser(p) for p in cfg.identity_files]
+    keys = client_keys(cfg)
+    if keys is not None:
+        kwargs["client_keys"] = keys
+    if cfg.passphrase is not None:  # for the default keys asyncssh loads itself
+        kwargs["passphrase"] = cfg.passphrase
+    if cfg.agent_path is not None:
+        # OpenSSH's "IdentityAgent none": asyncssh's None.
+        agent = os.fspath(cfg.agent_path)
+        kwargs["agent_path"] = None if agent == "none" else os.path.expanduser(agent)
     if cfg.password is not None:
         kwargs["password"] = cfg.password
     else:
@@ -371,7 +392,19 @@ def _read_options(
         kwargs["config"] = [os.path.expanduser(p) for p in cfg.ssh_config]
     try:
         options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+        # A default key (ssh_config's IdentityFile) the passphrase given does not open.
+        raise KeyLoadError("(default keys)", str(exc), host=cfg.host, port=cfg.port) from exc
     except (ValueError, asyncssh.Error, OSError) as exc:
-        raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}") from exc
+        raise ConnectError(
+            f"{cfg.host}: invalid SSH options: {exc}", host=cfg.host, port=cfg.port
+        ) from exc
     known_files = known_hosts_files(cfg, options)
-    return options, known_files, load_known_hosts(known_files)
+    port = cfg.port or _port_of(options)
+    return options, known_files, load_known_hosts(known_files, host=cfg.host, port=port), port
+
+
+def _port_of(options: asyncssh.SSHClientConnectionOptions) -> int:
+    """The port ssh_config chose (asyncssh's ``port`` option), else 22."""
+    port = getattr(options, "port", None)
+    return port if isinstance(port, int) and port > 0 else 22

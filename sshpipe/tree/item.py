@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .._errors import (
     ClosedError,
     ConnectionBroken,
+    HashUnavailable,
     LocalNoSpace,
     ProtocolError,
     SSHPipeError,
@@ -69,4 +70,7 @@ def aborts_tree(exc: SSHPipeError) -> bool:
     """Errors after which every other file would fail too: stop rather than list them all."""
     if isinstance(exc, UnsafePath):
         return False
-    return isinstance(exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace)
+    # HashUnavailable: "hash" asked of a server that cannot hash fails every file alike.
+    return isinstance(
+        exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace | HashUnavailable
+    )

@@ -99,6 +99,7 @@ class TreeRun(abc.ABC):
         self.sources = sources
         self.dest = dest
         self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
+        self.dirs_made: set[str] = set()  # their sources: a failure of one is counted already
         self.lease = lease
         channels = list(lease.channels)
         self.channels = TreeChannels(channels)
@@ -441,7 +442,9 @@ class TreeRun(abc.ABC):
             self.failed(item, exc)
 
     def failed(self, item: Item, exc: SSHPipeError) -> None:
-        self.account.failed(item.source, exc, is_file=item.kind == "file")
+        # A file counts when found, a directory once made, a link once made.
+        made = item.kind == "dir" and item.source in self.dirs_made
+        self.account.failed(item.source, exc, is_file=item.kind == "file", counted=made)
 
     def mode_of(self, item: Item) -> int:
         """The permissions ``item`` gets: with -p all but setuid/setgid, else the rwx ones."""

@@ -219,6 +219,7 @@ class Scanner:
             item = replace(item, ancestors=(*item.ancestors, identity))
         existed = await run.make_dir(item)
         run.made_dirs.append((item, existed))
+        run.dirs_made.add(item.source)
         run.account.directories += 1
         here = run.local_dir(item)
         check = ListingCheck(item.source) if self.side.untrusted else None

@@ -6,9 +6,10 @@ ready meanwhile, through the tree's kept shell (``RemoteCommands``,
 ``Batcher``): one round trip for hundreds of files, where a command each
 would cost six. Where the server has no GNU ``sha256sum``, its
 ``check-file`` is asked file by file, else "read-back" reads the file again
-over SFTP, else the sizes are compared (the order is ``transfer.verify``'s
-``check``). Big files go through the single-file engine, which verifies them
-itself; ``weakest`` is what the tree reports: the weakest check any file passed.
+over SFTP, else the sizes are compared, or for "hash" asked by name the tree
+stops with HashUnavailable (the order is ``transfer.verify``'s ``check``).
+Big files go through the single-file engine, which verifies them itself;
+``weakest`` is what the tree reports: the weakest check any file passed.
 """
 
 from __future__ import annotations

@@ -125,7 +125,10 @@ PARAMIKO = CheckFile("check-file", MD5_BLOCKS)
         ("none", PROFTPD, True, VerifyPlan("none", False, None, ())),
         ("size", PROFTPD, True, VerifyPlan("size", False, None, ())),
         ("hash", None, True, VerifyPlan("hash", True, None, (SHA256,))),
-        ("hash", None, False, VerifyPlan("hash", False, None, ())),  # only the size is left
+        ("hash", None, False, VerifyPlan("hash", False, None, ())),  # nothing left: it fails
+        ("best", None, True, VerifyPlan("best", True, None, (SHA256,))),
+        ("best", None, False, VerifyPlan("best", False, None, ())),  # only the size is left
+        ("best", PARAMIKO, False, VerifyPlan("best", False, PARAMIKO, (MD5_BLOCKS,))),
         ("read-back", None, False, VerifyPlan("read-back", False, None, (SHA256,))),
         # One hash serves sha256sum and a check-file of the whole file's SHA-256.
         ("hash", PROFTPD, True, VerifyPlan("hash", True, PROFTPD, (SHA256,))),

@@ -241,7 +241,14 @@ def test_a_tree_lists_its_first_failures_and_counts_the_rest(
     assert [failure.path for failure in stats.failures] == ["/d/0", "/d/1", "/d/2"]
     assert stats.failures_unlisted == 2
     assert stats.skipped == 5 and len(stats.skipped_paths) == 3
-    assert str(sshpipe.IncompleteTransfer(stats)).startswith("5 of 0 entries failed")
+    # Five refused names are five entries, none of them a file, directory or link.
+    assert stats.entries == 5
+    assert str(sshpipe.IncompleteTransfer(stats)).startswith("5 of 5 entries failed")
+    account.found_file(10)
+    account.failed("/d/f", UnsafePath("/d", "f"), is_file=True)  # a file: counted once
+    account.directories += 1
+    account.failed("/d/sub", UnsafePath("/d", "sub"), counted=True)  # made, then not listed
+    assert account.stats(2.0).entries == 7
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.keys import encrypted_copy
 from tests.support.peers import Peer
 
 
@@ -69,3 +70,36 @@ async def test_a_password_is_never_logged(
     assert caplog.records, "nothing was logged: the test would prove nothing"
     assert password not in caplog.text
     assert all(password not in repr(record.args) for record in caplog.records)
+
+
+async def test_a_passphrase_and_the_key_it_opens_are_never_logged(
+    openssh_peer: Peer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    passphrase, wrong = f"pp-{secrets.token_hex(8)}", f"wrong-{secrets.token_hex(8)}"
+    key = encrypted_copy(openssh_peer.client_key, tmp_path, passphrase)
+    (openssh_peer.root / "f.bin").write_bytes(b"x" * 1000)
+    caplog.set_level(logging.DEBUG)  # every logger, sshpipe's and asyncssh's
+    import sshpipe
+
+    client = sshpipe.connect(
+        f"{openssh_peer.user}@{openssh_peer.host}",
+        port=openssh_peer.port,
+        identity_files=[key],
+        passphrase=passphrase,
+        known_hosts=[str(openssh_peer.known_hosts)],
+        ssh_config=[],
+    )
+    async with client as sp:
+        await sp.get(openssh_peer.remote("f.bin"), str(tmp_path / "f.bin"))
+        shown = repr(sp) + repr(sp.connect_config)
+    # A wrong one fails without showing either.
+    with pytest.raises(sshpipe.KeyLoadError) as caught:
+        await sshpipe.connect(
+            openssh_peer.host, port=openssh_peer.port, identity_files=[key], passphrase=wrong
+        ).open()
+    assert caplog.records, "nothing was logged: the test would prove nothing"
+    for text in (caplog.text, shown, str(caught.value), repr(caught.value)):
+        assert passphrase not in text and wrong not in text
+    assert all(passphrase not in repr(record.args) for record in caplog.records)
+    for line in _key_body(openssh_peer.client_key):
+        assert line not in caplog.text

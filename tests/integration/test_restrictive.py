@@ -33,7 +33,7 @@ from sshpipe.testing.restrictive import (
     StallsPastOutstanding,
     restricted_server,
 )
-from tests.support.cli import run_cli_async
+from tests.support.cli import assert_one_line_error, run_cli_async
 from tests.support.files import leftover_temps, random_file
 from tests.support.peers import from_embedded
 from tests.support.trees import compare_trees, make_tree, summarize
@@ -273,7 +273,7 @@ async def test_uploads_over_an_existing_file_without_posix_rename(tmp_path: Path
 
 
 @DIRECTIONS
-@pytest.mark.parametrize("level", ["hash", "read-back"])
+@pytest.mark.parametrize("level", ["best", "read-back"])
 async def test_a_verified_file_with_a_server_without_extensions(
     tmp_path: Path, direction: str, level: str
 ) -> None:
@@ -284,7 +284,23 @@ async def test_a_verified_file_with_a_server_without_extensions(
 async def test_a_verified_tree_with_a_server_without_extensions(
     tmp_path: Path, direction: str
 ) -> None:
-    await copy_tree(tmp_path, NoExtensions(), direction, "--verify=hash", files=100, big=1)
+    await copy_tree(tmp_path, NoExtensions(), direction, "--verify=best", files=100, big=1)
+
+
+async def test_verify_hash_by_name_fails_where_nothing_hashes_and_plain_verify_says_size(
+    tmp_path: Path,
+) -> None:
+    """No exec, no check-file: --verify=hash is exit 10 in one line; --verify reaches size."""
+    async with restricted_server(tmp_path / "server", NoExtensions()) as server:
+        data = random_file(server.root / "src.bin", 100_000)
+        strict = await cli(server, "get", "--verify=hash", spec(server, "/src.bin"), str(tmp_path))
+        assert_one_line_error(strict, 10, "no hash check possible on this server", "/src.bin")
+        assert not (tmp_path / "src.bin").exists()
+        best = await cli(server, "get", "--verify", spec(server, "/src.bin"), str(tmp_path))
+        assert_ok(best)
+        assert "verified: size" in best.stdout
+        assert (tmp_path / "src.bin").read_bytes() == data
+        assert leftover_temps(tmp_path, server.root) == []
 
 
 # -- DropsChannelMidTree: a channel closed under a tree is reopened ------------------

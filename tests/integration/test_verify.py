@@ -31,6 +31,7 @@ from tests.support.trees import compare_trees, make_tree
 
 SIZE = 3 * 1024 * 1024 + 123
 HASHED = sshpipe.TransferConfig(verify="hash")
+BEST = sshpipe.TransferConfig(verify="best")
 READ_BACK = sshpipe.TransferConfig(verify="read-back")
 
 
@@ -110,14 +111,40 @@ class StoresOneWriteWrong(TrackingServer):
         return super().write(file_obj, offset, data)
 
 
-async def test_without_commands_hash_falls_back_to_the_size(
+async def test_without_commands_best_falls_back_to_the_size(
     faulty_server: StartServer, tmp_path: Path
 ) -> None:
     async with faulty_server() as peer:
-        (peer.root / "a.bin").write_bytes(os.urandom(SIZE))
-        async with peer.client(HASHED) as sp:
+        data = os.urandom(SIZE)
+        (peer.root / "a.bin").write_bytes(data)
+        async with peer.client(BEST) as sp:
             got = await sp.get("/a.bin", str(tmp_path / "a.bin"))
-    assert got.verified == "size"
+            sent = await sp.put(str(tmp_path / "a.bin"), "/b.bin")
+    assert got.verified == sent.verified == "size"
+    assert (tmp_path / "a.bin").read_bytes() == (peer.root / "b.bin").read_bytes() == data
+
+
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_without_commands_hash_asked_by_name_fails_and_lands_nothing(
+    faulty_server: StartServer, tmp_path: Path, direction: str
+) -> None:
+    """No sha256sum, no check-file: "hash" is not quietly a size check."""
+    async with faulty_server() as peer:
+        source = (peer.root if direction == "get" else tmp_path) / "a.bin"
+        source.write_bytes(os.urandom(100_000))
+        async with peer.client(HASHED) as sp:
+            with pytest.raises(sshpipe.HashUnavailable) as caught:
+                if direction == "get":
+                    await sp.get("/a.bin", str(tmp_path / "out.bin"))
+                else:
+                    await sp.put(str(source), "/out.bin")
+    error = caught.value
+    assert "no hash check possible on this server" in str(error)
+    assert error.path == ("/a.bin" if direction == "get" else "/out.bin")  # the remote file
+    assert isinstance(error, sshpipe.IntegrityError) and not error.retryable
+    assert error.exit_code == 10
+    assert not (tmp_path / "out.bin").exists() and not (peer.root / "out.bin").exists()
+    assert leftover_temps(tmp_path, peer.root) == []
 
 
 async def test_read_back_catches_a_damaged_download(
@@ -293,21 +320,30 @@ async def test_without_sha256sum_read_back_catches_a_damaged_upload_in_a_tree(
     assert leftover_temps(peer.root) == []
 
 
-async def test_without_commands_a_tree_falls_back_to_sizes(
+async def test_without_commands_a_tree_falls_back_to_sizes_or_fails_for_hash(
     faulty_server: StartServer, tmp_path: Path
 ) -> None:
     async with faulty_server() as peer:
         (peer.root / "t").mkdir()
-        (peer.root / "t" / "a.bin").write_bytes(os.urandom(3000))
-        async with peer.client(HASHED) as sp:
+        data = os.urandom(3000)
+        (peer.root / "t" / "a.bin").write_bytes(data)
+        async with peer.client(BEST) as sp:
             stats = await sp.get("/t", str(tmp_path / "t"), recursive=True)
-    assert stats.verified == "size"
+            assert stats.verified == "size"
+            assert (tmp_path / "t" / "a.bin").read_bytes() == data
+            with pytest.raises(sshpipe.HashUnavailable):
+                await sp.put(str(tmp_path / "t"), "/u", recursive=True, config=HASHED)
+            with pytest.raises(sshpipe.HashUnavailable):
+                await sp.get("/t", str(tmp_path / "v"), recursive=True, config=HASHED)
+    assert not (peer.root / "u" / "a.bin").exists()
+    assert not (tmp_path / "v" / "a.bin").exists()
+    assert leftover_temps(tmp_path, peer.root) == []
 
 
 def test_cli_verify_before_the_paths_takes_no_path_for_a_level(
     openssh_peer: Peer, tmp_path: Path
 ) -> None:
-    """`--verify SRC DST` means --verify=hash; a level must be attached or one of the three."""
+    """`--verify SRC DST` means --verify=best; a level must be attached or one of the four."""
     (openssh_peer.root / "a.bin").write_bytes(b"a" * 5000)
     options = openssh_peer.cli_options()
     ok = run_cli("get", *options, "--verify", openssh_peer.spec("a.bin"), str(tmp_path / "a"))

@@ -19,12 +19,16 @@ PUBLIC = [
     "ConnectTimeout",
     "ConnectionBroken",
     "FlowPhase",
+    "HashUnavailable",
+    "HostKey",
     "HostKeyError",
     "HostKeyMismatch",
     "IncompleteTransfer",
     "IntegrityError",
+    "KeyLoadError",
     "LocalError",
     "LocalNoSpace",
+    "PrivateKey",
     "Progress",
     "ProtocolError",
     "RemoteError",
@@ -48,6 +52,7 @@ PUBLIC = [
     "VerifyLevel",
     "__version__",
     "connect",
+    "load_key",
 ]
 
 
@@ -75,6 +80,80 @@ def test_errors_say_whether_to_retry_and_how_to_exit() -> None:
         )
     }
     assert len(codes) == 7  # one distinct exit code per cause
+
+
+# Every error class: (exit code, retryable). Only what another try may fix is
+# retryable; a class missing here fails the test below, so a new one is decided.
+ERROR_TABLE: dict[str, tuple[int, bool]] = {
+    "SSHPipeError": (1, False),
+    "UsageError": (2, False),
+    "TransferError": (1, False),
+    "LocalError": (3, False),
+    "LocalNoSpace": (3, False),
+    "RemoteError": (4, False),
+    "RemoteNotFound": (4, False),
+    "RemotePermissionDenied": (4, False),
+    "RemoteIsADirectory": (4, False),
+    "RemoteOpenFailed": (4, False),
+    "TimedOut": (1, False),
+    "ConnectError": (5, True),
+    "ConnectTimeout": (5, True),
+    "AuthenticationError": (6, False),
+    "KeyLoadError": (6, False),
+    "HostKeyError": (7, False),
+    "UnknownHostKey": (7, False),
+    "HostKeyMismatch": (7, False),
+    "ConnectionBroken": (5, True),
+    "Stalled": (5, True),
+    "ChannelRefused": (5, True),
+    "ProtocolError": (8, False),
+    "UnsafePath": (8, False),
+    "ClosedError": (9, False),
+    "IntegrityError": (10, True),
+    "HashUnavailable": (10, False),
+    "IncompleteTransfer": (1, False),  # its instance takes its failures' common code
+}
+
+
+def _error_classes() -> dict[str, type[sshpipe.SSHPipeError]]:
+    found: dict[str, type[sshpipe.SSHPipeError]] = {}
+    todo: list[type[sshpipe.SSHPipeError]] = [sshpipe.SSHPipeError]
+    while todo:
+        cls = todo.pop()
+        if cls.__module__.startswith("sshpipe"):
+            found[cls.__name__] = cls
+        todo += cls.__subclasses__()
+    return found
+
+
+def test_every_error_class_has_its_decided_exit_code_and_retryability() -> None:
+    classes = _error_classes()
+    assert sorted(classes) == sorted(ERROR_TABLE)
+    for name, cls in classes.items():
+        assert (cls.exit_code, cls.retryable) == ERROR_TABLE[name], name
+    for name in sshpipe.__all__:  # every public error is one of them
+        value = getattr(sshpipe, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert name in ERROR_TABLE
+
+
+def test_connect_errors_carry_host_and_port() -> None:
+    for cls in (sshpipe.ConnectError, sshpipe.ConnectTimeout, sshpipe.AuthenticationError):
+        assert (cls("m").host, cls("m").port) == (None, None)
+        error = cls("m", host="h", port=2222)
+        assert (error.host, error.port, str(error)) == ("h", 2222, "m")
+    mismatch = sshpipe.HostKeyMismatch(
+        "m", host="h", port=22, fingerprint="SHA256:x", key_type="ssh-ed25519"
+    )
+    assert (mismatch.host, mismatch.port, mismatch.fingerprint, mismatch.key_type) == (
+        "h",
+        22,
+        "SHA256:x",
+        "ssh-ed25519",
+    )
+    loading = sshpipe.KeyLoadError("/k", "gone", host="h")
+    assert (loading.key, loading.host, loading.port) == ("/k", "h", None)
+    assert str(loading) == "cannot load private key /k: gone"
 
 
 def test_every_deadline_is_one_catchable_class_with_its_own_exit_code() -> None:
@@ -113,6 +192,15 @@ def test_configs_are_frozen_and_validated() -> None:
     with pytest.raises(sshpipe.UsageError, match="StrictHostKeyChecking"):
         sshpipe.ConnectConfig(host="h", strict_host_key_checking="maybe")  # type: ignore[arg-type]
     assert "hunter2" not in repr(sshpipe.ConnectConfig(host="h", password="hunter2"))
+    assert "hunter2" not in repr(sshpipe.ConnectConfig(host="h", passphrase="hunter2"))
+    with pytest.raises(sshpipe.UsageError, match="callable"):
+        sshpipe.ConnectConfig(
+            host="h", known_hosts=lambda h, p, k: True, strict_host_key_checking="no"
+        )
+    with pytest.raises(sshpipe.UsageError, match="PrivateKey"):
+        sshpipe.ConnectConfig(host="h", keys=("/a/path",))  # type: ignore[arg-type]
+    with pytest.raises(sshpipe.UsageError, match="best"):
+        sshpipe.TransferConfig(verify="sha256")
 
 
 def test_unopened_client_repr_shows_its_state() -> None:

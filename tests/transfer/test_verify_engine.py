@@ -141,9 +141,11 @@ async def test_an_empty_file_is_not_hashed_its_size_says_it_all(tmp_path: Path) 
 async def test_without_the_algorithm_asked_the_next_check_decides(tmp_path: Path) -> None:
     offer = CheckFileOffer(advertised=b"1", algorithms=("md5",))  # no sha256: refused
     server = FakeServer({"/f": os.urandom(50_000)}, check_file=offer)
-    assert (await _get(server, tmp_path)).verified == "size"
+    assert (await _get(server, tmp_path, replace(HASHED, verify="best"))).verified == "size"
     assert (await _get(server, tmp_path, READ_BACK)).verified == "read-back"
-    assert len(offer.asked) == 2
+    with pytest.raises(sshpipe.HashUnavailable, match="its check-file refused"):
+        await _get(server, tmp_path)  # "hash" asked by name: no size instead
+    assert len(offer.asked) == 3
 
 
 async def test_an_answer_in_another_algorithm_is_a_protocol_error(tmp_path: Path) -> None:
