@@ -326,4 +326,4 @@ def test_every_level_a_check_can_report_is_a_verified_literal() -> None:
         "read-back",
         "hash-remote",
     }
-    assert VERIFY_LEVELS == ("none", "size", "hash", "read-back")
+    assert VERIFY_LEVELS == ("none", "size", "best", "hash", "read-back")
