@@ -67,6 +67,10 @@ DEFAULT_RETRIES = 5
 # A minute without one reply: sshd's ClientAliveInterval x CountMax is 0 by
 # default; TCP keepalives take two hours. A reply per RTT is the norm.
 DEFAULT_STALL_TIMEOUT = 60.0
+# Five minutes waiting for a channel: a wait begins only once every channel the
+# client may open carries its handle cap of transfers (36 x 64 by default), so
+# one that long means the client is overloaded, not merely busy.
+DEFAULT_QUEUE_TIMEOUT = 300.0
 
 
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
@@ -128,6 +132,10 @@ class TransferConfig:
             authentication, host key) are never retried.
         stall_timeout: seconds without a single reply after which a
             connection counts as dropped.
+        queue_timeout: seconds a transfer may wait for a channel when every
+            channel the client may open already carries all the transfers it
+            can (past ``max_connections`` x ``channels_per_connection``,
+            transfers share channels); then ``PoolExhausted``. None waits for ever.
         resume: keep an interrupted copy's partial file (fixed name beside
             the destination) and a journal of its complete ranges (each with a
             SHA-256), and continue from them next time (``rsync --partial``,
@@ -163,6 +171,7 @@ class TransferConfig:
     resume: bool = False
     retries: int = DEFAULT_RETRIES
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
     sequential_writes: bool = False
 
     def __post_init__(self) -> None:
@@ -170,6 +179,8 @@ class TransferConfig:
             raise UsageError(f"retries must be 0 or more, not {self.retries!r}")
         if not self.stall_timeout > 0:
             raise UsageError(f"stall_timeout must be positive, not {self.stall_timeout!r}")
+        if self.queue_timeout is not None and not self.queue_timeout > 0:
+            raise UsageError(f"queue_timeout must be positive or None, not {self.queue_timeout!r}")
         if self.resume and self.inplace:
             raise UsageError("resume keeps a partial file beside the target; inplace has none")
         if self.verify not in VERIFY_LEVELS:

@@ -24,6 +24,7 @@ PUBLIC = [
     "IntegrityError",
     "LocalError",
     "LocalNoSpace",
+    "PoolExhausted",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",
@@ -84,6 +85,10 @@ def test_every_deadline_is_one_catchable_class_with_its_own_exit_code() -> None:
         assert not issubclass(timeout, TimeoutError)
     assert issubclass(sshpipe.ChannelRefused, sshpipe.ConnectionBroken)
     assert not issubclass(sshpipe.ChannelRefused, sshpipe.TimedOut)
+    # The client's own queue, not the network: a code of its own, worth a retry later.
+    assert issubclass(sshpipe.PoolExhausted, sshpipe.TimedOut)
+    assert not issubclass(sshpipe.PoolExhausted, sshpipe.ConnectionBroken | sshpipe.ConnectError)
+    assert sshpipe.PoolExhausted.retryable and sshpipe.PoolExhausted.exit_code == 11
 
 
 def test_configs_are_frozen_and_validated() -> None:
@@ -91,7 +96,13 @@ def test_configs_are_frozen_and_validated() -> None:
     assert config.requests == sshpipe.DEFAULT_REQUESTS == 128
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.requests = 1  # type: ignore[misc]
-    for bad in ({"requests": 0}, {"block_size": -1}, {"channels": 0}, {"requests": True}):
+    for bad in (
+        {"requests": 0},
+        {"block_size": -1},
+        {"channels": 0},
+        {"requests": True},
+        {"queue_timeout": 0},
+    ):
         with pytest.raises(sshpipe.UsageError):
             sshpipe.TransferConfig(**bad)  # type: ignore[arg-type]
     with pytest.raises(sshpipe.UsageError, match="none"):
