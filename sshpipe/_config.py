@@ -96,7 +96,11 @@ class TransferConfig:
             means the server's ``limits@openssh.com`` maximum (at most 256
             KiB), else 32 KiB. Fixed for the whole transfer, reconnects
             included (``core/sizing.py``).
-        max_bytes_in_flight: memory budget: payload bytes charged at once.
+        max_bytes_in_flight: memory budget: payload bytes charged at once, by
+            one transfer and (the client's own config's) by all the transfers
+            of a client together: 200 at once share it rather than hold 200
+            (each with nothing charged may still send one block: it is kept
+            for it). A tree's big files share the tree's part of it.
         min_bytes_in_flight: floor of the byte budget the flow controller sets.
         channels: None lets the flow controller choose how many channels (and
             connections) to use from the measured RTT and delivery rate; a

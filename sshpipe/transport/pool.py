@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from .._config import ConnectConfig, TransferConfig
 from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, SSHPipeError
 from ..core.codec import Limits
+from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile
 from ..core.sizing import reply_cap
@@ -81,6 +82,9 @@ class ChannelPool:
         # flight), shared by every channel, reconnects included.
         self.server_caps = ServerCaps()
         self.server_profile: ServerProfile | None = None  # from the first channel
+        # Payload bytes every transfer of the client may hold at once, together
+        # (each channel carries it to the transfers on it: ``transfer.pump``).
+        self.client_bytes = SharedBytes(transfer_config.max_bytes_in_flight)
         # Our temp files the server could not be made to remove (``durability.lefttemps``).
         self.left_temps: set[str] = set()
         self.peer = ""  # "user@host:port", from the first channel
@@ -327,6 +331,7 @@ class ChannelPool:
             sftp.on_limits = self._learned
             sftp.caps = self.server_caps
             sftp.left_temps = self.left_temps
+            sftp.client_bytes = self.client_bytes
             self.peer = self.peer or sftp.peer
             self.server_profile = self.server_profile or sftp.profile
             self._slot_of[sftp] = slot
@@ -451,7 +456,21 @@ class ChannelPool:
         them are opened together, with the first, on more connections if need
         be: the transfer gets the first as soon as it is open and the others
         as they are (``PoolLease.add``), so none waits for measured growth.
+
+        From the moment it asks, the transfer is a member of the client's byte
+        budget (``core.flight.SharedBytes``): a block of it is kept for its start.
         """
+        self.client_bytes.members += 1
+        try:
+            async with self._lease(config, at_start) as lease:
+                yield lease
+        finally:
+            self.client_bytes.members -= 1
+
+    @contextlib.asynccontextmanager
+    async def _lease(
+        self, config: TransferConfig, at_start: Callable[[float], int] | None
+    ) -> AsyncIterator[PoolLease]:
         first = config.channels or 1
         if config.channels is None and at_start is not None:
             await self.open()

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,49 @@ async def test_120_slow_stream_readers_all_start_before_any_finishes(
         assert "busy_channels=36 shared=84" in at_peak[0], at_peak
         assert client.connections == sshpipe.TransferConfig().max_connections
         assert "busy_channels=0" in repr(client)
+
+        charged = client._pool.client_bytes
+        assert (charged.bytes, charged.members, charged.busy) == (0, 0, 0)
+
+
+@pytest.mark.slow  # ~5 s on a loaded 2-core runner: 200 transfers' set-up, 100 MiB verified
+async def test_200_concurrent_gets_on_one_client_hold_one_byte_budget(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    # 200 at once, over the 36 channels: all verified, and what they charge
+    # together never passes the client's budget (each file alone would fit
+    # its own; 200 budgets would be 200 x 64 MiB).
+    count, size = 200, 512 * KiB
+    digests = [
+        hashlib.sha256(random_file(openssh_peer.root / f"g{i}.bin", size)).digest()
+        for i in range(count)
+    ]
+    config = sshpipe.TransferConfig(fsync=False)  # 200 fsyncs are not what is tested
+    async with openssh_peer.client(config) as client:
+        charged = client._pool.client_bytes
+        peak = 0
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, charged.bytes)
+                await asyncio.sleep(0.001)
+
+        async with asyncio.timeout(60), asyncio.TaskGroup() as group:
+            watcher = group.create_task(watch())
+            await asyncio.gather(
+                *(
+                    client.get(openssh_peer.remote(f"g{i}.bin"), str(tmp_path / f"g{i}.bin"))
+                    for i in range(count)
+                )
+            )
+            watcher.cancel()
+        assert (charged.bytes, charged.members, charged.busy) == (0, 0, 0)
+        assert "busy_channels=0" in repr(client) and "shared" not in repr(client)
+    for i in range(count):
+        assert hashlib.sha256((tmp_path / f"g{i}.bin").read_bytes()).digest() == digests[i]
+    # The demand (100 MiB at once) passed the budget: it bound, and held.
+    assert config.max_bytes_in_flight // 2 < peak <= config.max_bytes_in_flight
 
 
 TINY = sshpipe.TransferConfig(max_connections=1, channels_per_connection=1, queue_timeout=0.3)
