@@ -39,7 +39,7 @@ async def test_120_slow_stream_readers_all_start_before_any_finishes(
         for i in range(READERS)
     ]
     started = 0
-    at_peak: list[str] = []
+    at_peak: list[tuple[int, int]] = []  # (busy channels, leases beyond one per channel)
     all_started = asyncio.Event()
 
     async def reader(client: sshpipe.Client, i: int) -> bytes:
@@ -49,7 +49,8 @@ async def test_120_slow_stream_readers_all_start_before_any_finishes(
             hasher.update(await anext(pieces))
             started += 1
             if started == READERS:
-                at_peak.append(repr(client))
+                busy = client._pool._busy
+                at_peak.append((len(busy), busy.sharing))
                 all_started.set()
             await all_started.wait()  # nobody finishes before everybody started
             async for piece in pieces:
@@ -61,8 +62,10 @@ async def test_120_slow_stream_readers_all_start_before_any_finishes(
             got = await asyncio.gather(*(reader(client, i) for i in range(READERS)))
         assert got == digests
         assert started == READERS
-        # Every channel the client may open was in use, the rest shared them.
-        assert "busy_channels=36 shared=84" in at_peak[0], at_peak
+        # Every channel the client may open was in use, the others shared them
+        # (84, or more if a reader had grown onto a second channel of its own).
+        channels, shared = at_peak[0]
+        assert channels == 36 and shared >= READERS - channels, at_peak
         assert client.connections == sshpipe.TransferConfig().max_connections
         assert "busy_channels=0" in repr(client)
 
