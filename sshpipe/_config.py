@@ -73,6 +73,10 @@ DEFAULT_RETRIES = 5
 # A minute without one reply: sshd's ClientAliveInterval x CountMax is 0 by
 # default; TCP keepalives take two hours. A reply per RTT is the norm.
 DEFAULT_STALL_TIMEOUT = 60.0
+# Five minutes waiting for a channel: a wait begins only once every channel the
+# client may open carries its handle cap of transfers (36 x 64 by default), so
+# one that long means the client is overloaded, not merely busy.
+DEFAULT_QUEUE_TIMEOUT = 300.0
 
 
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
@@ -98,7 +102,11 @@ class TransferConfig:
             means the server's ``limits@openssh.com`` maximum (at most 256
             KiB), else 32 KiB. Fixed for the whole transfer, reconnects
             included (``core/sizing.py``).
-        max_bytes_in_flight: memory budget: payload bytes charged at once.
+        max_bytes_in_flight: memory budget: payload bytes charged at once, by
+            one transfer and (the client's own config's) by all the transfers
+            of a client together: 200 at once share it rather than hold 200
+            (each with nothing charged may still send one block: it is kept
+            for it). A tree's big files share the tree's part of it.
         min_bytes_in_flight: floor of the byte budget the flow controller sets.
         channels: None lets the flow controller choose how many channels (and
             connections) to use from the measured RTT and delivery rate; a
@@ -137,6 +145,10 @@ class TransferConfig:
             authentication, host key) are never retried.
         stall_timeout: seconds without a single reply after which a
             connection counts as dropped.
+        queue_timeout: seconds a transfer may wait for a channel when every
+            channel the client may open already carries all the transfers it
+            can (past ``max_connections`` x ``channels_per_connection``,
+            transfers share channels); then ``PoolExhausted``. None waits for ever.
         resume: keep an interrupted copy's partial file (fixed name beside
             the destination) and a journal of its complete ranges (each with a
             SHA-256), and continue from them next time (``rsync --partial``,
@@ -172,6 +184,7 @@ class TransferConfig:
     resume: bool = False
     retries: int = DEFAULT_RETRIES
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
     sequential_writes: bool = False
 
     def __post_init__(self) -> None:
@@ -179,6 +192,8 @@ class TransferConfig:
             raise UsageError(f"retries must be 0 or more, not {self.retries!r}")
         if not self.stall_timeout > 0:
             raise UsageError(f"stall_timeout must be positive, not {self.stall_timeout!r}")
+        if self.queue_timeout is not None and not self.queue_timeout > 0:
+            raise UsageError(f"queue_timeout must be positive or None, not {self.queue_timeout!r}")
         if self.resume and self.inplace:
             raise UsageError("resume keeps a partial file beside the target; inplace has none")
         if self.verify not in VERIFY_LEVELS:

@@ -25,6 +25,8 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     ├── ConnectionBroken           the network or the peer dropped us mid-way (exit 5, retryable)
     │   ├── Stalled                no reply for stall_timeout seconds (T)
     │   └── ChannelRefused         no more channels on this connection (MaxSessions)
+    ├── PoolExhausted              every channel the client may open carries all the transfers
+    │                              it can, for queue_timeout seconds (exit 11, retryable) (T)
     ├── ProtocolError              the server broke the SFTP protocol (exit 8), or sent
     │   │                          more than sshpipe holds (an endless output, a huge handle)
     │   └── UnsafePath             a listing named something outside the destination (or
@@ -253,6 +255,19 @@ class ChannelRefused(ConnectionBroken):
     OpenSSH refuses past ``MaxSessions`` (10 by default); the connection itself
     is fine and another connection can carry more channels.
     """
+
+
+class PoolExhausted(TimedOut):
+    """No channel could be had for ``TransferConfig.queue_timeout`` seconds.
+
+    The client's own limit, not the server's failure: every connection it may
+    open (``max_connections``) is open and every channel on them carries as
+    many transfers as the server's handle cap allows. Retryable: the queue
+    drains as the other transfers finish.
+    """
+
+    exit_code = 11
+    retryable = True
 
 
 class ProtocolError(SSHPipeError):

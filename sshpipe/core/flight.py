@@ -9,16 +9,34 @@ from __future__ import annotations
 
 
 class SharedBytes:
-    """Bytes several transfers may hold in flight together (the big files of a tree)."""
+    """Bytes several transfers may hold in flight together (a client's, a tree's big files).
+
+    A transfer with nothing charged may always send one request, so none
+    starves while others hold the bytes. Its owner may say how many
+    transfers draw on it (``members``: the pool counts its leases, from
+    before their file is open); the others then leave a block of room for
+    each member with nothing charged, so together they stay within
+    ``max_bytes`` while those blocks fit in it (200 transfers of 255 KiB
+    blocks need 50 MiB of the client's 64), and within a block each past that.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         if max_bytes < 1:
             raise ValueError("budget caps must be positive")
         self.max_bytes = max_bytes
         self.bytes = 0
+        self.members = 0  # transfers that may draw on it (its owner counts them)
+        self.busy = 0  # budgets drawing on it with something charged
 
     def __repr__(self) -> str:
-        return f"<SharedBytes {self.bytes}/{self.max_bytes}>"
+        return (
+            f"<SharedBytes {self.bytes}/{self.max_bytes} members={self.members} busy={self.busy}>"
+        )
+
+    def blocks(self, length: int) -> int:
+        """Requests of ``length`` bytes that fit now, a block left for each idle member."""
+        idle = max(0, self.members - self.busy)
+        return (self.max_bytes - self.bytes - idle * length) // max(1, length)
 
 
 class FlightBudget:
@@ -29,7 +47,8 @@ class FlightBudget:
         max_bytes: most payload bytes charged at once (in flight or buffered).
         shared: a cap this transfer shares with others. A transfer with
             nothing in flight may still send one request past it, so none
-            starves; together they exceed it by at most a block each.
+            starves; the others leave room for that block (``SharedBytes``).
+            ``release`` when the transfer is over.
     """
 
     def __init__(
@@ -63,7 +82,7 @@ class FlightBudget:
         if self.bytes == 0:
             return True
         shared = self.shared
-        if shared is not None and shared.bytes + length > shared.max_bytes:
+        if shared is not None and shared.blocks(length) < 1:
             return False
         return self.bytes + self.held + length <= self.max_bytes
 
@@ -82,7 +101,20 @@ class FlightBudget:
         """``count`` buffered bytes left our memory."""
         self._add(-count)
 
+    def release(self) -> None:
+        """The transfer is over: what it still has charged leaves the shared cap.
+
+        Frees that come later (a write finishing after an error) count here only.
+        """
+        shared, self.shared = self.shared, None
+        if shared is not None:
+            shared.bytes -= self.bytes
+            shared.busy -= self.bytes > 0
+
     def _add(self, count: int) -> None:
+        before = self.bytes
         self.bytes += count
-        if self.shared is not None:
-            self.shared.bytes += count
+        shared = self.shared
+        if shared is not None:
+            shared.bytes += count
+            shared.busy += (self.bytes > 0) - (before > 0)

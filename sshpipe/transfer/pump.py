@@ -224,6 +224,7 @@ class Setup:
         self._config = config
         self._shared = shared
         self.pump: Pump | None = None
+        self._budget: FlightBudget | None = None
 
     @property
     def channels(self) -> list[SFTPSession]:
@@ -234,8 +235,10 @@ class Setup:
         budget = FlightBudget(
             max_requests=self.sizing.request_cap(1),
             max_bytes=self._config.max_bytes_in_flight,
-            shared=self._shared,
+            # A tree's big files share the tree's bytes; other transfers the client's.
+            shared=self._shared or self.lease.channels[0].client_bytes,
         )
+        self._budget = budget
         return Parts(
             handles,
             budget,
@@ -252,7 +255,17 @@ class Setup:
         return pump
 
     async def finish(self, error: BaseException | None) -> None:
-        """Stop issuing and growing, let replies in flight return, close every handle."""
+        """Stop issuing and growing, let replies in flight return, close every handle.
+
+        Whatever the pump still has charged then leaves the shared byte cap.
+        """
+        try:
+            await self._finish(error)
+        finally:
+            if self._budget is not None:
+                self._budget.release()
+
+    async def _finish(self, error: BaseException | None) -> None:
         pump = self.pump
         if pump is None:
             return  # the file never opened: nothing in flight, no handle

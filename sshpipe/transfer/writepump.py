@@ -46,7 +46,7 @@ class WritePump(Pump):
         by_requests = budget.max_requests - budget.requests
         by_bytes = (budget.max_bytes - budget.bytes) // block
         if budget.shared is not None:
-            by_bytes = min(by_bytes, (budget.shared.max_bytes - budget.shared.bytes) // block)
+            by_bytes = min(by_bytes, budget.shared.blocks(block))
         if budget.bytes == 0:
             by_bytes = max(by_bytes, 1)
         by_lanes = 0

@@ -2,13 +2,15 @@
 
 A transfer never opens a channel itself: it holds a ``Lease`` on the pool,
 which gives it channels (idle ones first, then new ones, on new connections
-when one connection's ``MaxSessions`` is full) and takes them back when it
-ends. Bookkeeping is done before every await: transfers asking at the same
-moment see each other's reservations.
+when one connection's ``MaxSessions`` is full, then, once every connection
+it may open is full, busy ones shared: ``poolshare``) and takes them back
+when it ends. Bookkeeping is done before every await: transfers asking at
+the same moment see each other's reservations.
 
 - ``Lease``: what a transfer sees (its channels; ``add`` more; ``recover``
   after a break), a protocol so the engine tests can pass a fake;
 - ``Pool``: what a tree sees (leases for its big files, ``warm`` channels);
+  both live in ``poollease``, beside the pool's implementation of a lease;
 - ``ChannelPool``: the implementation behind ``sshpipe.Client``;
   ``PooledLink`` is one of its SSH connections.
 """
@@ -20,56 +22,28 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from .._config import ConnectConfig, TransferConfig
-from .._errors import ChannelRefused, ClosedError, ConnectionBroken, SSHPipeError
+from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, SSHPipeError
 from ..core.codec import Limits
+from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile
 from ..core.sizing import reply_cap
-from .poollease import PoolLease
+from .poollease import Lease as Lease
+from .poollease import Pool as Pool
+from .poollease import PoolLease, leased_with_spares
+from .poolshare import BusyChannels, ChannelKey, Room
 from .sftp import SFTPSession
 from .ssh import SSHLink, open_link
 
 logger = logging.getLogger("sshpipe.client")
 
-# (window, max_packet_size, longest reply) a channel was opened with
-_ChannelKey = tuple[int, int, int]
+_ChannelKey = ChannelKey
 
 
 def _key(config: TransferConfig) -> _ChannelKey:
     return (config.window, config.max_packet_size, reply_cap(config.block_size))
-
-
-class Lease(Protocol):
-    """The channels of one transfer, lent by the pool; more are asked for as it grows."""
-
-    channels: list[SFTPSession]
-    max_channels: int
-    can_grow: bool
-
-    def connections_of(self, channels: list[SFTPSession]) -> int: ...
-
-    async def add(
-        self, count: int, ready: Callable[[SFTPSession], None] | None = None
-    ) -> list[SFTPSession]: ...
-
-    async def recover(self, *, stalled: bool) -> None: ...
-
-
-class Pool(Protocol):
-    """Where a tree's big files get their leases."""
-
-    server_caps: ServerCaps
-
-    def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[Lease]:
-        """Channels for one file, growing as its flow controller wants; given back after."""
-        ...
-
-    async def warm(self, config: TransferConfig, count: int) -> None:
-        """Open up to ``count`` idle channels now, if there is room; never wait for one."""
-        ...
 
 
 @dataclass(slots=True, eq=False)
@@ -98,7 +72,7 @@ class ChannelPool:
         self._slots: list[PooledLink] = []
         self._slot_of: dict[SFTPSession, PooledLink] = {}
         self._idle: dict[_ChannelKey, list[SFTPSession]] = {}
-        self._busy: set[SFTPSession] = set()
+        self._busy = BusyChannels()  # lent out, and to how many transfers each
         self._connecting = 0
         self._closed = False
         # The server's limits@openssh.com answer, learned on the first channel:
@@ -108,11 +82,14 @@ class ChannelPool:
         # flight), shared by every channel, reconnects included.
         self.server_caps = ServerCaps()
         self.server_profile: ServerProfile | None = None  # from the first channel
+        # Payload bytes every transfer of the client may hold at once, together
+        # (each channel carries it to the transfers on it: ``transfer.pump``).
+        self.client_bytes = SharedBytes(transfer_config.max_bytes_in_flight)
         # Our temp files the server could not be made to remove (``durability.lefttemps``).
         self.left_temps: set[str] = set()
         self.peer = ""  # "user@host:port", from the first channel
         self.swept = False  # the temps an earlier run left were looked for
-        self._freed = asyncio.Event()  # set when a transfer gives channels back
+        self._room = Room()  # transfers waiting for a channel, woken when room appears
 
     def __repr__(self) -> str:
         return f"<ChannelPool {self.connect_config.host} {self.state}>"
@@ -122,9 +99,11 @@ class ChannelPool:
         """How the client shows it: open or closed, connections, idle and busy channels."""
         state = "closed" if self._closed else ("open" if self._slots else "new")
         idle = sum(len(v) for v in self._idle.values())
+        shared = f" shared={self._busy.sharing}" if self._busy.sharing else ""
+        queued = f" queued={self._room.queued}" if self._room.queued else ""
         return (
             f"{state} connections={len(self._slots)} "
-            f"idle_channels={idle} busy_channels={len(self._busy)}"
+            f"idle_channels={idle} busy_channels={len(self._busy)}{shared}{queued}"
         )
 
     async def open(self) -> None:
@@ -145,7 +124,7 @@ class ChannelPool:
     async def aclose(self) -> None:
         """Close every channel and connection; calling it twice is fine."""
         self._closed = True
-        self._freed.set()  # transfers waiting for a channel see the client closed
+        self._room.wake()  # transfers waiting for a channel see the client closed
         slots, self._slots = self._slots, []
         for sessions in self._idle.values():
             for sftp in sessions:
@@ -182,18 +161,54 @@ class ChannelPool:
         """Up to ``count`` channels: idle ones first, then new ones, on new connections if needed.
 
         Fewer than ``count`` is not an error (a server may refuse channels or
-        connections); fewer than ``required`` raises the first failure.
+        connections); fewer than ``required`` raises the first failure. When
+        every connection the client may open is full, the ``required`` are
+        busy channels shared (``poolshare``); when none has room either, the
+        call waits for room, at most ``config.queue_timeout``.
+
+        Raises:
+            PoolExhausted: no room came within ``queue_timeout``.
         """
-        while True:
-            taken = await self._try_take_channels(config, count, required=required, ready=ready)
-            if taken is not None:
-                return taken
-            if self._evict_idle(keep=_key(config)):
-                continue  # idle channels of other settings made room
-            # Every connection we may open is full of busy channels: wait for a
-            # transfer to give one back rather than fail (many transfers at once).
-            self._freed.clear()
-            await self._freed.wait()
+        if required == 0 and self._room.queued:
+            return []  # growth waits: transfers without a first channel go first
+        deadline: float | None = None
+        queued = False
+        try:
+            while True:
+                seen = self._room.epoch  # a wake-up while we look is not lost
+                taken = await self._try_take_channels(config, count, required=required, ready=ready)
+                if taken is not None:
+                    return taken
+                if self._evict_idle(keep=_key(config)):
+                    continue  # idle channels of other settings made room
+                shared = self._share(config, required, ready)
+                if shared is not None:
+                    return shared
+                if not queued:
+                    queued, self._room.queued = True, self._room.queued + 1
+                    if config.queue_timeout is not None:
+                        deadline = asyncio.get_running_loop().time() + config.queue_timeout
+                if not await self._room.wait(seen, deadline):
+                    raise PoolExhausted(
+                        f"no SFTP channel free for {config.queue_timeout:g} s: "
+                        f"{len(self._slots)} connection(s) and their {len(self._busy)} "
+                        "channel(s) carry all the transfers the server allows (queue_timeout)"
+                    )
+        finally:
+            if queued:
+                self._room.queued -= 1
+
+    def _share(
+        self, config: TransferConfig, count: int, ready: Callable[[SFTPSession], None] | None
+    ) -> list[SFTPSession] | None:
+        """``count`` busy channels to share, or None while connections are on their way."""
+        if self._connecting:
+            return None  # they bring channels of their own: wait for them (woken)
+        shared = self._busy.share(_key(config), count)
+        if shared is not None and ready is not None:
+            for sftp in shared:
+                ready(sftp)
+        return shared
 
     def _evict_idle(self, *, keep: _ChannelKey) -> bool:
         """Close idle channels opened with other settings; True if there were any."""
@@ -229,7 +244,7 @@ class ChannelPool:
                 taken.append(sftp)
             else:
                 self._forget(sftp)
-        self._busy.update(taken)
+        self._busy.add(_key(config), taken)
         if ready is not None:
             for sftp in taken:
                 ready(sftp)
@@ -284,6 +299,12 @@ class ChannelPool:
 
         async def on_slot(slot: PooledLink) -> None:
             try:
+                await open_on(slot)
+            finally:
+                self._room.wake()  # a channel to share came, or its room is free again
+
+        async def open_on(slot: PooledLink) -> None:
+            try:
                 sftp = await slot.link.open_sftp(
                     window=config.window,
                     max_packet_size=config.max_packet_size,
@@ -310,10 +331,11 @@ class ChannelPool:
             sftp.on_limits = self._learned
             sftp.caps = self.server_caps
             sftp.left_temps = self.left_temps
+            sftp.client_bytes = self.client_bytes
             self.peer = self.peer or sftp.peer
             self.server_profile = self.server_profile or sftp.profile
             self._slot_of[sftp] = slot
-            self._busy.add(sftp)
+            self._busy.add(_key(config), [sftp])
             opened.append(sftp)
             if ready is not None:
                 ready(sftp)
@@ -327,6 +349,7 @@ class ChannelPool:
             finally:
                 self._connecting -= 1
                 unsettled[0] -= 1
+                self._room.wake()  # waiters for it may share now, or find its room
             if self._closed:
                 await link.close()
                 return
@@ -392,7 +415,7 @@ class ChannelPool:
             # flight on it, of any transfer, is retried, so not close().
             sftp.abort(ConnectionBroken(f"{sftp.name}: connection lost"))
             del self._slot_of[sftp]
-        self._freed.set()  # room for new connections
+        self._room.wake()  # room for new connections
 
     def _abort_links_of(self, channels: list[SFTPSession]) -> None:
         """Drop the connections these channels are on (they stalled), and forget them."""
@@ -409,9 +432,10 @@ class ChannelPool:
     def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
         key = _key(config)
         if channels:
-            self._freed.set()
+            self._room.wake()
         for sftp in channels:
-            self._busy.discard(sftp)
+            if not self._busy.leave(sftp):
+                continue  # other transfers still use it (shared): the last one gives it back
             if sftp.broken is None and not self._closed:
                 self._idle.setdefault(key, []).append(sftp)
             else:
@@ -432,46 +456,35 @@ class ChannelPool:
         them are opened together, with the first, on more connections if need
         be: the transfer gets the first as soon as it is open and the others
         as they are (``PoolLease.add``), so none waits for measured growth.
+
+        From the moment it asks, the transfer is a member of the client's byte
+        budget (``core.flight.SharedBytes``): a block of it is kept for its start.
         """
+        self.client_bytes.members += 1
+        try:
+            async with self._lease(config, at_start) as lease:
+                yield lease
+        finally:
+            self.client_bytes.members -= 1
+
+    @contextlib.asynccontextmanager
+    async def _lease(
+        self, config: TransferConfig, at_start: Callable[[float], int] | None
+    ) -> AsyncIterator[PoolLease]:
         first = config.channels or 1
         if config.channels is None and at_start is not None:
             await self.open()
             early = at_start(self._rtt_estimate()) - first
             if early > 0:
-                async with self._leased_with_spares(config, first, early) as lease:
+                async with leased_with_spares(self, config, first, early) as lease:
                     yield lease
                 return
         lease = PoolLease(self, config, await self._take_channels(config, first, required=first))
+        lease.grow_no_more_if_shared()
         try:
             yield lease
         finally:
             self._give_back(config, lease.channels)
-
-    @contextlib.asynccontextmanager
-    async def _leased_with_spares(
-        self, config: TransferConfig, first: int, spares: int
-    ) -> AsyncIterator[PoolLease]:
-        """A lease of ``first`` channels, ``spares`` more being opened alongside.
-
-        The body's error is caught inside the TaskGroup (whose only task is
-        stopped first) and raised again outside it, as itself.
-        """
-        lease = PoolLease(self, config, [])
-        failure: BaseException | None = None
-        async with asyncio.TaskGroup() as group:
-            lease.open_spares(group, spares)
-            try:
-                lease.channels = await self._take_channels(config, first, required=first)
-                yield lease
-            except BaseException as exc:  # CancelledError and GeneratorExit too
-                failure = exc
-            await lease.stop_spares()
-        self._give_back(config, lease.channels + lease.spares)
-        if failure is not None:
-            try:
-                raise failure
-            finally:
-                failure = None  # no reference cycle through the traceback
 
     def _rtt_estimate(self) -> float:
         """The round trip the first connection's log-in took (0 if none is open)."""

@@ -2,24 +2,57 @@
 
 It is the pool's own half: it calls the pool's bookkeeping (``_take_channels``,
 ``_give_back``, ``_prune``) directly, as the pool's methods would. Split out of
-``pool.py`` for size alone; the engine sees it through ``pool.Lease``.
+``pool.py`` for size alone, with the protocols the engine and a tree see it
+through (``Lease``, ``Pool``; imported from ``pool``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Protocol
 
 from .._config import TransferConfig
 from .._errors import SSHPipeError
+from ..core.servercaps import ServerCaps
 from .sftp import SFTPSession
 
 if TYPE_CHECKING:
     from .pool import ChannelPool
 
 logger = logging.getLogger("sshpipe.client")
+
+
+class Lease(Protocol):
+    """The channels of one transfer, lent by the pool; more are asked for as it grows."""
+
+    channels: list[SFTPSession]
+    max_channels: int
+    can_grow: bool
+
+    def connections_of(self, channels: list[SFTPSession]) -> int: ...
+
+    async def add(
+        self, count: int, ready: Callable[[SFTPSession], None] | None = None
+    ) -> list[SFTPSession]: ...
+
+    async def recover(self, *, stalled: bool) -> None: ...
+
+
+class Pool(Protocol):
+    """Where a tree's big files get their leases."""
+
+    server_caps: ServerCaps
+
+    def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[Lease]:
+        """Channels for one file, growing as its flow controller wants; given back after."""
+        ...
+
+    async def warm(self, config: TransferConfig, count: int) -> None:
+        """Open up to ``count`` idle channels now, if there is room; never wait for one."""
+        ...
 
 
 class PoolLease:
@@ -72,6 +105,19 @@ class PoolLease:
 
     def __repr__(self) -> str:
         return f"<PoolLease channels={len(self.channels)}/{self.max_channels}>"
+
+    def grow_no_more_if_shared(self) -> bool:
+        """A lease given a shared channel grows no more; True if it was.
+
+        Sharing starts only once every channel the client may open is busy:
+        any channel such a transfer grew onto would be another's, and it
+        already has one's worth. Its controller then wants no more lanes
+        (``max_channels``) but still sizes its byte budget (adaptive).
+        """
+        if not self._client._busy.is_shared(self.channels):
+            return False
+        self.max_channels = len(self.channels)
+        return True
 
     def connections_of(self, channels: list[SFTPSession]) -> int:
         """How many connections these channels (of this lease) belong to."""
@@ -130,3 +176,35 @@ class PoolLease:
         client._give_back(self._config, dead)
         if not self.channels:
             self.channels = await client._take_channels(self._config, 1, required=1)
+            self.grow_no_more_if_shared()  # for its next attempt's controller
+
+
+@contextlib.asynccontextmanager
+async def leased_with_spares(
+    client: ChannelPool, config: TransferConfig, first: int, spares: int
+) -> AsyncIterator[PoolLease]:
+    """A lease of ``first`` channels, ``spares`` more being opened alongside.
+
+    The body's error is caught inside the TaskGroup (whose only task is
+    stopped first) and raised again outside it, as itself.
+    """
+    lease = PoolLease(client, config, [])
+    failure: BaseException | None = None
+    async with asyncio.TaskGroup() as group:
+        lease.open_spares(group, spares)
+        try:
+            lease.channels = await client._take_channels(config, first, required=first)
+            if lease.grow_no_more_if_shared():
+                await lease.stop_spares()  # none will be wanted: others may need them
+                client._give_back(config, lease.spares)
+                lease.spares = []
+            yield lease
+        except BaseException as exc:  # CancelledError and GeneratorExit too
+            failure = exc
+        await lease.stop_spares()
+    client._give_back(config, lease.channels + lease.spares)
+    if failure is not None:
+        try:
+            raise failure
+        finally:
+            failure = None  # no reference cycle through the traceback

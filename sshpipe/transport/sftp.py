@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from .._errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError
 from ..core import codec
+from ..core.flight import SharedBytes
 from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from .replies import ReplyClock
@@ -64,6 +65,9 @@ class SFTPSession(RequestChannel):
         self.profile = profile_of("", {})
         # Our temp files on the server that could not be removed (the pool's, shared).
         self.left_temps: set[str] = set()
+        # The byte budget every transfer of the client draws from (the pool's,
+        # shared): 200 transfers at once hold one budget, not 200.
+        self.client_bytes: SharedBytes | None = None
         # "user@host:port" of the connection it runs on (the SSH edge fills
         # it in): an upload's resume journal is kept per destination server.
         self.peer = ""

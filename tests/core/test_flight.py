@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sshpipe.core.flight import FlightBudget
+from sshpipe.core.flight import FlightBudget, SharedBytes
 
 
 @pytest.mark.parametrize(("requests", "nbytes"), [(0, 1), (1, 0), (-1, 10), (5, -5)])
@@ -140,3 +140,81 @@ def test_read_pump_protocol_keeps_caps(
     budget.free(kept)
     assert (budget.requests, budget.bytes) == (0, 0)
     assert budget.has_room(max(max_bytes, block) + 1) is True
+
+
+def test_members_with_nothing_charged_keep_a_block_of_the_shared_cap() -> None:
+    shared = SharedBytes(1000)
+    shared.members = 3  # three leases, of which only the first has a budget yet
+    first = FlightBudget(max_requests=64, max_bytes=1000, shared=shared)
+    assert first.has_room(100)
+    first.send(100)  # the first in an empty pipe: always admitted
+    assert shared.busy == 1
+    while first.has_room(100):
+        first.send(100)
+    # The two members with nothing yet keep 100 each of the 1000.
+    assert (shared.bytes, shared.blocks(100)) == (800, 0)
+    late = FlightBudget(max_requests=64, max_bytes=1000, shared=shared)
+    assert late.has_room(100)  # its block was kept for it
+    late.send(100)
+    assert shared.bytes == 900 and shared.busy == 2
+    assert not late.has_room(100)  # the third member's block is still kept
+    assert "members=3 busy=2" in repr(shared)
+    # A transfer over: what it still has charged leaves the cap; later frees stay its own.
+    first.release()
+    assert (shared.bytes, shared.busy) == (100, 1)
+    first.free(800)
+    assert shared.bytes == 100 and first.shared is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    members=st.integers(1, 8),
+    max_bytes=st.integers(1, 5000),
+    block=st.integers(1, 1000),
+    ops=st.lists(
+        st.tuples(st.integers(0, 7), st.sampled_from("srfx"), st.integers(0, 2**16)),
+        max_size=300,
+    ),
+)
+def test_transfers_sharing_a_cap_stay_within_it_and_each_may_always_start(
+    members: int, max_bytes: int, block: int, ops: list[tuple[int, str, int]]
+) -> None:
+    """Members drive budgets on one shared cap like ReadPumps: a member with
+    nothing charged is never refused, and together they stay within the cap
+    (or a block each, when that is more); released budgets give everything back."""
+    shared = SharedBytes(max_bytes)
+    shared.members = members
+    # One budget at first; the others start later, as their leases open their files.
+    budgets = [FlightBudget(max_requests=16, max_bytes=max_bytes, shared=shared)]
+    out: list[list[int]] = [[]]
+    kept = [0]
+    for who, op, n in ops:
+        if who >= len(budgets):
+            if len(budgets) < members:  # a late starter: a new budget
+                budgets.append(FlightBudget(max_requests=16, max_bytes=max_bytes, shared=shared))
+                out.append([])
+                kept.append(0)
+            continue
+        budget = budgets[who]
+        if op == "s":
+            if not budget.has_room(block):
+                assert budget.bytes > 0 or budget.requests >= 16
+                continue
+            budget.send(block)
+            out[who].append(block)
+        elif op == "r" and out[who]:
+            length = out[who].pop(n % len(out[who]))
+            got = n % (length + 1)
+            budget.reply(length, got)
+            kept[who] += got
+        elif op == "f" and kept[who]:
+            count = 1 + n % kept[who]
+            budget.free(count)
+            kept[who] -= count
+        charged = sum(sum(o) + k for o, k in zip(out, kept, strict=True))
+        assert shared.bytes == charged
+        assert shared.bytes <= max(max_bytes, members * block)
+        assert shared.busy == sum(1 for b in budgets if b.bytes > 0)
+    for budget in budgets:
+        budget.release()
+    assert (shared.bytes, shared.busy) == (0, 0)

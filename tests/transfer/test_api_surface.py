@@ -28,6 +28,7 @@ PUBLIC = [
     "KeyLoadError",
     "LocalError",
     "LocalNoSpace",
+    "PoolExhausted",
     "PrivateKey",
     "Progress",
     "ProtocolError",
@@ -112,6 +113,7 @@ ERROR_TABLE: dict[str, tuple[int, bool]] = {
     "IntegrityError": (10, True),
     "HashUnavailable": (10, False),
     "IncompleteTransfer": (1, False),  # its instance takes its failures' common code
+    "PoolExhausted": (11, True),  # the client's own queue: it drains as others finish
 }
 
 
@@ -167,6 +169,10 @@ def test_every_deadline_is_one_catchable_class_with_its_own_exit_code() -> None:
         assert not issubclass(timeout, TimeoutError)
     assert issubclass(sshpipe.ChannelRefused, sshpipe.ConnectionBroken)
     assert not issubclass(sshpipe.ChannelRefused, sshpipe.TimedOut)
+    # The client's own queue, not the network: a code of its own, worth a retry later.
+    assert issubclass(sshpipe.PoolExhausted, sshpipe.TimedOut)
+    assert not issubclass(sshpipe.PoolExhausted, sshpipe.ConnectionBroken | sshpipe.ConnectError)
+    assert sshpipe.PoolExhausted.retryable and sshpipe.PoolExhausted.exit_code == 11
 
 
 def test_progress_is_frozen_and_tree_progress_is_its_old_name() -> None:
@@ -184,7 +190,13 @@ def test_configs_are_frozen_and_validated() -> None:
     assert config.requests == sshpipe.DEFAULT_REQUESTS == 128
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.requests = 1  # type: ignore[misc]
-    for bad in ({"requests": 0}, {"block_size": -1}, {"channels": 0}, {"requests": True}):
+    for bad in (
+        {"requests": 0},
+        {"block_size": -1},
+        {"channels": 0},
+        {"requests": True},
+        {"queue_timeout": 0},
+    ):
         with pytest.raises(sshpipe.UsageError):
             sshpipe.TransferConfig(**bad)  # type: ignore[arg-type]
     with pytest.raises(sshpipe.UsageError, match="none"):

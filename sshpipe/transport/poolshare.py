@@ -1,0 +1,139 @@
+"""The pool's busy channels, shared past the ceiling, and the transfers waiting for room.
+
+A client opens at most ``max_connections`` x ``channels_per_connection``
+channels. A transfer normally gets channels of its own; once every channel the
+client may open is busy, the next one shares the least used busy channel:
+SFTP matches replies to requests by id (filexfer-02 §3), so one channel
+carries the handles and requests of many transfers. A channel shared by k
+transfers holds about k handles, so its users stay under ``share_cap``.
+It goes back to the idle list only when its last user gives it back.
+
+When even sharing finds no room (every channel at its cap, no connection left
+to open), a transfer waits in ``Room`` until something changes anywhere (a
+channel given back, a connection or channel opened, one lost), for at most
+``TransferConfig.queue_timeout``. Split out of ``pool.py``, whose methods call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..core.servercaps import handle_cap
+from .sftp import SFTPSession
+
+# (window, max_packet_size, longest reply) a channel was opened with
+ChannelKey = tuple[int, int, int]
+
+
+def share_cap(sftp: SFTPSession) -> int:
+    """Transfers one channel may carry at once: one handle each, one request at least each.
+
+    The server's handle cap (``core.servercaps.handle_cap``: half its stated
+    limit, or 64, or what a refused OPEN taught) and, after a stall, the
+    requests it answers (``ServerCaps.requests``): more users than that would
+    only queue behind each other in ``RequestChannel``'s held requests.
+    """
+    stated = sftp.limits.max_open_handles if sftp.limits is not None else 0
+    cap = handle_cap(stated, sftp.caps.handles)
+    return max(1, min(cap, sftp.caps.requests or cap))
+
+
+class BusyChannels:
+    """Channels lent out, the settings each was opened with, and how many transfers use each."""
+
+    def __init__(self) -> None:
+        self._users: dict[SFTPSession, int] = {}
+        self._key: dict[SFTPSession, ChannelKey] = {}
+
+    def __len__(self) -> int:
+        return len(self._users)
+
+    def __contains__(self, sftp: object) -> bool:
+        return sftp in self._users
+
+    @property
+    def sharing(self) -> int:
+        """Leases beyond each busy channel's first user (0 while none is shared)."""
+        return sum(self._users.values()) - len(self._users)
+
+    def add(self, key: ChannelKey, channels: list[SFTPSession]) -> None:
+        """``channels`` are lent to one transfer, theirs alone."""
+        for sftp in channels:
+            self._users[sftp] = 1
+            self._key[sftp] = key
+
+    def discard(self, sftp: SFTPSession) -> None:
+        """Forget ``sftp`` whoever used it (it is being closed)."""
+        self._users.pop(sftp, None)
+        self._key.pop(sftp, None)
+
+    def leave(self, sftp: SFTPSession) -> bool:
+        """One user gives ``sftp`` back; True if it was the last (the channel is free)."""
+        users = self._users.get(sftp, 0) - 1
+        if users > 0:
+            self._users[sftp] = users
+            return False
+        self.discard(sftp)
+        return True
+
+    def is_shared(self, channels: list[SFTPSession]) -> bool:
+        return any(self._users.get(sftp, 0) > 1 for sftp in channels)
+
+    def share(self, key: ChannelKey, count: int) -> list[SFTPSession] | None:
+        """``count`` busy channels opened with ``key``, the least used first, each joined.
+
+        Only live channels under their ``share_cap``; None (nothing joined) if
+        fewer than ``count`` have room.
+        """
+        fits = [
+            sftp
+            for sftp, users in self._users.items()
+            if self._key[sftp] == key and sftp.broken is None and users < share_cap(sftp)
+        ]
+        if len(fits) < count:
+            return None
+        chosen = sorted(fits, key=self._users.__getitem__)[:count]
+        for sftp in chosen:
+            self._users[sftp] += 1
+        return chosen
+
+
+class Room:
+    """Transfers waiting for a channel, and the wake-up that sends every one to look again.
+
+    ``epoch`` counts wake-ups: a transfer reads it before it looks for room
+    and waits only if no wake-up came since, so one that came while it looked
+    (its look awaits: channels opening) is never lost.
+    """
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.queued = 0  # transfers between their first failed look and their channel
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def __repr__(self) -> str:
+        return f"<Room epoch={self.epoch} queued={self.queued} waiting={len(self._waiters)}>"
+
+    def wake(self) -> None:
+        """Room may have appeared somewhere: every waiter looks again."""
+        self.epoch += 1
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, seen: int, deadline: float | None) -> bool:
+        """Until a wake-up after ``seen``; False if the loop's clock reached ``deadline`` first."""
+        if self.epoch != seen:
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
+        except TimeoutError:
+            return False
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        return True
