@@ -80,8 +80,10 @@ class Client:
         remove (it went away) are recorded, logged as one warning and listed
         in ``left_temps``; the next upload to that server removes them first.
         """
-        self.left_temps = tuple(lefttemps.keep(self._pool))
-        await self._pool.aclose()
+        try:
+            await self._pool.aclose()  # first: a cancelled upload's REMOVE may be settling
+        finally:
+            self.left_temps = tuple(lefttemps.keep(self._pool))
 
     def abort(self) -> None:
         """Drop every connection at once, without waiting for the server.

@@ -25,6 +25,7 @@ from ..core.text import printable
 from ..local import writeback
 from ..transport.sftp import SFTPSession
 from .grower import Grower
+from .lanes import cancelled
 from .pump import Pump
 
 logger = logging.getLogger("sshpipe.upload")
@@ -103,12 +104,14 @@ async def syncing_early(
     early = EarlySync(grower, pump, path, shown, size)
     failure: BaseException | None = None
     async with asyncio.TaskGroup() as group:
-        group.create_task(early.run())
+        running = group.create_task(early.run())
         try:
             yield early
         except BaseException as exc:  # raised below, not wrapped in an ExceptionGroup
             failure = exc
         early.stop()
+        if cancelled(failure):
+            running.cancel()  # no wait for an fsync queued behind the WRITEs sent
     if failure is not None:
         try:
             raise failure

@@ -34,6 +34,7 @@ from ..transport.remoteplace import (
     named,
     remote_temp_name,
     remove_quietly,
+    remove_soon,
     rename_into_place,
     resolve_remote_target,
 )
@@ -42,7 +43,7 @@ from ..transport.sftp import SFTPSession
 from .blockprobe import needs_probe, probe_write
 from .blocksource import BlockSource, FileBlocks, StreamBlocks
 from .earlysync import EarlySync, syncing_early
-from .lanes import Handles, initial_channels, open_lanes, sizing_for
+from .lanes import Handles, cancelled, initial_channels, open_lanes, sizing_for
 from .pump import pumping, setup_phases, take_setup
 from .retrying import Retrying
 from .stream import read_back
@@ -82,6 +83,7 @@ async def _upload(
     discard: str | None = None  # removed if the upload fails
     sent: asyncio.Future[codec.Reply] | None = None  # the first OPEN, not yet answered
     sending: _Sending | None = None
+    failure: BaseException | None = None
     try:
         pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
         if config.inplace or resuming is not None:
@@ -186,15 +188,21 @@ async def _upload(
         if resuming is not None:
             stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
         return stats
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
         unused = sent or (sending.first_open if sending is not None else None)
         if unused is not None:  # failed before the upload took its handle
-            await _drop(sftp, unused, None)
+            sftp.close_when_opened(unused, temp or "")
         if resuming is not None:
             resuming.finish(committed)
         if not committed and discard is not None:
             live = [channel for channel in lease.channels if channel.broken is None]
-            await remove_quietly((live or lease.channels)[0], discard)
+            if cancelled(failure):  # leave within a round trip: the pool settles the REMOVE
+                remove_soon((live or lease.channels)[0], discard)
+            else:
+                await remove_quietly((live or lease.channels)[0], discard)
 
 
 async def _drop(sftp: SFTPSession, sent: asyncio.Future[codec.Reply], temp: str | None) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from .._config import ConnectConfig, TransferConfig
@@ -29,6 +30,7 @@ from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile
 from ..core.sizing import reply_cap
 from .poollease import PoolLease
+from .settling import SETTLE_AT_CLOSE, Settling, wind_down
 from .sftp import SFTPSession
 from .ssh import SSHLink, open_link
 
@@ -99,6 +101,7 @@ class ChannelPool:
         self._slot_of: dict[SFTPSession, PooledLink] = {}
         self._idle: dict[_ChannelKey, list[SFTPSession]] = {}
         self._busy: set[SFTPSession] = set()
+        self._settling = Settling()  # given back with replies owed: not reused yet
         self._connecting = 0
         self._closed = False
         # The server's limits@openssh.com answer, learned on the first channel:
@@ -125,7 +128,7 @@ class ChannelPool:
         return (
             f"{state} connections={len(self._slots)} "
             f"idle_channels={idle} busy_channels={len(self._busy)}"
-        )
+        ) + (f" settling_channels={len(self._settling)}" if self._settling else "")
 
     async def open(self) -> None:
         """Connect and authenticate (done by ``async with``).
@@ -143,9 +146,16 @@ class ChannelPool:
             self._slots.append(PooledLink(link, self.config.channels_per_connection))
 
     async def aclose(self) -> None:
-        """Close every channel and connection; calling it twice is fine."""
+        """Close every channel and connection; calling it twice is fine.
+
+        Running transfers fail with ClosedError (not as broken, which they
+        would retry) and get ``SETTLE_AT_CLOSE`` seconds to clean up; so do
+        channels settling (``settling.py``).
+        """
         self._closed = True
         self._freed.set()  # transfers waiting for a channel see the client closed
+        await wind_down(self._busy, self._freed, SETTLE_AT_CLOSE)
+        await self._settling.wait(SETTLE_AT_CLOSE)
         slots, self._slots = self._slots, []
         for sessions in self._idle.values():
             for sftp in sessions:
@@ -246,6 +256,8 @@ class ChannelPool:
             raise
         if len(taken) < required:
             self._give_back(config, taken)
+            if self._closed:  # what failed was our own closing, not the server
+                raise ClosedError("this client was closed")
             if errors:
                 raise errors[0]
             return None
@@ -259,7 +271,7 @@ class ChannelPool:
         ready: Callable[[SFTPSession], None] | None = None,
     ) -> list[SFTPSession]:
         """Open ``count`` channels concurrently over the connections with room and new ones."""
-        if count <= 0:
+        if count <= 0 or self._closed:  # closed meanwhile: no new connection for nobody
             return []
         # Bookkeeping first: reserve room on each connection before awaiting.
         plan: list[PooledLink] = []  # a channel to open on each existing connection listed
@@ -412,7 +424,9 @@ class ChannelPool:
             self._freed.set()
         for sftp in channels:
             self._busy.discard(sftp)
-            if sftp.broken is None and not self._closed:
+            if sftp.broken is None and not self._closed and sftp.pending:
+                self._settling.add(sftp, partial(self._give_back, config, [sftp]))
+            elif sftp.broken is None and not self._closed:
                 self._idle.setdefault(key, []).append(sftp)
             else:
                 sftp.close()
