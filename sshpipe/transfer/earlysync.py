@@ -77,6 +77,9 @@ class EarlySync:
                 sftp.check_status(reply, self._shown)
         except SSHPipeError as exc:
             self._pump.fail(exc)
+        except asyncio.CancelledError:
+            sftp.unsettled = True  # an fsync may be owed: the pool lets it come first
+            raise
         finally:
             # Not waited for: the upload's own fsync and CLOSEs follow at once.
             if sftp.broken is None:

@@ -161,6 +161,8 @@ class Handles:
         """CLOSE every handle after ``error``, checking nothing; cancelled, without
         waiting: the channels owe the answers, and the pool lets them settle."""
         if cancelled(error):
+            for sftp in self.used:
+                sftp.unsettled = True
             self.release()
         else:
             await self.close(check=False)

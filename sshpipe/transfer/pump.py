@@ -147,6 +147,8 @@ class Pump:
         """
         self.abandoned = True
         self.budget.free(self.budget.bytes)  # a cap shared with other files is theirs now
+        for sftp in self.handles.used:
+            sftp.unsettled = True
         self.handles.release()
 
     async def wait(self) -> None:

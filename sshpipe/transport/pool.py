@@ -30,7 +30,7 @@ from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile
 from ..core.sizing import reply_cap
 from .poollease import PoolLease
-from .settling import SETTLE_AT_CLOSE, Settling, wind_down
+from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 from .ssh import SSHLink, open_link
 
@@ -149,12 +149,12 @@ class ChannelPool:
         """Close every channel and connection; calling it twice is fine.
 
         Running transfers fail with ClosedError (not as broken, which they
-        would retry) and get ``SETTLE_AT_CLOSE`` seconds to clean up; so do
-        channels settling (``settling.py``).
+        would retry) and get ``WIND_DOWN`` seconds to clean up; channels
+        settling get ``SETTLE_AT_CLOSE`` (``settling.py``).
         """
         self._closed = True
         self._freed.set()  # transfers waiting for a channel see the client closed
-        await wind_down(self._busy, self._freed, SETTLE_AT_CLOSE)
+        await wind_down(self._busy, self._freed, WIND_DOWN)
         await self._settling.wait(SETTLE_AT_CLOSE)
         slots, self._slots = self._slots, []
         for sessions in self._idle.values():
@@ -252,7 +252,8 @@ class ChannelPool:
                 # stops asking once a request brings nothing).
                 taken += await self._open_channels(config, count - len(taken), errors, ready)
         except BaseException:
-            self._give_back(config, taken)
+            if ready is None:  # else each went to ``ready``: its holder gives it back
+                self._give_back(config, taken)
             raise
         if len(taken) < required:
             self._give_back(config, taken)
@@ -424,9 +425,10 @@ class ChannelPool:
             self._freed.set()
         for sftp in channels:
             self._busy.discard(sftp)
-            if sftp.broken is None and not self._closed and sftp.pending:
+            if sftp.broken is None and not self._closed and sftp.unsettled and sftp.pending:
                 self._settling.add(sftp, partial(self._give_back, config, [sftp]))
             elif sftp.broken is None and not self._closed:
+                sftp.unsettled = False  # owes nothing unwanted (a read's CLOSE at most)
                 self._idle.setdefault(key, []).append(sftp)
             else:
                 sftp.close()

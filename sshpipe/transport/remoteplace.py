@@ -169,6 +169,7 @@ def remove_soon(sftp: SFTPSession, path: str) -> None:
     sftp.left_temps.add(path)
     if sftp.broken is not None:
         return
+    sftp.unsettled = True
 
     def answered(future: asyncio.Future[codec.Reply]) -> None:
         quiet(future)

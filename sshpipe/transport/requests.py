@@ -23,7 +23,7 @@ from .._errors import ClosedError, ConnectionBroken, ProtocolError, Stalled
 from ..core import codec
 from ..core.servercaps import ServerCaps
 from ..core.status import status_error
-from .replies import ReplyCallback, ReplyClock
+from .replies import ReplyCallback, ReplyClock, quiet
 from .wiring import Pipe
 
 logger = logging.getLogger("sshpipe.sftp")
@@ -79,6 +79,9 @@ class RequestChannel:
         self._replies = replies if replies is not None else ReplyClock(now)
         # Told once no reply is owed (or the channel ended): the pool's settling.
         self._drained: list[Callable[[], None]] = []
+        # Replies are owed that nobody waits for (a cancelled transfer's, maybe
+        # megabytes): the pool lets them come before it lends the channel again.
+        self.unsettled = False
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -286,6 +289,16 @@ class RequestChannel:
     async def call(self, build: Callable[[int], bytes], *, slow: float = 0.0) -> codec.Reply:
         """Send one request and await its reply (``slow``: as for ``_request``)."""
         return await self._request(build, slow)
+
+    def settle_later(self, *futures: asyncio.Future[codec.Reply]) -> None:
+        """Their answers are nobody's now (their sender was cancelled): read none.
+
+        The pool lets them come before it lends the channel again
+        (``transport.settling``); nobody waits for them here.
+        """
+        for future in futures:
+            future.add_done_callback(quiet)
+        self.unsettled = True
 
     def close(self) -> None:
         """Close the channel; pending requests fail with ClosedError (not retried).

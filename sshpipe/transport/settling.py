@@ -23,6 +23,11 @@ from .sftp import SFTPSession
 # sftp-server on exit, asyncssh's on cleanup), short so that closing a client
 # right after a cancel stays quick. At 20 Mbit/s it covers 5 MB of replies.
 SETTLE_AT_CLOSE = 2.0
+# Seconds ``aclose`` gives running transfers, their channels closed under
+# them, to clean up and give them back: they fail at once where they await,
+# and their clean-up is local (a temp they cannot remove is only recorded). A
+# lease held across ``aclose`` by its own caller costs this much, no more.
+WIND_DOWN = 0.5
 
 
 class Settling:
@@ -38,7 +43,7 @@ class Settling:
         return f"<Settling {len(self._waiting)}>"
 
     def add(self, sftp: SFTPSession, then: Callable[[], None]) -> None:
-        """Call ``then`` once ``sftp`` owes no reply, or has ended.
+        """Call ``then`` once ``sftp`` owes no reply, or has ended (``sftp.unsettled``).
 
         A server that owes replies for ``SETTLE_TIMEOUT`` seconds has gone:
         the channel is aborted (as stalled), which ends the wait too.
@@ -51,8 +56,10 @@ class Settling:
 
         def drained() -> None:
             overdue.cancel()
-            del self._waiting[sftp]
+            if self._waiting.get(sftp) is done:
+                del self._waiting[sftp]
             done.set_result(None)
+            sftp.unsettled = False
             then()
 
         sftp.on_drained(drained)

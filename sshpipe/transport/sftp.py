@@ -171,7 +171,7 @@ class SFTPSession(RequestChannel):
             # is closed when the answer comes, or the handle leaks on the server.
             # Not waited for here (on a thin link the answer may queue behind
             # megabytes of replies): the channel owes replies, so the pool lets
-            # it settle before anyone reuses it (``ChannelPool._settle``).
+            # it settle before anyone reuses it (``transport.settling``).
             self.close_when_opened(future, path)
             raise
         if isinstance(reply, codec.Status) and reply.code == codec.FX_FAILURE:
@@ -185,6 +185,7 @@ class SFTPSession(RequestChannel):
         Nothing waits for either answer: the session owes them, so the pool
         lets it settle before it is used again (``transport.settling``).
         """
+        self.unsettled = True
         if future.done():  # now, not soon: before the session is given back as idle
             self._close_late(path, future)
         else:
