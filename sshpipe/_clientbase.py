@@ -132,8 +132,10 @@ class ClientBase:
         self._on_its_loop()
         from ._engine import lefttemps
 
-        self.left_temps = tuple(lefttemps.keep(self._pool))
-        await self._pool.aclose()
+        try:
+            await self._pool.aclose()  # first: a cancelled upload's REMOVE may be settling
+        finally:
+            self.left_temps = tuple(lefttemps.keep(self._pool))
 
     def abort(self) -> None:
         """Drop every connection at once, without waiting for the server.

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .codec import Limits
+
 # filexfer-02 §6.10 sends SYMLINK as (linkpath, targetpath); OpenSSH's server
 # has always read them the other way round, and since every v3 client talks
 # to OpenSSH first, servers followed it: ProFTPD's mod_sftp and paramiko take
@@ -99,3 +101,20 @@ def profile_of(server_version: str, extensions: dict[str, bytes]) -> ServerProfi
         offers=tuple(offers),
         extensions=tuple(sorted(extensions)),
     )
+
+
+def describe_server(
+    profile: ServerProfile | None, limits: Limits | None, learned: dict[str, object]
+) -> dict[str, object]:
+    """What the server is, offers, states and was found to allow (``--json``'s "server")."""
+    shown: dict[str, object] = {}
+    if profile is not None:
+        shown.update(profile.as_dict())
+    if limits is not None:
+        shown["limits"] = {
+            "max_read_len": limits.max_read_len,
+            "max_write_len": limits.max_write_len,
+            "max_open_handles": limits.max_open_handles,
+        }
+    shown["learned"] = learned
+    return shown

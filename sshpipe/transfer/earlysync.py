@@ -25,6 +25,7 @@ from ..core.text import printable
 from ..local import writeback
 from ..transport.sftp import SFTPSession
 from .grower import Grower
+from .lanes import cancelled
 from .pump import Pump
 
 logger = logging.getLogger("sshpipe.upload")
@@ -76,6 +77,9 @@ class EarlySync:
                 sftp.check_status(reply, self._shown)
         except SSHPipeError as exc:
             self._pump.fail(exc)
+        except asyncio.CancelledError:
+            sftp.unsettled = True  # an fsync may be owed: the pool lets it come first
+            raise
         finally:
             # Not waited for: the upload's own fsync and CLOSEs follow at once.
             if sftp.broken is None:
@@ -103,12 +107,14 @@ async def syncing_early(
     early = EarlySync(grower, pump, path, shown, size)
     failure: BaseException | None = None
     async with asyncio.TaskGroup() as group:
-        group.create_task(early.run())
+        running = group.create_task(early.run())
         try:
             yield early
         except BaseException as exc:  # raised below, not wrapped in an ExceptionGroup
             failure = exc
         early.stop()
+        if cancelled(failure):
+            running.cancel()  # no wait for an fsync queued behind the WRITEs sent
     if failure is not None:
         try:
             raise failure

@@ -82,6 +82,11 @@ def channels_at_start(
     return count
 
 
+def cancelled(error: BaseException | None) -> bool:
+    """The transfer was cancelled (or its generator closed, or interrupted), not failed."""
+    return error is not None and not isinstance(error, Exception)
+
+
 @dataclass(slots=True, eq=False)
 class Lane:
     """One channel's handle on the file and what is in flight on it."""
@@ -152,6 +157,16 @@ class Handles:
             if lane.sftp.broken is None:
                 lane.sftp.close_handle_soon(lane.handle, self.path)
 
+    async def close_after(self, error: BaseException) -> None:
+        """CLOSE every handle after ``error``, checking nothing; cancelled, without
+        waiting: the channels owe the answers, and the pool lets them settle."""
+        if cancelled(error):
+            for sftp in self.used:
+                sftp.unsettled = True
+            self.release()
+        else:
+            await self.close(check=False)
+
     async def close(self, *, check: bool = True) -> None:
         """CLOSE every handle; all CLOSE packets are sent before any reply is awaited."""
         lanes, self.lanes = self.lanes, []
@@ -192,7 +207,7 @@ async def open_lanes(
         for result in rest:
             if isinstance(result, BaseException):
                 raise result
-    except BaseException:
-        await handles.close(check=False)
+    except BaseException as exc:
+        await handles.close_after(exc)
         raise
     return handles

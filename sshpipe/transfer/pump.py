@@ -29,7 +29,7 @@ from ..core.timeline import Timeline, describe, in_round_trips
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .grower import Grower, growing, make_controller
-from .lanes import Handles, Lane, initial_channels
+from .lanes import Handles, Lane, cancelled, initial_channels
 
 logger = logging.getLogger("sshpipe.flow")
 
@@ -62,6 +62,8 @@ class Pump:
         self.sizing = parts.sizing
         self.adaptive = parts.adaptive  # the controller sets the byte budget and the lanes
         self.error: BaseException | None = None
+        # Cancelled: replies still in flight are discarded as they come (``abandon``).
+        self.abandoned = False
         self.requests = 0
         self.unanswered = 0  # requests sent and not yet answered
         self.on_wire = 0  # payload bytes of requests not yet answered
@@ -136,6 +138,18 @@ class Pump:
         if self.error is None:
             self.error = exc
         self.progress.set()
+
+    def abandon(self) -> None:
+        """Cancelled: issue nothing more and discard the replies still to come.
+
+        Their channels owe them and go back to the pool settling, which waits
+        for them (``transport.settling``); nothing here waits.
+        """
+        self.abandoned = True
+        self.budget.free(self.budget.bytes)  # a cap shared with other files is theirs now
+        for sftp in self.handles.used:
+            sftp.unsettled = True
+        self.handles.release()
 
     async def wait(self) -> None:
         await self.progress.wait()
@@ -271,6 +285,12 @@ class Setup:
             return  # the file never opened: nothing in flight, no handle
         if error is not None:
             pump.fail(error)
+        if cancelled(error):
+            # Within a round trip: no wait for the replies in flight (seconds of
+            # them on a thin link) nor for the CLOSEs, which the pool settles.
+            await self.grower.stop()
+            pump.abandon()
+            return
         try:
             await self.grower.stop()
             if pump.error is not None and pump.unanswered:

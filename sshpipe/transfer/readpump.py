@@ -77,6 +77,8 @@ class ReadPump(Pump):
     def _on_reply(
         self, rng: Range, lane: Lane, sent: float, reply: codec.Reply | BaseException
     ) -> None:
+        if self.abandoned:
+            return  # cancelled: nobody wants it (its channel is settling)
         plan = self.plan
         outcome = classify_read(self.handles.path, rng, reply)
         data = outcome.length if isinstance(outcome, codec.Data) else 0
@@ -204,8 +206,8 @@ async def open_for_read(
         attrs = await _attrs(stat, first, handles.lanes[0].handle, path)
         if attrs.is_dir():
             raise RemoteIsADirectory(path, "is a directory")
-    except BaseException:
-        await handles.close(check=False)
+    except BaseException as exc:
+        await handles.close_after(exc)
         raise
     return handles, attrs
 
@@ -277,6 +279,7 @@ async def reading(
             pump = setup.start(ReadPump(setup.parts(handles), plan))
             started = True  # the set-up closes the handles from here on
             yield pump
-    finally:
+    except BaseException as exc:
         if not started:
-            await handles.close(check=False)
+            await handles.close_after(exc)
+        raise

@@ -35,6 +35,7 @@ from ..transport.remoteplace import (
     named,
     remote_temp_name,
     remove_quietly,
+    remove_soon,
     rename_into_place,
     resolve_remote_target,
 )
@@ -43,7 +44,7 @@ from ..transport.sftp import SFTPSession
 from .blockprobe import needs_probe, probe_write
 from .blocksource import BlockSource, FileBlocks, StreamBlocks
 from .earlysync import EarlySync, syncing_early
-from .lanes import Handles, initial_channels, open_lanes, sizing_for
+from .lanes import Handles, cancelled, initial_channels, open_lanes, sizing_for
 from .progress import Tally
 from .pump import pumping, setup_phases, take_setup
 from .retrying import Retrying
@@ -88,6 +89,7 @@ async def _upload(
     sent: asyncio.Future[codec.Reply] | None = None  # the first OPEN, not yet answered
     sending: _Sending | None = None
     existing: asyncio.Future[codec.Reply] | None = None  # the STAT of what is replaced
+    failure: BaseException | None = None
     try:
         pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
         if config.inplace or resuming is not None:
@@ -203,15 +205,21 @@ async def _upload(
         if resuming is not None:
             stats = replace(stats, bytes=sending.offset, resumed_bytes=resuming.kept_bytes)
         return stats
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
         unused = sent or (sending.first_open if sending is not None else None)
         if unused is not None:  # failed before the upload took its handle
-            await _drop(sftp, unused, None)
+            sftp.close_when_opened(unused, temp or "")
         if resuming is not None:
             resuming.finish(committed)
         if not committed and discard is not None:
             live = [channel for channel in lease.channels if channel.broken is None]
-            await remove_quietly((live or lease.channels)[0], discard)
+            if cancelled(failure):  # leave within a round trip: the pool settles the REMOVE
+                remove_soon((live or lease.channels)[0], discard)
+            else:
+                await remove_quietly((live or lease.channels)[0], discard)
 
 
 async def _drop(sftp: SFTPSession, sent: asyncio.Future[codec.Reply], temp: str | None) -> None:
@@ -346,8 +354,8 @@ class _Sending:
                         kept = await keep_existing_mode(
                             lane.sftp, lane.handle, self.existing, self.mode
                         )
-                    except BaseException:  # cancelled before the pump took the handles
-                        await handles.close(check=False)
+                    except BaseException as exc:  # cancelled before the pump took them
+                        await handles.close_after(exc)
                         raise
                 pump = WritePump(setup.parts(handles))
                 pump.on_moved = self._moved

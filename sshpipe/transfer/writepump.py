@@ -79,6 +79,8 @@ class WritePump(Pump):
         sent: float,
         reply: codec.Reply | BaseException,
     ) -> None:
+        if self.abandoned:
+            return  # cancelled: nobody wants it (its channel is settling)
         self.budget.reply(length, 0)
         ok = isinstance(reply, codec.Status) and reply.code == codec.FX_OK
         self._sample(lane, length, length if ok else 0, sent)

@@ -13,11 +13,13 @@
 - ``shell``: a remote shell for batched commands (``RemoteShell``);
 - ``sftp``: ``SFTPSession``, one SFTP channel with requests pipelined on it
   (it never sees asyncssh), on ``requests.RequestChannel`` (request ids,
-  replies owed, the stall watchdog); ``replies``: the reply callback, ``quiet`` and
-  ``settle`` for replies nobody reads, the connection's reply clock;
+  replies owed, the stall watchdog); ``replies``: the reply callback, ``quiet``
+  for replies nobody reads, the connection's reply clock;
   ``wiring``: the protocols of what a session is wired to (pipe, shell);
 - ``commands``: a tree's remote commands (``sync -f``, ``sha256sum``) with caps
   and timeouts;
+- ``settling``: channels a cancelled transfer left owing replies, kept from
+  reuse until those are in (the pool's);
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
   (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
   at its start);

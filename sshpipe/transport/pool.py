@@ -22,18 +22,20 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from .._config import ConnectConfig, TransferConfig
 from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, SSHPipeError
 from ..core.codec import Limits
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
-from ..core.serverprofile import ServerProfile
+from ..core.serverprofile import ServerProfile, describe_server
 from ..core.sizing import reply_cap
 from .poollease import Lease as Lease
 from .poollease import Pool as Pool
 from .poollease import PoolLease, leased_with_spares
 from .poolshare import BusyChannels, ChannelKey, Room
+from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 from .ssh import SSHLink, open_link
 
@@ -73,6 +75,7 @@ class ChannelPool:
         self._slot_of: dict[SFTPSession, PooledLink] = {}
         self._idle: dict[_ChannelKey, list[SFTPSession]] = {}
         self._busy = BusyChannels()  # lent out, and to how many transfers each
+        self._settling = Settling()  # given back with replies owed: not reused yet
         self._connecting = 0
         self._closed = False
         # The server's limits@openssh.com answer, learned on the first channel:
@@ -104,7 +107,7 @@ class ChannelPool:
         return (
             f"{state} connections={len(self._slots)} "
             f"idle_channels={idle} busy_channels={len(self._busy)}{shared}{queued}"
-        )
+        ) + (f" settling_channels={len(self._settling)}" if self._settling else "")
 
     async def open(self) -> None:
         """Connect and authenticate (done by ``async with``).
@@ -122,9 +125,16 @@ class ChannelPool:
             self._slots.append(PooledLink(link, self.config.channels_per_connection))
 
     async def aclose(self) -> None:
-        """Close every channel and connection; calling it twice is fine."""
+        """Close every channel and connection; calling it twice is fine.
+
+        Running transfers fail with ClosedError (not as broken, which they
+        would retry) and get ``WIND_DOWN`` seconds to clean up; channels
+        settling get ``SETTLE_AT_CLOSE`` (``settling.py``).
+        """
         self._closed = True
         self._room.wake()  # transfers waiting for a channel see the client closed
+        await wind_down(self._busy, self._room, WIND_DOWN)
+        await self._settling.wait(SETTLE_AT_CLOSE)
         slots, self._slots = self._slots, []
         for sessions in self._idle.values():
             for sftp in sessions:
@@ -257,10 +267,13 @@ class ChannelPool:
                 # stops asking once a request brings nothing).
                 taken += await self._open_channels(config, count - len(taken), errors, ready)
         except BaseException:
-            self._give_back(config, taken)
+            if ready is None:  # else each went to ``ready``: its holder gives it back
+                self._give_back(config, taken)
             raise
         if len(taken) < required:
             self._give_back(config, taken)
+            if self._closed:  # what failed was our own closing, not the server
+                raise ClosedError("this client was closed")
             if errors:
                 raise errors[0]
             return None
@@ -274,7 +287,7 @@ class ChannelPool:
         ready: Callable[[SFTPSession], None] | None = None,
     ) -> list[SFTPSession]:
         """Open ``count`` channels concurrently over the connections with room and new ones."""
-        if count <= 0:
+        if count <= 0 or self._closed:  # closed meanwhile: no new connection for nobody
             return []
         # Bookkeeping first: reserve room on each connection before awaiting.
         plan: list[PooledLink] = []  # a channel to open on each existing connection listed
@@ -383,21 +396,10 @@ class ChannelPool:
 
     def server(self) -> dict[str, object]:
         """What the server is, offers and was found to allow (``--json``'s "server")."""
-        shown: dict[str, object] = {}
-        if self.server_profile is not None:
-            shown.update(self.server_profile.as_dict())
-        if self._server_limits is not None:
-            limits = self._server_limits
-            shown["limits"] = {
-                "max_read_len": limits.max_read_len,
-                "max_write_len": limits.max_write_len,
-                "max_open_handles": limits.max_open_handles,
-            }
         learned = self.server_caps.learned()
         if any(slot.link.refuses_exec for slot in self._slots):
             learned["runs_commands"] = False  # an exec was refused (--verify's sha256sum)
-        shown["learned"] = learned
-        return shown
+        return describe_server(self.server_profile, self._server_limits, learned)
 
     def _learned(self, limits: Limits) -> None:
         self._server_limits = self._server_limits or limits
@@ -436,7 +438,10 @@ class ChannelPool:
         for sftp in channels:
             if not self._busy.leave(sftp):
                 continue  # other transfers still use it (shared): the last one gives it back
-            if sftp.broken is None and not self._closed:
+            if sftp.broken is None and not self._closed and sftp.unsettled and sftp.pending:
+                self._settling.add(sftp, partial(self._give_back, config, [sftp]))
+            elif sftp.broken is None and not self._closed:
+                sftp.unsettled = False  # owes nothing unwanted (a read's CLOSE at most)
                 self._idle.setdefault(key, []).append(sftp)
             else:
                 sftp.close()

@@ -17,6 +17,7 @@ channel given back, a connection or channel opened, one lost), for at most
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 from ..core.servercaps import handle_cap
 from .sftp import SFTPSession
@@ -50,6 +51,9 @@ class BusyChannels:
 
     def __contains__(self, sftp: object) -> bool:
         return sftp in self._users
+
+    def __iter__(self) -> Iterator[SFTPSession]:
+        return iter(list(self._users))
 
     @property
     def sharing(self) -> int:

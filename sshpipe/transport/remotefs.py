@@ -26,7 +26,7 @@ from ..core import codec
 from ..core.status import status_error
 from ..core.treeplan import glob_join, glob_match, glob_parts, glob_result_matches
 from ..core.untrusted import ListingCheck
-from .replies import quiet, settle
+from .replies import quiet
 from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.tree")
@@ -78,7 +78,7 @@ async def read_dir(sftp: SFTPSession, path: str) -> AsyncGenerator[Listing, None
         if sftp.broken is None:
             closing = close()
             if isinstance(exc, asyncio.CancelledError):
-                await settle(closing)  # cancelled: no handle outlives us
+                sftp.settle_later(closing)  # the pool waits for it before reusing the channel
             else:
                 closing.add_done_callback(quiet)
         raise

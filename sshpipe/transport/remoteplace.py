@@ -193,3 +193,30 @@ async def remove_quietly(sftp: SFTPSession, path: str) -> None:
         sftp.left_temps.discard(path)
         return
     sftp.left_temps.add(path)
+
+
+def remove_soon(sftp: SFTPSession, path: str) -> None:
+    """``remove_quietly`` without waiting for the answer (a cancelled upload's temp file).
+
+    On a thin link the REMOVE queues behind the WRITEs already sent (seconds of
+    them). The session owes the answer, so the pool lets it settle before it is
+    used again, and ``aclose`` waits for it; until the server says the file is
+    gone it counts in ``sftp.left_temps``.
+    """
+    sftp.left_temps.add(path)
+    if sftp.broken is not None:
+        return
+    sftp.unsettled = True
+
+    def answered(future: asyncio.Future[codec.Reply]) -> None:
+        quiet(future)
+        if future.cancelled() or future.exception() is not None:
+            return
+        reply = future.result()
+        if isinstance(reply, codec.Status) and reply.code in (codec.FX_OK, codec.FX_NO_SUCH_FILE):
+            sftp.left_temps.discard(path)
+
+    with contextlib.suppress(SSHPipeError):  # the session broke: the path stays listed
+        sftp.request(
+            lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
+        ).add_done_callback(answered)

@@ -23,7 +23,7 @@ from .._errors import ClosedError, ConnectionBroken, ProtocolError, Stalled
 from ..core import codec
 from ..core.servercaps import ServerCaps
 from ..core.status import status_error
-from .replies import ReplyCallback, ReplyClock
+from .replies import ReplyCallback, ReplyClock, quiet
 from .wiring import Pipe
 
 logger = logging.getLogger("sshpipe.sftp")
@@ -77,6 +77,11 @@ class RequestChannel:
         self._owed_since = now
         self._last_byte = now
         self._replies = replies if replies is not None else ReplyClock(now)
+        # Told once no reply is owed (or the channel ended): the pool's settling.
+        self._drained: list[Callable[[], None]] = []
+        # Replies are owed that nobody waits for (a cancelled transfer's, maybe
+        # megabytes): the pool lets them come before it lends the channel again.
+        self.unsettled = False
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -143,6 +148,8 @@ class RequestChannel:
         if self._held:
             self._send_held()
         callback(message)
+        if self._drained and not self._pending:
+            self._soon_drained()
 
     def _fail(self, exc: BaseException) -> None:
         if self._broken is not None:
@@ -159,6 +166,28 @@ class RequestChannel:
         for callback in pending.values():
             callback(exc)
         self._pipe.close()
+        if self._drained:
+            self._soon_drained()
+
+    def on_drained(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once no reply is owed, or the channel has ended.
+
+        Called soon after, from the loop, not from inside a reply: a request a
+        reply's future leads to (a late OPEN's CLOSE) is sent before the check.
+        """
+        self._drained.append(callback)
+        if not self._pending or self._broken is not None:
+            self._soon_drained()
+
+    def _soon_drained(self) -> None:
+        asyncio.get_running_loop().call_soon(self._check_drained)
+
+    def _check_drained(self) -> None:
+        if self._pending and self._broken is None:
+            return  # more was asked since: the next last reply checks again
+        callbacks, self._drained = self._drained, []
+        for callback in callbacks:
+            callback()
 
     def _watch(self, delay: float) -> None:
         self._watchdog = asyncio.get_running_loop().call_later(delay, self._check_silence)
@@ -260,6 +289,16 @@ class RequestChannel:
     async def call(self, build: Callable[[int], bytes], *, slow: float = 0.0) -> codec.Reply:
         """Send one request and await its reply (``slow``: as for ``_request``)."""
         return await self._request(build, slow)
+
+    def settle_later(self, *futures: asyncio.Future[codec.Reply]) -> None:
+        """Their answers are nobody's now (their sender was cancelled): read none.
+
+        The pool lets them come before it lends the channel again
+        (``transport.settling``); nobody waits for them here.
+        """
+        for future in futures:
+            future.add_done_callback(quiet)
+        self.unsettled = True
 
     def close(self) -> None:
         """Close the channel; pending requests fail with ClosedError (not retried).

@@ -8,10 +8,10 @@ the stall watchdog), so it too does I/O only through the pipe it is given;
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from .._errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError
 from ..core import codec
@@ -171,17 +171,36 @@ class SFTPSession(RequestChannel):
         try:
             reply = await asyncio.shield(future)
         except asyncio.CancelledError:
-            # The OPEN is on its way and the server may honour it: wait for the
-            # answer and close what it opened, or the handle leaks on the server.
-            with contextlib.suppress(Exception):
-                late = await future
-                if isinstance(late, codec.Handle):
-                    await self.close_handle(late.handle, path)
+            # The OPEN is on its way and the server may honour it: what it opens
+            # is closed when the answer comes, or the handle leaks on the server.
+            # Not waited for here (on a thin link the answer may queue behind
+            # megabytes of replies): the channel owes replies, so the pool lets
+            # it settle before anyone reuses it (``transport.settling``).
+            self.close_when_opened(future, path)
             raise
         if isinstance(reply, codec.Status) and reply.code == codec.FX_FAILURE:
             failed = status_error(reply, path)
             raise RemoteOpenFailed(path, failed.reason, status=reply.code)
         return self._expect(reply, codec.Handle, path).handle
+
+    def close_when_opened(self, future: asyncio.Future[codec.Reply], path: str) -> None:
+        """CLOSE what an OPEN sent on this session opens, when its answer comes.
+
+        Nothing waits for either answer: the session owes them, so the pool
+        lets it settle before it is used again (``transport.settling``).
+        """
+        self.unsettled = True
+        if future.done():  # now, not soon: before the session is given back as idle
+            self._close_late(path, future)
+        else:
+            future.add_done_callback(partial(self._close_late, path))
+
+    def _close_late(self, path: str, future: asyncio.Future[codec.Reply]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        late = future.result()
+        if isinstance(late, codec.Handle) and self.broken is None:
+            self.close_handle_soon(late.handle, path)
 
     async def close_handle(self, handle: bytes, path: str) -> None:
         reply = await self.call(

@@ -36,6 +36,7 @@ from ..durability import lefttemps
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.inorder import in_order, refused_out_of_order
+from ..transfer.lanes import cancelled
 from ..transfer.progress import Tally
 from ..transfer.upload import upload
 from ..transfer.verify import Digests
@@ -45,10 +46,11 @@ from ..transport.remoteplace import (
     keep_existing_mode,
     remote_temp_name,
     remove_quietly,
+    remove_soon,
     rename_into_place,
     resolve_remote_target,
 )
-from ..transport.replies import quiet, settle
+from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .item import Item
 from .remotesync import RemoteSync
@@ -418,7 +420,6 @@ async def put_small(
     flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
     if not inplace:
         flags |= codec.FXF_EXCL
-    committed = False
     existing = sftp.stat_request(dest) if keep_mode and not inplace else None
     if existing is not None:
         existing.add_done_callback(quiet)
@@ -431,8 +432,9 @@ async def put_small(
         if existing is not None:
             try:
                 kept = await keep_existing_mode(sftp, handle, existing, mode & 0o777)
-            except BaseException:  # cancelled: the handle is ours to close
+            except BaseException:  # cancelled: the handle is ours to close, its answer nobody's
                 sftp.close_handle_soon(handle, temp)
+                sftp.settle_later(existing)
                 raise
             if kept is not None:
                 replies.append((None, kept))
@@ -471,15 +473,16 @@ async def put_small(
                 except SSHPipeError as exc:
                     failure = failure or exc  # wait for the rest: the CLOSE must be answered
         except asyncio.CancelledError:
-            for _, future in replies:
-                future.add_done_callback(quiet)
-            await settle(replies[-1][1])  # the CLOSE, answered after every WRITE
+            # Not waited for: the WRITEs' answers and the CLOSE's come to the pool.
+            sftp.settle_later(*(future for _, future in replies))
             raise
         if failure is not None:
             raise failure
         if rename and not inplace:
             await rename_into_place(sftp, temp, dest, len(data))
-        committed = True
-    finally:
-        if not committed and not inplace:
+    except BaseException as exc:
+        if not inplace and cancelled(exc):
+            remove_soon(sftp, temp)  # leave at once: the pool settles the REMOVE
+        elif not inplace:
             await remove_quietly(sftp, temp)
+        raise

@@ -14,7 +14,7 @@ from ..core.checkfile import HashSpec
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.status import status_error
 from ..local.writeback import Batch
-from ..transport.replies import quiet, settle
+from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .verify import digests_of_pieces
 
@@ -60,7 +60,7 @@ async def fetch_small(
     try:
         await done
     except asyncio.CancelledError:
-        await settle(closing)  # the server answers the READs before it: nothing left behind
+        sftp.settle_later(closing)  # the READs' answers and the CLOSE's come to the pool
         raise
     if failure:
         closing.add_done_callback(quiet)

@@ -307,6 +307,8 @@ async def test_cancel_at_any_point_leaves_no_task_handle_or_partial(
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert asyncio.all_tasks() - baseline == set()
+            # The CLOSEs were sent, not waited for: their channels settle in the pool.
+            assert await client._pool._settling.wait(10.0) == 0
             assert tracker.open_handles == 0
             # The client is still usable afterwards.
             await client.get("/src.bin", str(tmp_path / "after.bin"))

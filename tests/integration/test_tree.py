@@ -956,7 +956,8 @@ async def test_cancel_a_tree_transfer_leaves_no_task_handle_or_partial(
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert sshpipe_tasks(asyncio.all_tasks() - baseline) == []
-            # As for one file (test_faults): handles are closed before the cancel returns.
+            # As for one file (test_faults): handles are closed once the channels settle.
+            assert await sp._pool._settling.wait(HANG_GUARD) == 0
             assert tracker.open_handles == 0, "server handles still open after the cancel"
             # Still usable.
             await sp.get("/warm.bin", str(tmp_path / "after.bin"))
