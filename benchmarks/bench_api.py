@@ -189,7 +189,7 @@ def cancel(args: argparse.Namespace) -> int:
         mine = [s for s in samples if s["op"] == op]
         late = [s["late_ms"] for s in mine if s["late_ms"] is not None]
         clean = all(not s["server_fds"] and not s["remote_temps"] and not s["local_leftovers"]
-                    and s["next_ok"] for s in mine)  # fmt: skip
+                    and not s["closed_unsettled"] and s["next_ok"] for s in mine)  # fmt: skip
         failed |= not clean or len(late) < len(mine)
         rows.append([op, f"{median(late):.0f}", f"{max(late, default=float('nan')):.0f}",
                      f"{median([s['settle_ms'] for s in mine]):.0f}",
@@ -252,33 +252,52 @@ async def _cancel(args: argparse.Namespace, srv: SSHServerInfo, work: Path) -> l
         known = work / "known_hosts_link"
         known.write_text(srv.known_hosts.read_text().replace(f"]:{srv.port} ", f"]:{emu.port} "))
         client = connect(srv, port=emu.port, known_hosts=known)
-        await client.open()
-        for round_ in range(args.rounds):
-            for op in OPS:
-                start, late = loop.time(), None
-                try:
-                    async with asyncio.timeout(args.deadline):
-                        await ops[op](client)
-                except TimeoutError:
-                    late = (loop.time() - start - args.deadline) * 1000
-                leftovers = sorted(p.name for p in local.rglob("*")
-                                   if ".partial" in p.name or p.name == "got.bin")  # fmt: skip
-                t = loop.time()
-                closed = await wait_settled(client, 30.0)
-                settle = (loop.time() - t) * 1000
-                fds = sshd_open_files(root)
-                got = b"".join([piece async for piece in client.stream(str(small))])
-                samples.append({"round": round_, "op": op, "late_ms": late, "settle_ms": settle,
-                                "closed_unsettled": closed, "server_fds": fds,
-                                "remote_temps": temp_names(root), "local_leftovers": leftovers,
-                                "next_ok": got == expected,
-                                "tasks": len(asyncio.all_tasks()) - 1})  # fmt: skip
-                print(json.dumps(samples[-1]), flush=True)
-        t = loop.time()
-        await client.aclose()
+        try:
+            await client.open()
+            tasks_at_start = len(asyncio.all_tasks())
+            for round_ in range(args.rounds):
+                for op in OPS:
+                    sample = await _cancel_one(args, client, ops[op], root, local, expected)
+                    # Tasks beyond those after open(): information only (a tree op may
+                    # open more connections, each with its own tasks).
+                    extra = len(asyncio.all_tasks()) - tasks_at_start
+                    sample |= {"round": round_, "op": op, "tasks_vs_start": extra}
+                    samples.append(sample)
+                    print(json.dumps(sample), flush=True)
+        finally:
+            t = loop.time()
+            await client.aclose()
         samples.append({"op": "aclose", "aclose_ms": (loop.time() - t) * 1000,
                         "left_temps": list(client.left_temps)})  # fmt: skip
     return samples
+
+
+async def _cancel_one(
+    args: argparse.Namespace,
+    client: sshpipe.Client,
+    op: Callable[[sshpipe.Client], Awaitable[object]],
+    root: Path,
+    local: Path,
+    expected: bytes,
+) -> Row:
+    """One operation under the deadline, then what it left behind."""
+    loop = asyncio.get_running_loop()
+    start, late = loop.time(), None
+    try:
+        async with asyncio.timeout(args.deadline):
+            await op(client)
+    except TimeoutError:
+        late = (loop.time() - start - args.deadline) * 1000
+    leftovers = sorted(p.name for p in local.rglob("*")
+                       if ".partial" in p.name or p.name == "got.bin")  # fmt: skip
+    t = loop.time()
+    closed = await wait_settled(client, 30.0)
+    settle = (loop.time() - t) * 1000
+    fds = sshd_open_files(root)
+    got = b"".join([piece async for piece in client.stream(str(root / "small.bin"))])
+    return {"late_ms": late, "settle_ms": settle, "closed_unsettled": closed, "server_fds": fds,
+            "remote_temps": temp_names(root), "local_leftovers": leftovers,
+            "next_ok": got == expected}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- stall
