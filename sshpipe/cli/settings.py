@@ -1,7 +1,7 @@
 """What the parsed words make: the connection's keyword arguments and the TransferConfig.
 
-OpenSSH's precedence where two words say the same thing: a URL's port over
-``-P`` over ``-o Port``; a ``user@`` in the remote word over ``-o User``.
+OpenSSH's precedence where two words say the same thing: ``-o Port`` over a
+URL's port over ``-P``; ``-o User`` over the remote word's ``user@``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
                 "IdentityFile, ConnectTimeout, Compression, Ciphers)"
             )
         if key == "port":
-            kwargs["port"] = _positive_int_option(name, value)
+            kwargs.setdefault("port", _positive_int_option(name, value))  # the first, as ssh
+        elif key == "username":
+            kwargs.setdefault("username", value)
         elif key == "identity_files":
             kwargs["identity_files"].append(value)
         elif key == "known_hosts":
@@ -73,14 +75,15 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
             )
         else:
             kwargs[key] = value
-    if spec.port is not None:
-        # A URL's port wins over -P: sftp.c overwrites -P's port with it, and scp.c
-        # takes -P only for a host whose URL gave none.
-        kwargs["port"] = spec.port
-    elif args.port is not None:
-        kwargs["port"] = args.port  # -P wins over -o Port
+    # sftp and scp hand ssh the -o options first and the port and user after them
+    # (-oPort/-p, -l), and ssh keeps the first value it reads: -o Port and -o User
+    # win. Of the two ports sftp and scp decide themselves, a URL's wins over -P
+    # (sftp.c overwrites -P's port with it; scp.c takes -P for a host with none).
+    port = spec.port if spec.port is not None else args.port
+    if port is not None:
+        kwargs.setdefault("port", port)
     if spec.user:
-        kwargs["username"] = spec.user  # user@ in the spec wins over -o User
+        kwargs.setdefault("username", spec.user)
     if not kwargs["identity_files"]:
         del kwargs["identity_files"]
     return kwargs

@@ -142,7 +142,7 @@ def test_bad_urls_are_one_line_usage_errors(word: str, why: str) -> None:
     assert word in str(caught.value) and "\n" not in str(caught.value)
 
 
-# -- which port wins ----------------------------------------------------------------
+# -- which port and user win ------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -152,24 +152,35 @@ def test_bad_urls_are_one_line_usage_errors(word: str, why: str) -> None:
         (["-P", "7"], "sftp://host:2222/x", 2222),  # the URL's, as sftp.c and scp.c do
         (["-P", "7"], "sftp://host/x", 7),
         (["-P", "7"], "host:x", 7),
-        (["-o", "Port=8", "-P", "7"], "host:x", 7),
-        (["-o", "Port=8"], "host:x", 8),
-        (["-o", "Port=8"], "scp://host:2222/x", 2222),
+        # ssh keeps the first value it reads, and sftp/scp give it -o options first.
+        (["-P", "7", "-o", "Port=8"], "host:x", 8),
+        (["-o", "Port=8"], "scp://host:2222/x", 8),
+        (["-o", "Port=8", "-o", "Port=9"], "host:x", 8),
         ([], "host:x", None),  # ssh_config's, or 22
     ],
 )
-def test_a_urls_port_wins_over_the_options(options: list[str], target: str, port: int) -> None:
+def test_which_port_wins(options: list[str], target: str, port: int | None) -> None:
     args = parse_args(["get", *options, target, "out"])
     spec = parse_remote(args.sources[0])
     assert spec is not None
     assert ssh_kwargs(args, spec).get("port") == port
 
 
-def test_a_urls_user_reaches_the_connection() -> None:
-    args = parse_args(["get", "-o", "User=other", "sftp://me%40corp@host/x", "out"])
+@pytest.mark.parametrize(
+    ("options", "target", "user"),
+    [
+        ([], "sftp://me%40corp@host/x", "me@corp"),
+        ([], "a@b@host:x", "a@b"),
+        (["-o", "User=other"], "me@host:x", "other"),  # -o first, as ssh reads it
+        (["-o", "User=other"], "host:x", "other"),
+        ([], "host:x", None),
+    ],
+)
+def test_which_user_wins(options: list[str], target: str, user: str | None) -> None:
+    args = parse_args(["get", *options, target, "out"])
     spec = parse_remote(args.sources[0])
     assert spec is not None
-    assert ssh_kwargs(args, spec)["username"] == "me@corp"
+    assert ssh_kwargs(args, spec).get("username") == user
 
 
 # -- options before or after the verb -------------------------------------------------
