@@ -184,6 +184,7 @@ def test_get_over_ipv6_loopback(sshd_executable: Path, tmp_path: Path) -> None:
         got = run_cli("get", *options, "-F", "/dev/null", url, str(tmp_path / "six.bin"))
         assert got.returncode == 0, got.stderr
         assert (tmp_path / "six.bin").read_bytes() == data
+        assert " from ::1 port " in info.log_file.read_text()  # IPv6, not 127.0.0.1
 
 
 def test_version_line() -> None:
