@@ -1,5 +1,6 @@
-"""``python -m sshpipe``: the words (``args``), what is printed (``output``), running a
-command (``main``), the demo.
+"""``python -m sshpipe``: the words (``words`` arranges them, ``args`` parses them,
+``targets`` reads a remote path or URL, ``settings`` makes the configs), what is
+printed (``output``), running a command (``main``), the demo.
 
 Everything a server says is escaped before it reaches the terminal
 (``output.say``). uvloop is loaded here, never by the library.

@@ -1,18 +1,21 @@
-"""The command line's words: the parser, ``[user@]host:path``, and the configs they make.
+"""The command line's words: the parser, and the configs they make.
 
 Every default a help text states is taken from the constant the library uses
 (``_config``), so the two cannot drift apart. A bad word is a ``UsageError``
-(exit 2) in one line, never argparse's own exit.
+(exit 2) in one line, never argparse's own exit; an unknown option or verb names
+the nearest real one. Options may come before the verb or after it (``words``);
+what a remote word means is ``targets``' business.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
+from .. import __version__
 from .._config import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
@@ -20,82 +23,87 @@ from .._config import (
     DEFAULT_REQUESTS,
     DEFAULT_RETRIES,
     DEFAULT_STALL_TIMEOUT,
-    TransferConfig,
-    parse_destination,
+    DEFAULT_WINDOW,
 )
 from .._errors import UsageError
-from .argtypes import number_at_least, size_at_least
+from .argtypes import number_at_least, positive_int, size_at_least
+from .words import arrange
 
-__all__ = [
-    "VERIFY_LEVELS",
-    "RemoteSpec",
-    "parse_args",
-    "parse_remote",
-    "ssh_kwargs",
-    "transfer_config",
-]
+__all__ = ["VERIFY_LEVELS", "build_parser", "parse_args", "version_line"]
 
-DESCRIPTION = "``python -m sshpipe``: get / put with OpenSSH's spellings, plus demo and serve."
+DESCRIPTION = """\
+get / put with OpenSSH's spellings: scp's [user@]host:path, sftp:// and scp://
+URLs, -P -i -F -o; plus demo and serve. Options go before or after the command."""
 
-# -o options we understand, by OpenSSH's case-insensitive name.
-_SSH_OPTIONS = {
-    "stricthostkeychecking": "strict_host_key_checking",
-    "userknownhostsfile": "known_hosts",
-    "port": "port",
-    "user": "username",
-    "identityfile": "identity_files",
-    "connecttimeout": "connect_timeout",
-    "compression": "compression",
-    "ciphers": "ciphers",
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class RemoteSpec:
-    user: str | None
-    host: str
-    path: str
-
+# The demo's file when --size is not given: big enough to leave slow start behind.
+DEMO_SIZE = 64 * 1024 * 1024
 
 # --verify[=LEVEL]; a plain --verify is "best": the strongest check the server allows.
 VERIFY_LEVELS = ("size", "best", "hash", "read-back")
 
 
-def parse_remote(spec: str) -> RemoteSpec | None:
-    """``[user@]host:path`` (scp syntax; ``[v6addr]:path`` too), or None for a local path."""
-    if spec.startswith("/") or spec.startswith("./"):
-        return None
-    if "]:" in spec and "[" in spec:
-        head, _, path = spec.partition("]:")
-        head += "]"
-    else:
-        head, sep, path = spec.partition(":")
-        if not sep or "/" in head:
-            return None  # no colon before the first slash: a local path, as scp decides
-    user, host = parse_destination(head)
-    return RemoteSpec(user=user, host=host, path=path or ".")
+def version_line() -> str:
+    """``sshpipe 0.1.0 (Python 3.11.9, asyncssh 2.24.1)``: what a bug report needs first."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        asyncssh = version("asyncssh")
+    except PackageNotFoundError:  # run from a source tree beside an unpackaged asyncssh
+        asyncssh = "unknown"
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"sshpipe {__version__} (Python {python}, asyncssh {asyncssh})"
+
+
+def _prog() -> str:
+    """What the user typed: the ``sshpipe`` script, else ``python -m sshpipe``."""
+    return "sshpipe" if os.path.basename(sys.argv[0]) == "sshpipe" else "python -m sshpipe"
 
 
 _size = size_at_least(1)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but its errors are UsageErrors, and it lists its option strings."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: dict[str, argparse.Action] = {}  # before __init__ adds -h
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.update(dict.fromkeys(action.option_strings, action))
+        return action
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
+class _Version(argparse.Action):
+    """``--version``: the line is made only when asked (asking the package metadata costs)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the versions of sshpipe, Python and asyncssh, and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-P", dest="port", type=_positive_int, help="port (as sftp/scp -P)")
+    parser.add_argument("-P", dest="port", type=positive_int, help="port (as sftp/scp -P)")
     parser.add_argument(
         "-i",
         dest="identity",
@@ -146,7 +154,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-R",
         dest="requests",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_REQUESTS,
         help=f"requests in flight per channel (as sftp -R; default {DEFAULT_REQUESTS})",
     )
@@ -158,18 +166,18 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--channels",
-        type=_positive_int,
+        type=positive_int,
         help="use exactly this many SFTP channels (default: the flow controller decides)",
     )
     parser.add_argument(
         "--connections",
-        type=_positive_int,
+        type=positive_int,
         help=f"most SSH connections to open (default {DEFAULT_MAX_CONNECTIONS})",
     )
     parser.add_argument(
         "--channels-per-connection",
         dest="channels_per_connection",
-        type=_positive_int,
+        type=positive_int,
         help=f"most channels per connection (default {DEFAULT_CHANNELS_PER_CONNECTION}: "
         "sshd's MaxSessions less one, kept for a command)",
     )
@@ -180,7 +188,11 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         help="memory budget: payload bytes in flight at most "
         f"(default {DEFAULT_MAX_BYTES_IN_FLIGHT >> 20}M)",
     )
-    parser.add_argument("--window", type=_size, help="SSH receive window per channel")
+    parser.add_argument(
+        "--window",
+        type=_size,
+        help=f"SSH receive window per channel (default {DEFAULT_WINDOW >> 20}M)",
+    )
     parser.add_argument(
         "--retries",
         type=int,
@@ -236,134 +248,119 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the transfer stats as JSON")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m sshpipe", description=DESCRIPTION)
+def _examples(prog: str, *lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {prog} {line}" for line in lines)
+
+
+def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
+    parser = _Parser(
+        prog=prog,
+        description=DESCRIPTION,
+        epilog=_examples(
+            prog,
+            "get user@host:logs/app.log .",
+            "put -r site/ host:/srv/www/",
+            "get sftp://user@host:2222/data.bin .    # ~/data.bin, port 2222",
+            "get sftp://host//var/log/syslog .       # // : an absolute path",
+            "get 'user@[::1]:notes.txt' .            # IPv6 in brackets",
+            "-P 2222 -i ~/.ssh/id_ed25519 get host:f .",
+            "demo --size 256M --rtt 40",
+        )
+        + "\n\nEach command's options: "
+        + f"{prog} get --help (put, demo, serve likewise).",
+    )
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    get = commands.add_parser("get", help="download: [user@]host:REMOTE... LOCAL")
+    get = commands.add_parser(
+        "get",
+        help="download: [user@]host:REMOTE... LOCAL",
+        description="Download remote files (or, with -r, directories) to LOCAL.",
+        epilog=_examples(
+            prog,
+            "get host:file.bin .                     # into the current directory",
+            "get -r user@host:photos ~/backup/       # a directory",
+            "get host:'logs/*.gz' logs/              # a wildcard, expanded on the server",
+            "get --verify --resume sftp://host:2222/big.iso .",
+            "get 'sftp://me@[::1]//srv/My%20File' .  # percent-escapes in a URL",
+        ),
+    )
     get.add_argument(
         "sources",
         nargs="+",
         metavar="[user@]host:REMOTE",
-        help="remote files or (with -r) directories; wildcards are expanded on the server "
+        help="remote files or (with -r) directories, as scp writes them or as "
+        "sftp://[user@]host[:port]/path URLs; wildcards are expanded on the server "
         "(quote them: host:'logs/*.gz')",
     )
     get.add_argument("target", metavar="LOCAL")
-    put = commands.add_parser("put", help="upload: LOCAL... [user@]host:REMOTE")
+    put = commands.add_parser(
+        "put",
+        help="upload: LOCAL... [user@]host:REMOTE",
+        description="Upload local files (or, with -r, directories) to REMOTE.",
+        epilog=_examples(
+            prog,
+            "put report.pdf host:                    # into the home directory",
+            "put -r -p site/ user@host:/srv/www/     # a directory, modes and times kept",
+            "put -P 2222 big.iso 'user@[2001:db8::1]:isos/'",
+            "put --verify=hash *.tar scp://host:2222/backups/",
+        ),
+    )
     put.add_argument("sources", nargs="+", metavar="LOCAL")
-    put.add_argument("target", metavar="[user@]host:REMOTE")
+    put.add_argument(
+        "target",
+        metavar="[user@]host:REMOTE",
+        help="a remote path as scp writes it, or an sftp://[user@]host[:port]/path URL",
+    )
     for sub in (get, put):
         _add_tree_options(sub)
         _add_ssh_options(sub)
         _add_transfer_options(sub)
-    demo = commands.add_parser("demo", help="run get/put against an embedded server and compare")
+    demo = commands.add_parser(
+        "demo",
+        help="run get/put against an embedded server and compare",
+        description="Get and put one test file through an embedded SFTP server with\n"
+        "several clients' settings, check every byte, and print a table.",
+        epilog=_examples(prog, "demo", "demo --size 256M", "demo --rtt 40 --rate 400"),
+    )
     demo.add_argument(
-        "--size", type=_size, default=64 * 1024 * 1024, help="test file size (default 64M)"
+        "--size",
+        type=_size,
+        default=DEMO_SIZE,
+        help=f"test file size (default {DEMO_SIZE >> 20}M)",
     )
     demo.add_argument(
         "--rtt",
         type=number_at_least(0, "rtt"),
         default=0.0,
         metavar="MS",
-        help="emulate this round-trip time between client and server (link emulator)",
+        help="emulate this round-trip time between client and server (link emulator; "
+        "default 0: loopback's own)",
     )
     demo.add_argument(
         "--rate",
         type=number_at_least(0, "rate"),
         default=None,
         metavar="MBIT",
-        help="emulate a link of this many Mbit/s per direction",
+        help="emulate a link of this many Mbit/s per direction (default: no limit)",
     )
-    serve = commands.add_parser("serve", help="run the embedded SFTP server until Ctrl-C")
+    serve = commands.add_parser(
+        "serve",
+        help="run the embedded SFTP server until Ctrl-C",
+        description="Serve a directory over SFTP with the embedded server, and print\n"
+        "get/put commands that reach it.",
+        epilog=_examples(prog, "serve", "serve --root ~/shared --port 2222"),
+    )
     serve.add_argument("--root", help="directory to serve (default: a new temp dir)")
     serve.add_argument("--port", type=int, default=0, help="port (default: any free one)")
-    return parser
+    verbs = {"get": get, "put": put, "demo": demo, "serve": serve}
+    for sub in verbs.values():
+        sub.add_argument("--version", action=_Version)
+    return parser, verbs
 
 
-def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"identity_files": list(args.identity)}
-    if args.ssh_config:
-        kwargs["ssh_config"] = [args.ssh_config]
-    if args.compression:
-        kwargs["compression"] = True
-    if args.cipher:
-        kwargs["ciphers"] = tuple(args.cipher.split(","))
-    for option in args.options:
-        name, sep, value = option.partition("=")
-        if not sep:
-            name, _, value = option.partition(" ")
-        key = _SSH_OPTIONS.get(name.strip().lower())
-        value = value.strip()
-        if key is None:
-            raise UsageError(
-                f"unsupported -o option {name!r} (supported: "
-                "StrictHostKeyChecking, UserKnownHostsFile, Port, User, "
-                "IdentityFile, ConnectTimeout, Compression, Ciphers)"
-            )
-        if key == "port":
-            kwargs["port"] = _positive_int_option(name, value)
-        elif key == "identity_files":
-            kwargs["identity_files"].append(value)
-        elif key == "known_hosts":
-            kwargs["known_hosts"] = value.split()
-        elif key == "connect_timeout":
-            kwargs["connect_timeout"] = float(_positive_int_option(name, value))
-        elif key == "compression":
-            kwargs["compression"] = value.lower() == "yes"
-        elif key == "ciphers":
-            kwargs["ciphers"] = tuple(value.split(","))
-        elif key == "strict_host_key_checking":
-            kwargs[key] = {"yes": "yes", "accept-new": "accept-new", "no": "no", "off": "no"}.get(
-                value.lower(), value
-            )
-        else:
-            kwargs[key] = value
-    if args.port is not None:
-        kwargs["port"] = args.port  # -P wins over -o Port, as in sftp
-    if spec.user:
-        kwargs["username"] = spec.user  # user@ in the spec wins over -o User
-    if not kwargs["identity_files"]:
-        del kwargs["identity_files"]
-    return kwargs
-
-
-def _positive_int_option(name: str, value: str) -> int:
-    try:
-        return _positive_int(value)
-    except argparse.ArgumentTypeError as exc:
-        raise UsageError(f"-o {name}: {exc}") from None
-
-
-def transfer_config(args: argparse.Namespace) -> TransferConfig:
-    # One transfer per process: nothing else on the loop to stall, so local
-    # I/O runs on the loop thread (see TransferConfig.local_io_in_thread).
-    config = TransferConfig(
-        requests=args.requests, block_size=args.block_size, local_io_in_thread=False
-    )
-    if args.channels:
-        config = replace(config, channels=args.channels)
-    if args.connections:
-        config = replace(config, max_connections=args.connections)
-    if args.channels_per_connection:
-        config = replace(config, channels_per_connection=args.channels_per_connection)
-    if args.in_flight:
-        config = replace(config, max_bytes_in_flight=args.in_flight)
-    if args.window:
-        config = replace(config, window=args.window)
-    if args.inplace:
-        config = replace(config, inplace=True)
-    if args.sequential_writes:
-        config = replace(config, sequential_writes=True)
-    if args.resume:
-        config = replace(config, resume=True)
-    if args.fsync is not None:
-        config = replace(config, fsync=args.fsync)
-    if args.verify:
-        config = replace(config, verify=args.verify)
-    if args.retries is not None:
-        config = replace(config, retries=args.retries)
-    if args.stall_timeout is not None:
-        config = replace(config, stall_timeout=args.stall_timeout)
-    return config
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line's parser (its help is the top-level ``--help``)."""
+    return _verbs(_prog())[0]
 
 
 def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
@@ -383,5 +380,18 @@ def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line (``sys.argv[1:]`` by default), parsed; a UsageError if it is wrong."""
-    return build_parser().parse_args(_verify_level_attached(argv))
+    """The command line (``sys.argv[1:]`` by default), parsed.
+
+    Raises:
+        UsageError: a word that is wrong, in one line (an unknown option or verb
+            with the nearest real one).
+        SystemExit: 0, after ``--help`` or ``--version`` printed their answer.
+    """
+    prog = _prog()
+    parser, verbs = _verbs(prog)
+    words = arrange(
+        _verify_level_attached(argv),
+        {name: sub.options for name, sub in verbs.items()},
+        prog=prog,
+    )
+    return parser.parse_args(words)

@@ -45,3 +45,14 @@ def number_at_least(minimum: float, what: str) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def positive_int(text: str) -> int:
+    """A whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value

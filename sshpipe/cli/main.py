@@ -31,7 +31,7 @@ from .._client import Client
 from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
-from .args import parse_args, parse_remote, ssh_kwargs, transfer_config
+from .args import parse_args
 from .output import (
     Escaped,
     end_progress,
@@ -42,6 +42,8 @@ from .output import (
     say,
     show_progress,
 )
+from .settings import ssh_kwargs, transfer_config
+from .targets import parse_remote
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
@@ -60,9 +62,13 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
     if spec is None or any(other is None for other in specs):
         bad = next(text for text, other in zip(remote_side, specs, strict=True) if other is None)
         needs = "a remote source" if args.command == "get" else "a remote target"
-        raise UsageError(f"{args.command} needs {needs} [user@]host:PATH, not {bad!r}")
-    if any((other.user, other.host) != (spec.user, spec.host) for other in specs if other):
-        raise UsageError("all remote sources must be on the same [user@]host")
+        raise UsageError(
+            f"{args.command} needs {needs} [user@]host:PATH or sftp://[user@]host[:port]/PATH, "
+            f"not {bad!r}"
+        )
+    where = (spec.user, spec.host, spec.port)
+    if any((other.user, other.host, other.port) != where for other in specs if other):
+        raise UsageError("all remote sources must be on the same [user@]host[:port]")
     if any(parse_remote(text) is not None for text in local_side):
         raise UsageError(f"{args.command}: remote-to-remote copies are not supported")
     if args.command == "put":

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import socket
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncssh
 import pytest
 
+import sshpipe
 from sshpipe._config import DEFAULT_CHANNELS_PER_CONNECTION, DEFAULT_RETRIES
+from sshpipe.testing.sshd import openssh_server
 from tests.support.cli import assert_one_line_error, run_cli, run_cli_tty_stderr
 from tests.support.peers import Peer
 
@@ -117,6 +121,86 @@ def test_port_from_o_option_and_user_from_spec(openssh_peer: Peer, tmp_path: Pat
     result = run_cli("get", *options, openssh_peer.spec("src.bin"), str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out").read_bytes() == b"abc"
+
+
+# -- targets and option placement, as an scp/sftp user writes them ---------------------
+
+
+def _without_port(peer: Peer) -> list[str]:
+    options = peer.cli_options()
+    assert options[0] == "-P"
+    return options[2:]
+
+
+def test_get_through_an_sftp_url_takes_its_port(openssh_peer: Peer, tmp_path: Path) -> None:
+    data = os.urandom(200_000)
+    (openssh_peer.root / "a b+c.bin").write_bytes(data)
+    # An absolute path: the second '/' after the host; percent-escaped; no -P.
+    url = f"sftp://{openssh_peer.user}@{openssh_peer.host}:{openssh_peer.port}/"
+    url += quote(openssh_peer.remote("a b+c.bin"))
+    assert "%20" in url and "%2B" in url and "//" in url.removeprefix("sftp://")
+    got = run_cli("get", "-q", *_without_port(openssh_peer), url, str(tmp_path / "got.bin"))
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "got.bin").read_bytes() == data
+
+
+def test_put_with_the_options_before_the_verb(openssh_peer: Peer, tmp_path: Path) -> None:
+    data = os.urandom(150_000)
+    (tmp_path / "up.bin").write_bytes(data)
+    put = run_cli(
+        "-q",
+        *openssh_peer.cli_options(),
+        "put",
+        "-R",
+        "4",
+        str(tmp_path / "up.bin"),
+        openssh_peer.spec("up.bin"),
+    )
+    assert put.returncode == 0, put.stderr
+    assert put.stdout == ""  # -q, given before the verb, was heard
+    assert (openssh_peer.root / "up.bin").read_bytes() == data
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def test_get_over_ipv6_loopback(sshd_executable: Path, tmp_path: Path) -> None:
+    """The shared sshd listens on 127.0.0.1 only: this one listens on ::1 too."""
+    if not _ipv6_loopback():
+        pytest.skip("no IPv6 loopback on this machine")
+    with openssh_server(tmp_path / "sshd6", extra_config=["ListenAddress ::1"]) as info:
+        known = tmp_path / "known_hosts6"  # the same key, known under its IPv6 name
+        known.write_text(info.known_hosts.read_text().replace(f"[{info.host}]:", "[::1]:"))
+        data = os.urandom(100_000)
+        (info.root / "six.bin").write_bytes(data)
+        url = f"sftp://{info.user}@[::1]:{info.port}/{info.root / 'six.bin'}"
+        options = ["-i", str(info.client_key), "-o", f"UserKnownHostsFile={known}"]
+        got = run_cli("get", *options, "-F", "/dev/null", url, str(tmp_path / "six.bin"))
+        assert got.returncode == 0, got.stderr
+        assert (tmp_path / "six.bin").read_bytes() == data
+        assert " from ::1 port " in info.log_file.read_text()  # IPv6, not 127.0.0.1
+
+
+def test_version_line() -> None:
+    done = run_cli("--version")
+    assert done.returncode == 0, done.stderr
+    python = platform.python_version()
+    expected = f"sshpipe {sshpipe.__version__} (Python {python}, asyncssh {asyncssh.__version__})"
+    assert (done.stdout, done.stderr) == (expected + "\n", "")
+
+
+def test_a_typo_is_one_line_naming_the_option_meant() -> None:
+    typo = run_cli("get", "--verfy", "h:/x", "y")
+    assert_one_line_error(typo, 2, "unknown option --verfy (did you mean --verify?)")
+    assert_one_line_error(
+        run_cli("gte", "h:/x", "y"), 2, "unknown command 'gte' (did you mean get?)"
+    )
 
 
 def test_missing_remote_file(openssh_peer: Peer, tmp_path: Path) -> None:

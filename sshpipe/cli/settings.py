@@ -1,0 +1,130 @@
+"""What the parsed words make: the connection's keyword arguments and the TransferConfig.
+
+OpenSSH's precedence where two words say the same thing: ``-o Port`` over a
+URL's port over ``-P``; ``-o User`` over the remote word's ``user@``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any
+
+from .._config import TransferConfig
+from .._errors import UsageError
+from .argtypes import positive_int
+from .targets import RemoteSpec
+
+__all__ = ["ssh_kwargs", "transfer_config"]
+
+# -o options we understand, by OpenSSH's case-insensitive name.
+_SSH_OPTIONS = {
+    "stricthostkeychecking": "strict_host_key_checking",
+    "userknownhostsfile": "known_hosts",
+    "port": "port",
+    "user": "username",
+    "identityfile": "identity_files",
+    "connecttimeout": "connect_timeout",
+    "compression": "compression",
+    "ciphers": "ciphers",
+}
+
+
+def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
+    """The keyword arguments of ``sshpipe.connect`` for ``spec``, from -P -i -F -o -C -c.
+
+    Raises:
+        UsageError: an ``-o`` option we do not know, or a bad value for one.
+    """
+    kwargs: dict[str, Any] = {"identity_files": list(args.identity)}
+    if args.ssh_config:
+        kwargs["ssh_config"] = [args.ssh_config]
+    if args.compression:
+        kwargs["compression"] = True
+    if args.cipher:
+        kwargs["ciphers"] = tuple(args.cipher.split(","))
+    for option in args.options:
+        name, sep, value = option.partition("=")
+        if not sep:
+            name, _, value = option.partition(" ")
+        key = _SSH_OPTIONS.get(name.strip().lower())
+        value = value.strip()
+        if key is None:
+            raise UsageError(
+                f"unsupported -o option {name!r} (supported: "
+                "StrictHostKeyChecking, UserKnownHostsFile, Port, User, "
+                "IdentityFile, ConnectTimeout, Compression, Ciphers)"
+            )
+        if key == "port":
+            kwargs.setdefault("port", _positive_int_option(name, value))  # the first, as ssh
+        elif key == "username":
+            kwargs.setdefault("username", value)
+        elif key == "identity_files":
+            kwargs["identity_files"].append(value)
+        elif key == "known_hosts":
+            kwargs["known_hosts"] = value.split()
+        elif key == "connect_timeout":
+            kwargs["connect_timeout"] = float(_positive_int_option(name, value))
+        elif key == "compression":
+            kwargs["compression"] = value.lower() == "yes"
+        elif key == "ciphers":
+            kwargs["ciphers"] = tuple(value.split(","))
+        elif key == "strict_host_key_checking":
+            kwargs[key] = {"yes": "yes", "accept-new": "accept-new", "no": "no", "off": "no"}.get(
+                value.lower(), value
+            )
+        else:
+            kwargs[key] = value
+    # sftp and scp hand ssh the -o options first and the port and user after them
+    # (-oPort/-p, -l), and ssh keeps the first value it reads: -o Port and -o User
+    # win. Of the two ports sftp and scp decide themselves, a URL's wins over -P
+    # (sftp.c overwrites -P's port with it; scp.c takes -P for a host with none).
+    port = spec.port if spec.port is not None else args.port
+    if port is not None:
+        kwargs.setdefault("port", port)
+    if spec.user:
+        kwargs.setdefault("username", spec.user)
+    if not kwargs["identity_files"]:
+        del kwargs["identity_files"]
+    return kwargs
+
+
+def _positive_int_option(name: str, value: str) -> int:
+    try:
+        return positive_int(value)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"-o {name}: {exc}") from None
+
+
+def transfer_config(args: argparse.Namespace) -> TransferConfig:
+    """The TransferConfig the transfer options ask for; the library's defaults elsewhere."""
+    # One transfer per process: nothing else on the loop to stall, so local
+    # I/O runs on the loop thread (see TransferConfig.local_io_in_thread).
+    config = TransferConfig(
+        requests=args.requests, block_size=args.block_size, local_io_in_thread=False
+    )
+    if args.channels:
+        config = replace(config, channels=args.channels)
+    if args.connections:
+        config = replace(config, max_connections=args.connections)
+    if args.channels_per_connection:
+        config = replace(config, channels_per_connection=args.channels_per_connection)
+    if args.in_flight:
+        config = replace(config, max_bytes_in_flight=args.in_flight)
+    if args.window:
+        config = replace(config, window=args.window)
+    if args.inplace:
+        config = replace(config, inplace=True)
+    if args.sequential_writes:
+        config = replace(config, sequential_writes=True)
+    if args.resume:
+        config = replace(config, resume=True)
+    if args.fsync is not None:
+        config = replace(config, fsync=args.fsync)
+    if args.verify:
+        config = replace(config, verify=args.verify)
+    if args.retries is not None:
+        config = replace(config, retries=args.retries)
+    if args.stall_timeout is not None:
+        config = replace(config, stall_timeout=args.stall_timeout)
+    return config
