@@ -198,11 +198,15 @@ class AttackServer(asyncssh.SFTPServer):
     async def _endless(self) -> AsyncIterator[asyncssh.SFTPName]:
         for dot in (b".", b".."):
             yield asyncssh.SFTPName(dot, attrs=Fake("dir", 0o755).attrs())
-        kind = self.scenario.endless_kind
+        # One attrs object and a longname of our own: asyncssh would otherwise
+        # look the uid and gid up for every entry, which was most of the time
+        # a million entries took.
+        attrs = Fake(self.scenario.endless_kind).attrs()
         count = 0
         while True:
             count += 1
-            yield asyncssh.SFTPName(f"{count:012d}.dat".encode(), attrs=Fake(kind).attrs())
+            name = f"{count:012d}.dat".encode()
+            yield asyncssh.SFTPName(name, longname=b"p--------- 1 0 0 0 " + name, attrs=attrs)
 
     # -- attributes and links -------------------------------------------------------
 
