@@ -355,7 +355,9 @@ async def _open_jumps(
             ssh_options=(),
             proxy_jump=None if link is None else "none",
         )
-        name = f"{user}@{host}" if user else host
+        # The hop as -J spells it.
+        name = (f"{user}@" if user else "") + (f"[{host}]" if ":" in host else host)
+        name += f":{port}" if port is not None else ""
         try:
             link = await _open(hop, via=link, depth=depth + 1)
         except SSHPipeError as exc:
