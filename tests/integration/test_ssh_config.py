@@ -25,6 +25,7 @@ from sshpipe.linkemu import LinkEmulator
 from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from tests.support.cli import assert_one_line_error, run_cli
 from tests.support.peers import Peer
+from tests.support.waits import eventually
 
 pytestmark = pytest.mark.openssh
 
@@ -251,9 +252,17 @@ async def test_a_reconnect_goes_through_the_jump_host_again(
         proxy_jump=f"127.0.0.1:{jump.port}",
     )
     before = _forwards_to(jump, far.port)
+    logins, logouts = _count(jump, "Accepted publickey"), _count(jump, "Disconnected from user")
     async with client:
         emu.cut_after(512 * 1024, direction="down")
         stats = await client.get(far.remote("big.bin"), tmp_path / "big.bin")
     assert (tmp_path / "big.bin").read_bytes() == data
     assert stats.reconnects == 1
     assert _forwards_to(jump, far.port) >= before + 2
+    # Closing the client closed every hop it opened, the cut one's too.
+    opened = _count(jump, "Accepted publickey") - logins
+    await eventually(lambda: _count(jump, "Disconnected from user") - logouts == opened)
+
+
+def _count(server: SSHServerInfo, text: str) -> int:
+    return server.log_file.read_text().count(text)
