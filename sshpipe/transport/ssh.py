@@ -35,6 +35,7 @@ from .._errors import (
     SSHPipeError,
     Stalled,
     UnknownHostKey,
+    UsageError,
 )
 from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
@@ -338,10 +339,9 @@ async def _open_jumps(
     down only the connection that used it, and a reconnect opens a new one.
     """
     if depth >= MAX_JUMP_DEPTH:
-        raise ConnectError(
-            f"{cfg.host}: more than {MAX_JUMP_DEPTH} jump hosts deep (a ProxyJump loop?)",
-            host=cfg.host,
-            port=cfg.port,
+        # The same on every try: the config's doing, not the network's.
+        raise UsageError(
+            f"{cfg.host}: more than {MAX_JUMP_DEPTH} jump hosts deep (a ProxyJump loop?)"
         )
     link: SSHLink | None = None
     for user, host, port in jumps:

@@ -75,6 +75,8 @@ def read_options(cfg: ConnectConfig) -> Prepared:
     own = own_options(cfg.ssh_config, cfg.host, cfg.username, options=cfg.ssh_options)
     where: dict[str, Any] = {"host": cfg.host, "port": cfg.port}
     kwargs: dict[str, Any] = {"connect_timeout": _connect_timeout(cfg, own)}
+    if cfg.ciphers is None and _asks_for_none(own.get("ciphers", "")):
+        raise UsageError(f"{cfg.host}: the 'none' cipher is never allowed (ssh_config Ciphers)")
     if cfg.ciphers is not None:
         kwargs["encryption_algs"] = list(cfg.ciphers)
     elif "ciphers" not in own:
@@ -127,6 +129,13 @@ def read_options(cfg: ConnectConfig) -> Prepared:
         connect_timeout=kwargs["connect_timeout"],
         jumps=parse_jump(cfg.proxy_jump or own.get("proxyjump", "none")),
     )
+
+
+def _asks_for_none(ciphers: str) -> bool:
+    """Whether a Ciphers value names "none" (alone, in its list, or added with + or ^)."""
+    if ciphers.startswith("-"):
+        return False  # "-none" removes it
+    return "none" in ciphers.lstrip("+^").lower().split(",")
 
 
 def _strict(cfg: ConnectConfig, own: dict[str, str]) -> HostKeyPolicy:

@@ -153,27 +153,30 @@ def agent(openssh_peer: Peer, tmp_path: Path) -> Iterator[Path]:
         os.kill(pid, signal.SIGTERM)
 
 
-def test_identities_only_from_the_file_and_o_beating_it(
+def test_identities_only_and_hostname_from_the_file_and_o_beating_them(
     openssh_peer: Peer, tmp_path: Path, agent: Path
 ) -> None:
     """The agent holds the right key, the config names a wrong one: IdentitiesOnly decides."""
     (openssh_peer.root / "src.bin").write_bytes(b"y" * 1000)
     wrong = tmp_path / "wrong_key"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(wrong))
+    # -o HostName beats the file's, and Match host in the file sees it (the Port).
     body = f"""
 Host box
-  HostName 127.0.0.1
-  Port {openssh_peer.port}
+  HostName no-such-host.invalid
   IdentityFile {wrong}
   IdentityAgent {agent}
   IdentitiesOnly yes
   UserKnownHostsFile {openssh_peer.known_hosts}
+Match host 127.0.0.1
+  Port {openssh_peer.port}
 """
     config = _config(tmp_path, body)
     source = f"box:{openssh_peer.remote('src.bin')}"
-    refused = _get(config, source, tmp_path / "got")
+    address = ["-o", "HostName=127.0.0.1"]
+    refused = _get(config, source, tmp_path / "got", *address)
     assert_one_line_error(refused, 6, "authentication failed")
-    allowed = _get(config, source, tmp_path / "got", "-o", "IdentitiesOnly=no")
+    allowed = _get(config, source, tmp_path / "got", *address, "-o", "IdentitiesOnly=no")
     assert allowed.returncode == 0, allowed.stderr
     assert (tmp_path / "got").read_bytes() == b"y" * 1000
 
