@@ -47,10 +47,10 @@ OWN_KEYWORDS = frozenset(
 
 
 def config_files(ssh_config: Sequence[str | os.PathLike[str]] | None) -> list[Path]:
-    """The files to read: those named, else ~/.ssh/config where it exists."""
+    """The files to read: those named, else ~/.ssh/config where it can be read (as asyncssh)."""
     if ssh_config is None:
         default = Path(DEFAULT_SSH_CONFIG).expanduser()
-        return [default] if default.is_file() else []
+        return [default] if default.is_file() and os.access(default, os.R_OK) else []
     return [Path(path).expanduser() for path in ssh_config]
 
 
