@@ -181,7 +181,7 @@ Match host 127.0.0.1
     assert (tmp_path / "got").read_bytes() == b"y" * 1000
 
 
-def test_proxy_jump_from_the_file_then_J_then_J_none(
+async def test_proxy_jump_from_the_file_then_J_then_J_none(
     openssh_peer: Peer, jump: SSHServerInfo, tmp_path: Path
 ) -> None:
     data = os.urandom(200_000)
@@ -212,17 +212,17 @@ Host hop
     )
     assert via_j.returncode == 0, via_j.stderr
     assert _forwards_to(jump, openssh_peer.port) == before + 2
-    # -J none: straight to the target, whatever the file says.
-    direct = _get(
-        config, f"target:{openssh_peer.remote('src.bin')}", tmp_path / "c.bin", "-J", "none"
-    )
-    assert direct.returncode == 0, direct.stderr
-    assert _forwards_to(jump, openssh_peer.port) == before + 2
-    for name in ("a.bin", "b.bin", "c.bin"):
+    for name in ("a.bin", "b.bin"):
         assert (tmp_path / name).read_bytes() == data
+    # proxy_jump "none" (-J none): straight to the target, whatever the file
+    # says (the API in-process: a third command would cost a second).
+    async with sshpipe.connect("target", ssh_config=[config], proxy_jump="none") as client:
+        await client.get(openssh_peer.remote("src.bin"), tmp_path / "c.bin")
+    assert (tmp_path / "c.bin").read_bytes() == data
+    assert _forwards_to(jump, openssh_peer.port) == before + 2
 
 
-def test_a_jump_host_that_fails_is_named(
+async def test_a_jump_host_that_fails_is_named(
     openssh_peer: Peer, jump: SSHServerInfo, tmp_path: Path
 ) -> None:
     (openssh_peer.root / "src.bin").write_bytes(b"z")
@@ -230,12 +230,18 @@ def test_a_jump_host_that_fails_is_named(
     known = _known(tmp_path, openssh_peer)  # the jump host's key is not in it
     config = _config(tmp_path, body, openssh_peer.client_key, jump.client_key, known=known)
     source = f"target:{openssh_peer.remote('src.bin')}"
-    port = _refused_port()
-    refused = _get(config, source, tmp_path / "got", "-J", f"127.0.0.1:{port}")
-    assert_one_line_error(refused, 5, f"jump host 127.0.0.1:{port}: ", "connection refused")
     unknown = _get(config, source, tmp_path / "got", "-J", f"127.0.0.1:{jump.port}")
     assert_one_line_error(unknown, 7, f"jump host 127.0.0.1:{jump.port}: ", "not known")
     assert not (tmp_path / "got").exists()
+    # Refused (in-process: the exit code is the class's, shown above).
+    port = _refused_port()
+    client = sshpipe.connect("target", ssh_config=[config], proxy_jump=f"me@127.0.0.1:{port}")
+    with pytest.raises(sshpipe.ConnectError) as caught:
+        await client.open()
+    assert (
+        str(caught.value) == f"jump host me@127.0.0.1:{port}: 127.0.0.1:{port}: connection refused"
+    )
+    assert caught.value.exit_code == 5
 
 
 async def test_a_reconnect_goes_through_the_jump_host_again(
