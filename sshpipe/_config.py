@@ -264,9 +264,10 @@ class ConnectConfig:
         proxy_jump: jump hosts, ``[user@]host[:port]`` separated by commas
             (``ssh -J``): the connection is tunnelled through each in turn,
             and each is checked and logged in as a host of its own (its own
-            ssh_config block; this config's keys, known_hosts and host key
-            policy; never the password). None means ssh_config's ProxyJump;
-            "none" connects directly.
+            ssh_config block; this config's keys, known_hosts, host key
+            policy, connect timeout and ciphers; not its port, user,
+            compression or ``ssh_options``; never the password). None means
+            ssh_config's ProxyJump; "none" connects directly.
         ssh_options: OpenSSH options as ``-o Key=Value`` gives them, (keyword,
             value) pairs read as a config before the ssh_config files: the
             first value of a keyword wins, so they beat the files, and the
