@@ -14,6 +14,7 @@ from typing import Literal, TypeAlias, get_args
 
 from ._errors import UsageError
 from ._keys import HostKeyCheck, PrivateKey
+from .core.sshconfig import parse_jump
 
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
 # asyncssh caps its own parallel I/O at 128 (_MAX_SFTP_REQUESTS).
@@ -51,6 +52,21 @@ DEFAULT_MAX_PACKET_SIZE = 256 * 1024 - 1024
 MAX_BLOCK_SIZE = 4 * 1024 * 1024
 
 HostKeyPolicy = Literal["yes", "accept-new", "no"]
+# StrictHostKeyChecking's values as ssh_config and -o spell them, as sshpipe
+# applies them: "off" is "no"; "ask" is "yes", since sshpipe prompts nobody
+# (ssh itself refuses an unknown host under "ask" when it cannot ask).
+HOST_KEY_POLICIES: dict[str, HostKeyPolicy] = {
+    "yes": "yes",
+    "ask": "yes",
+    "accept-new": "accept-new",
+    "no": "no",
+    "off": "no",
+}
+# OpenSSH waits for the kernel's TCP timeout (~2 min); a transfer tool that
+# retries does better to give up sooner. ssh_config's ConnectTimeout wins.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+# Keywords -o may not give (ssh(1) refuses them too): they start blocks or read files.
+_BLOCK_KEYWORDS = ("host", "match", "include")
 # AES-GCM first: with AES-NI it is far cheaper than chacha20-poly1305 in
 # `cryptography`, and never "none" (asyncssh does not offer it unless asked).
 DEFAULT_CIPHERS = (
@@ -235,10 +251,29 @@ class ConnectConfig:
             ``strict_host_key_checking`` must stay "yes".
         strict_host_key_checking: "yes" refuses unknown hosts, "accept-new"
             records them, "no" accepts them; a changed key is always refused.
+            None means ssh_config's StrictHostKeyChecking (its "off" is "no",
+            its "ask" is "yes": nobody is asked), else "yes".
         ssh_config: OpenSSH client config files to read; None means ~/.ssh/config.
-        connect_timeout: seconds allowed for TCP connect plus SSH handshake.
-        ciphers: encryption algorithms in preference order.
-        compression: offer zlib compression (helps slow links, halves fast ones).
+        connect_timeout: seconds allowed for TCP connect plus SSH handshake;
+            None means ssh_config's ConnectTimeout, else 30.
+        ciphers: encryption algorithms in preference order; None means
+            ssh_config's Ciphers, else ``DEFAULT_CIPHERS``. "none" is refused
+            from either.
+        compression: offer zlib compression (helps slow links, halves fast
+            ones); None means ssh_config's Compression, else off.
+        proxy_jump: jump hosts, ``[user@]host[:port]`` separated by commas
+            (``ssh -J``): the connection is tunnelled through each in turn,
+            and each is checked and logged in as a host of its own (its own
+            ssh_config block; this config's keys, known_hosts, host key
+            policy, connect timeout and ciphers; not its port, user,
+            compression or ``ssh_options``; never the password). None means
+            ssh_config's ProxyJump; "none" connects directly.
+        ssh_options: OpenSSH options as ``-o Key=Value`` gives them, (keyword,
+            value) pairs read as a config before the ssh_config files: the
+            first value of a keyword wins, so they beat the files, and the
+            fields above beat them. For keywords with no field here
+            (HostName, IdentitiesOnly, KexAlgorithms...). Not Host, Match,
+            Include.
     """
 
     host: str
@@ -250,32 +285,43 @@ class ConnectConfig:
     agent_path: str | os.PathLike[str] | None = None
     password: str | None = field(default=None, repr=False)
     known_hosts: tuple[str, ...] | HostKeyCheck | None = None
-    strict_host_key_checking: HostKeyPolicy = "yes"
+    strict_host_key_checking: HostKeyPolicy | None = None
     ssh_config: tuple[str, ...] | None = None
-    connect_timeout: float = 30.0
-    ciphers: tuple[str, ...] = DEFAULT_CIPHERS
-    compression: bool = False
+    connect_timeout: float | None = None
+    ciphers: tuple[str, ...] | None = None
+    compression: bool | None = None
+    proxy_jump: str | None = None
+    ssh_options: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.host:
             raise UsageError("host must not be empty")
         _positive("port", self.port, maximum=65535)
-        if self.strict_host_key_checking not in ("yes", "accept-new", "no"):
+        if self.strict_host_key_checking not in (None, "yes", "accept-new", "no"):
             raise UsageError(
                 "StrictHostKeyChecking must be yes, accept-new or no, "
                 f"not {self.strict_host_key_checking!r}"
             )
-        if self.connect_timeout <= 0:
+        if self.connect_timeout is not None and not self.connect_timeout > 0:
             raise UsageError("connect_timeout must be positive")
-        if callable(self.known_hosts) and self.strict_host_key_checking != "yes":
+        if callable(self.known_hosts) and self.strict_host_key_checking not in (None, "yes"):
             raise UsageError(
                 "known_hosts as a callable decides alone: strict_host_key_checking "
                 f"{self.strict_host_key_checking!r} would not apply"
             )
         if any(not isinstance(key, PrivateKey) for key in self.keys):
             raise UsageError("keys must be PrivateKey objects (see sshpipe.load_key)")
-        if not self.ciphers or any(c.lower() == "none" for c in self.ciphers):
+        if self.ciphers is not None and (
+            not self.ciphers or any(c.lower() == "none" for c in self.ciphers)
+        ):
             raise UsageError("the 'none' cipher is never allowed")
+        if self.proxy_jump is not None:
+            parse_jump(self.proxy_jump)  # a bad hop is refused before any connection
+        for keyword, value in self.ssh_options:
+            if not keyword.isalnum() or keyword.lower() in _BLOCK_KEYWORDS:
+                raise UsageError(f"not an option -o can set: {keyword!r}")
+            if "\n" in value or "\r" in value:
+                raise UsageError(f"option {keyword}: a value is one line")
 
 
 def parse_destination(destination: str) -> tuple[str | None, str]:

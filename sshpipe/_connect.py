@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ._client import Client
 from ._config import (
-    DEFAULT_CIPHERS,
     ConnectConfig,
     HostKeyPolicy,
     TransferConfig,
@@ -27,11 +26,13 @@ def connect(
     agent_path: StrPath | None = None,
     password: str | None = None,
     known_hosts: StrPath | Sequence[StrPath] | HostKeyCheck | None = None,
-    strict_host_key_checking: HostKeyPolicy = "yes",
+    strict_host_key_checking: HostKeyPolicy | None = None,
     ssh_config: StrPath | Sequence[StrPath] | None = None,
-    connect_timeout: float = 30.0,
-    compression: bool = False,
-    ciphers: tuple[str, ...] | list[str] = DEFAULT_CIPHERS,
+    connect_timeout: float | None = None,
+    compression: bool | None = None,
+    ciphers: tuple[str, ...] | list[str] | None = None,
+    proxy_jump: str | None = None,
+    ssh_options: Mapping[str, str] | Sequence[tuple[str, str]] = (),
     config: TransferConfig | None = None,
 ) -> Client:
     """A client for ``[user@]host``; connects on ``async with`` (or ``await client.open()``).
@@ -51,12 +52,20 @@ def connect(
             UserKnownHostsFile, else ~/.ssh/known_hosts); or a callable
             ``(host, port, HostKey) -> bool`` that alone decides (True trusts,
             False refuses with HostKeyError) and reads or writes no file.
-        strict_host_key_checking: "yes" (default), "accept-new" or "no"; only
-            "yes" with a known_hosts callable.
+        strict_host_key_checking: "yes", "accept-new" or "no" (default:
+            ssh_config's StrictHostKeyChecking, else "yes"); only "yes" with a
+            known_hosts callable.
         ssh_config: OpenSSH config files to read (default ~/.ssh/config).
-        connect_timeout: seconds for TCP connect plus handshake.
-        compression: offer zlib compression.
-        ciphers: encryption algorithms in preference order ("none" is refused).
+        connect_timeout: seconds for TCP connect plus handshake (default:
+            ssh_config's ConnectTimeout, else 30).
+        compression: offer zlib compression (default: ssh_config's, else no).
+        ciphers: encryption algorithms in preference order (default:
+            ssh_config's Ciphers, else ``DEFAULT_CIPHERS``; "none" is refused).
+        proxy_jump: jump hosts ``[user@]host[:port],...`` as ``ssh -J`` takes
+            them (default: ssh_config's ProxyJump); "none" connects directly.
+        ssh_options: OpenSSH options as ``ssh -o`` takes them, e.g.
+            ``{"HostName": "10.0.0.5", "IdentitiesOnly": "yes"}``: read before
+            the ssh_config files, so they win over them.
         config: TransferConfig for every transfer of this client.
 
     Returns:
@@ -89,6 +98,8 @@ def connect(
         ssh_config=tuple(fspaths(ssh_config)) if ssh_config is not None else None,
         connect_timeout=connect_timeout,
         compression=compression,
-        ciphers=tuple(ciphers),
+        ciphers=tuple(ciphers) if ciphers is not None else None,
+        proxy_jump=proxy_jump,
+        ssh_options=tuple(ssh_options.items() if isinstance(ssh_options, Mapping) else ssh_options),
     )
     return Client(connect_config, config or TransferConfig())

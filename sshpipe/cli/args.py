@@ -118,8 +118,16 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="Option=value",
-        help="OpenSSH option: StrictHostKeyChecking, UserKnownHostsFile, Port, "
-        "User, IdentityFile, ConnectTimeout, Compression, Ciphers",
+        help="OpenSSH option, before ssh_config's: StrictHostKeyChecking, "
+        "UserKnownHostsFile, Port, User, HostName, IdentityFile, IdentitiesOnly, "
+        "ProxyJump, ConnectTimeout, Compression, Ciphers, and the others ssh_config "
+        "takes (see the README)",
+    )
+    parser.add_argument(
+        "-J",
+        dest="jump",
+        metavar="[user@]host[:port][,...]",
+        help="connect through these jump hosts, as ssh -J (beats ProxyJump; none: directly)",
     )
     parser.add_argument("-C", dest="compression", action="store_true", help="enable compression")
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")

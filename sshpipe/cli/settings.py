@@ -1,7 +1,10 @@
 """What the parsed words make: the connection's keyword arguments and the TransferConfig.
 
 OpenSSH's precedence where two words say the same thing: ``-o Port`` over a
-URL's port over ``-P``; ``-o User`` over the remote word's ``user@``.
+URL's port over ``-P``; ``-o User`` over the remote word's ``user@``; ``-J``
+over ``-o ProxyJump``. Every ``-o`` goes before the ssh_config files (first
+value wins): those with a keyword argument of ``connect`` through it, the
+others as ``ssh_options``, a config read first.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from .._config import TransferConfig
+from .._config import HOST_KEY_POLICIES, TransferConfig
 from .._errors import UsageError
 from .argtypes import positive_int
 from .targets import RemoteSpec
@@ -27,7 +30,37 @@ _SSH_OPTIONS = {
     "connecttimeout": "connect_timeout",
     "compression": "compression",
     "ciphers": "ciphers",
+    "proxyjump": "proxy_jump",
 }
+# -o options handed on as ssh_config lines (``ssh_options``): what sshpipe or
+# asyncssh reads from ssh_config and connect() has no keyword for.
+_CONFIG_LINES = {
+    name.lower(): name
+    for name in (
+        "HostName",
+        "IdentitiesOnly",
+        "IdentityAgent",
+        "CertificateFile",
+        "KexAlgorithms",
+        "MACs",
+        "HostKeyAlgorithms",
+        "HostKeyAlias",
+        "PreferredAuthentications",
+        "PubkeyAuthentication",
+        "ServerAliveInterval",
+        "ServerAliveCountMax",
+        "TCPKeepAlive",
+        "AddressFamily",
+        "BindAddress",
+        "GlobalKnownHostsFile",
+        "RekeyLimit",
+        "ProxyCommand",
+    )
+}
+_SUPPORTED = (
+    "StrictHostKeyChecking, UserKnownHostsFile, Port, User, IdentityFile, ConnectTimeout, "
+    f"Compression, Ciphers, ProxyJump, {', '.join(_CONFIG_LINES.values())}"
+)
 
 
 def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
@@ -39,22 +72,25 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"identity_files": list(args.identity)}
     if args.ssh_config:
         kwargs["ssh_config"] = [args.ssh_config]
+    # -C and -c before -o, as ssh reads them (each -o keeps the first value).
     if args.compression:
         kwargs["compression"] = True
     if args.cipher:
         kwargs["ciphers"] = tuple(args.cipher.split(","))
+    if args.jump:
+        kwargs["proxy_jump"] = args.jump  # -J beats -o ProxyJump, as in ssh
+    lines: list[tuple[str, str]] = []
     for option in args.options:
         name, sep, value = option.partition("=")
         if not sep:
             name, _, value = option.partition(" ")
         key = _SSH_OPTIONS.get(name.strip().lower())
         value = value.strip()
+        if key is None and name.strip().lower() in _CONFIG_LINES:
+            lines.append((_CONFIG_LINES[name.strip().lower()], value))
+            continue
         if key is None:
-            raise UsageError(
-                f"unsupported -o option {name!r} (supported: "
-                "StrictHostKeyChecking, UserKnownHostsFile, Port, User, "
-                "IdentityFile, ConnectTimeout, Compression, Ciphers)"
-            )
+            raise UsageError(f"unsupported -o option {name!r} (supported: {_SUPPORTED})")
         if key == "port":
             kwargs.setdefault("port", _positive_int_option(name, value))  # the first, as ssh
         elif key == "username":
@@ -62,19 +98,19 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
         elif key == "identity_files":
             kwargs["identity_files"].append(value)
         elif key == "known_hosts":
-            kwargs["known_hosts"] = value.split()
+            kwargs.setdefault("known_hosts", value.split())
         elif key == "connect_timeout":
-            kwargs["connect_timeout"] = float(_positive_int_option(name, value))
+            kwargs.setdefault("connect_timeout", float(_positive_int_option(name, value)))
         elif key == "compression":
-            kwargs["compression"] = value.lower() == "yes"
+            kwargs.setdefault("compression", _yes_no(name, value))
         elif key == "ciphers":
-            kwargs["ciphers"] = tuple(value.split(","))
+            kwargs.setdefault("ciphers", tuple(value.split(",")))
         elif key == "strict_host_key_checking":
-            kwargs[key] = {"yes": "yes", "accept-new": "accept-new", "no": "no", "off": "no"}.get(
-                value.lower(), value
-            )
+            kwargs.setdefault(key, HOST_KEY_POLICIES.get(value.lower(), value))
         else:
-            kwargs[key] = value
+            kwargs.setdefault(key, value)
+    if lines:
+        kwargs["ssh_options"] = lines
     # sftp and scp hand ssh the -o options first and the port and user after them
     # (-oPort/-p, -l), and ssh keeps the first value it reads: -o Port and -o User
     # win. Of the two ports sftp and scp decide themselves, a URL's wins over -P
@@ -87,6 +123,12 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
     if not kwargs["identity_files"]:
         del kwargs["identity_files"]
     return kwargs
+
+
+def _yes_no(name: str, value: str) -> bool:
+    if value.lower() not in ("yes", "no"):
+        raise UsageError(f"-o {name}: want yes or no, not {value!r}")
+    return value.lower() == "yes"
 
 
 def _positive_int_option(name: str, value: str) -> int:

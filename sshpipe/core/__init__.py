@@ -22,6 +22,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
   order, what it offers;
 - ``servercaps``: what a server was found to refuse (handles, block, requests
   in flight, out-of-order writes), and the rules that learn it;
+- ``sshconfig``: ssh_config read as OpenSSH reads it (Host, Match, Include,
+  first value wins) for one host, and ``-J``'s hops;
 - ``timeline``: a transfer's set-up phases, in seconds and round trips;
 - ``progress``: the progress reports' rate, ETA, and when one is due.
 

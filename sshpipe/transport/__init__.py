@@ -1,8 +1,12 @@
 """The network edge: the only client-side importer of ``asyncssh``.
 
-- ``ssh``: connecting (``open_link``), one SSH connection (``SSHLink``), its
-  channels opened with a chosen window and packet size, asyncssh's errors
-  translated;
+- ``ssh``: connecting (``open_link``, through ProxyJump's hops), one SSH
+  connection (``SSHLink``), its channels opened with a chosen window and
+  packet size, asyncssh's errors translated;
+- ``sshoptions``: one connection's options settled before it opens (the
+  API's fields, ``-o``, ssh_config, our defaults, in OpenSSH's order), and
+  ``sshconfig``: the ssh_config keywords sshpipe reads itself
+  (``own_options``: StrictHostKeyChecking, ProxyJump, BatchMode, Control*);
 - ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking),
   or a user's known_hosts callable;
 - ``keys``: private keys loaded before a log-in (``sshpipe.load_key``,

@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import socket
 import time
 import weakref
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import asyncssh
@@ -33,17 +32,19 @@ from .._errors import (
     ConnectionBroken,
     ConnectTimeout,
     KeyLoadError,
+    SSHPipeError,
     Stalled,
     UnknownHostKey,
+    UsageError,
 )
 from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
-from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
-from .keys import client_keys
+from .hostkeys import HostKeyPolicy
 from .replies import ReplyClock
 from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
+from .sshoptions import Prepared, read_options
 
 logger = logging.getLogger("sshpipe.ssh")
 
@@ -288,31 +289,100 @@ class SSHLink:
             await self._conn.wait_closed()
 
 
-async def open_link(cfg: ConnectConfig) -> SSHLink:
-    """Connect and authenticate.
+# Jump hosts behind jump hosts (a hop's own ProxyJump): OpenSSH has no limit,
+# and a loop in ssh_config spawns ssh processes until something breaks.
+MAX_JUMP_DEPTH = 8
 
-    Every ConnectError raised names the ``host`` (as given) and ``port``.
+
+async def open_link(cfg: ConnectConfig) -> SSHLink:
+    """Connect and authenticate, through the jump hosts if any (``proxy_jump``).
+
+    Every ConnectError raised names the ``host`` (as given) and ``port``;
+    one on the way through a jump host begins with "jump host NAME:".
+    Closing the link closes the jump hosts' connections too.
 
     Raises:
+        UsageError: an ssh_config or option value that cannot be used.
         KeyLoadError: a key named cannot be used (before any connection).
         ConnectError: invalid options, DNS failure, refused, handshake failure;
             ConnectTimeout: no connection within ``connect_timeout``.
         AuthenticationError, HostKeyError (UnknownHostKey, HostKeyMismatch).
     """
+    return await _open(cfg, via=None, depth=0)
+
+
+async def _open(cfg: ConnectConfig, *, via: SSHLink | None, depth: int) -> SSHLink:
     # Off the loop: an RSA key's checks or a passphrase's KDF take 0.3-0.4 s,
     # ssh_config and known_hosts are file reads; the caller's other tasks run on.
-    options, known_files, trusted, port = await asyncio.to_thread(_read_options, cfg)
+    prepared = await asyncio.to_thread(read_options, cfg)
+    if via is None and prepared.jumps:
+        via = await _open_jumps(cfg, prepared.jumps, depth)
+    try:
+        return await _log_in(cfg, prepared, via)
+    except BaseException:
+        if via is not None:
+            await via.close()
+        raise
+
+
+async def _open_jumps(
+    cfg: ConnectConfig, jumps: list[tuple[str | None, str, int | None]], depth: int
+) -> SSHLink:
+    """The last of the hops, each opened through the one before.
+
+    As ssh's ``-J a,b``: ``a`` is looked up in ssh_config as a host of its own
+    (its own ProxyJump too); ``b`` is reached through ``a``, whatever its
+    ProxyJump says. Each hop takes the keys, known_hosts, host key policy,
+    connect timeout and ciphers ``cfg`` sets (OpenSSH hands its hops only
+    ``-F``; sshpipe checks them as strictly as the target), never the
+    password. Each pool connection opens its own chain: a hop dropped takes
+    down only the connection that used it, and a reconnect opens a new one.
+    """
+    if depth >= MAX_JUMP_DEPTH:
+        # The same on every try: the config's doing, not the network's.
+        raise UsageError(
+            f"{cfg.host}: more than {MAX_JUMP_DEPTH} jump hosts deep (a ProxyJump loop?)"
+        )
+    link: SSHLink | None = None
+    for user, host, port in jumps:
+        hop = replace(
+            cfg,
+            host=host,
+            port=port,
+            username=user,
+            password=None,
+            compression=None,
+            ssh_options=(),
+            proxy_jump=None if link is None else "none",
+        )
+        # The hop as -J spells it.
+        name = (f"{user}@" if user else "") + (f"[{host}]" if ":" in host else host)
+        name += f":{port}" if port is not None else ""
+        try:
+            link = await _open(hop, via=link, depth=depth + 1)
+        except SSHPipeError as exc:
+            if not str(exc).startswith("jump host "):  # a hop's own hop named itself
+                exc.args = (f"jump host {name}: {exc.args[0] if exc.args else exc}",)
+            raise
+    assert link is not None
+    return link
+
+
+async def _log_in(cfg: ConnectConfig, prepared: Prepared, via: SSHLink | None) -> SSHLink:
+    port = prepared.port
     check = cfg.known_hosts if callable(cfg.known_hosts) else None
-    policy = HostKeyPolicy(cfg.strict_host_key_checking, known_files, host=cfg.host, check=check)
+    policy = HostKeyPolicy(prepared.strict, prepared.known_files, host=cfg.host, check=check)
     label = f"{cfg.host}:{port}"
     where: dict[str, Any] = {"host": cfg.host, "port": port}
     started = time.monotonic()
     try:
         conn = await asyncssh.connect(
             cfg.host,
-            options=options,
-            known_hosts=trusted,
+            options=prepared.options,
+            known_hosts=prepared.trusted,
             client_factory=lambda: policy,
+            # Always given: left out, asyncssh would open ssh_config's ProxyJump itself.
+            tunnel=via._conn if via is not None else None,
         )
     except asyncssh.HostKeyNotVerifiable as exc:
         refusal = policy.refusal or UnknownHostKey(f"{label}: {exc.reason}", **where)
@@ -328,16 +398,22 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
         ) from exc
     except ConnectionRefusedError as exc:
         raise ConnectError(f"{label}: connection refused", **where) from exc
+    except asyncssh.ChannelOpenError as exc:  # the jump host would not forward to us
+        raise ConnectError(f"{label}: the jump host refused: {exc.reason}", **where) from exc
     except TimeoutError as exc:
         raise ConnectTimeout(
-            f"{label}: timed out after {cfg.connect_timeout:g} s", **where
+            f"{label}: timed out after {prepared.connect_timeout:g} s", **where
         ) from exc
     except asyncssh.DisconnectError as exc:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}", **where) from exc
     except (asyncssh.Error, OSError) as exc:
         raise ConnectError(f"{label}: {exc}", **where) from exc
+    if via is not None:
+        # asyncssh closes the tunnel of a connection it opened through one only
+        # when it opened the tunnel itself: closing ours closes the hops too.
+        conn.set_tunnel(via._conn)
     patches = tune_connection(conn) | policy.handshake_patches
-    port = conn.get_extra_info("peername", (cfg.host, port))[1]
+    port = conn.get_extra_info("peername", (cfg.host, port))[1] if via is None else port
     link = SSHLink(conn, f"{conn.get_extra_info('username')}@{cfg.host}:{port}", patches)
     timeline = Timeline(started)
     for name, at in zip(
@@ -352,59 +428,3 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     auth = dict(timeline.phases)["auth"]
     link.rtt_estimate = auth if SIGNED_FIRST in patches else auth / 2
     return link
-
-
-def _read_options(
-    cfg: ConnectConfig,
-) -> tuple[asyncssh.SSHClientConnectionOptions, list[Path], asyncssh.SSHKnownHosts, int]:
-    """asyncssh's options (ssh_config read, keys loaded), the known_hosts files and
-    the entries for this host, and the port.
-
-    Raises:
-        KeyLoadError: a key named cannot be used.
-        ConnectError: options asyncssh rejects, a bad known_hosts.
-    """
-    kwargs: dict[str, Any] = {
-        "encryption_algs": list(cfg.ciphers),
-        "compression_algs": ["zlib@openssh.com", "none"] if cfg.compression else ["none"],
-        "connect_timeout": cfg.connect_timeout,
-    }
-    if cfg.port is not None:
-        kwargs["port"] = cfg.port
-    if cfg.username is not None:
-        kwargs["username"] = cfg.username
-    keys = client_keys(cfg)
-    if keys is not None:
-        kwargs["client_keys"] = keys
-    if cfg.passphrase is not None:  # for the default keys asyncssh loads itself
-        kwargs["passphrase"] = cfg.passphrase
-    if cfg.agent_path is not None:
-        # OpenSSH's "IdentityAgent none": asyncssh's None.
-        agent = os.fspath(cfg.agent_path)
-        kwargs["agent_path"] = None if agent == "none" else os.path.expanduser(agent)
-    if cfg.password is not None:
-        kwargs["password"] = cfg.password
-    else:
-        # No password given: never let asyncssh prompt or hang on one.
-        kwargs["password_auth"] = False
-        kwargs["kbdint_auth"] = False
-    if cfg.ssh_config is not None:
-        kwargs["config"] = [os.path.expanduser(p) for p in cfg.ssh_config]
-    try:
-        options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
-    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
-        # A default key (ssh_config's IdentityFile) the passphrase given does not open.
-        raise KeyLoadError("(default keys)", str(exc), host=cfg.host, port=cfg.port) from exc
-    except (ValueError, asyncssh.Error, OSError) as exc:
-        raise ConnectError(
-            f"{cfg.host}: invalid SSH options: {exc}", host=cfg.host, port=cfg.port
-        ) from exc
-    known_files = known_hosts_files(cfg, options)
-    port = cfg.port or _port_of(options)
-    return options, known_files, load_known_hosts(known_files, host=cfg.host, port=port), port
-
-
-def _port_of(options: asyncssh.SSHClientConnectionOptions) -> int:
-    """The port ssh_config chose (asyncssh's ``port`` option), else 22."""
-    port = getattr(options, "port", None)
-    return port if isinstance(port, int) and port > 0 else 22

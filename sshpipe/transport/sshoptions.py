@@ -1,0 +1,193 @@
+"""One connection's options, settled before it opens: asyncssh's, and the ones sshpipe applies.
+
+Precedence is OpenSSH's: a ``ConnectConfig`` field (the command line's ``-P``,
+``-J``, ``-C``...) first, then ``ssh_options`` (``-o``), then the ssh_config
+files, first value winning; sshpipe's own default last. asyncssh reads the
+files itself for its keywords, so a default of ours is handed to it only
+where no line sets the keyword: handing it always (``encryption_algs``,
+``compression_algs``, ``connect_timeout``) silently overrode ssh_config.
+
+``-o`` pairs become a config file of their own read first (ssh(1) treats them
+so): asyncssh has no keyword argument for HostName or IdentitiesOnly, and
+``Match host`` in the files sees a HostName given with ``-o``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from .._config import (
+    DEFAULT_CIPHERS,
+    DEFAULT_CONNECT_TIMEOUT,
+    HOST_KEY_POLICIES,
+    ConnectConfig,
+    HostKeyPolicy,
+)
+from .._errors import ConnectError, KeyLoadError, UsageError
+from ..core.sshconfig import parse_jump
+from .hostkeys import known_hosts_files, load_known_hosts
+from .keys import client_keys
+from .sshconfig import config_files, options_text, own_options
+
+__all__ = ["Prepared", "read_options"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prepared:
+    """What ``open_link`` needs, read off the event loop.
+
+    Attributes:
+        options: asyncssh's options (ssh_config read, keys loaded).
+        known_files: the known_hosts files of the host policy.
+        trusted: their entries.
+        port: the port connected to.
+        strict: the StrictHostKeyChecking in force.
+        connect_timeout: the seconds TCP connect plus handshake may take.
+        jumps: the hops to tunnel through, (user, host, port), first first.
+    """
+
+    options: asyncssh.SSHClientConnectionOptions
+    known_files: list[Path]
+    trusted: asyncssh.SSHKnownHosts
+    port: int
+    strict: HostKeyPolicy
+    connect_timeout: float
+    jumps: list[tuple[str | None, str, int | None]]
+
+
+def read_options(cfg: ConnectConfig) -> Prepared:
+    """Everything read and decided for ``cfg``: blocking, call it in a thread.
+
+    Raises:
+        UsageError: an ssh_config that cannot be read or parsed, a bad value
+            for StrictHostKeyChecking, ConnectTimeout or ProxyJump, the
+            "none" cipher asked for.
+        KeyLoadError: a key named cannot be used.
+        ConnectError: options asyncssh rejects, a bad known_hosts.
+    """
+    own = own_options(cfg.ssh_config, cfg.host, cfg.username, options=cfg.ssh_options)
+    where: dict[str, Any] = {"host": cfg.host, "port": cfg.port}
+    kwargs: dict[str, Any] = {"connect_timeout": _connect_timeout(cfg, own)}
+    if cfg.ciphers is None and _asks_for_none(own.get("ciphers", "")):
+        raise UsageError(f"{cfg.host}: the 'none' cipher is never allowed (ssh_config Ciphers)")
+    if cfg.ciphers is not None:
+        kwargs["encryption_algs"] = list(cfg.ciphers)
+    elif "ciphers" not in own:
+        kwargs["encryption_algs"] = list(DEFAULT_CIPHERS)
+    if cfg.compression is not None:
+        kwargs["compression_algs"] = ["zlib@openssh.com", "none"] if cfg.compression else ["none"]
+    elif "compression" not in own:
+        kwargs["compression_algs"] = ["none"]
+    # Never asyncssh's own ProxyJump: its hops would be checked by its rules, not ours.
+    kwargs["tunnel"] = None
+    if cfg.port is not None:
+        kwargs["port"] = cfg.port
+    if cfg.username is not None:
+        kwargs["username"] = cfg.username
+    keys = client_keys(cfg)
+    if keys is not None:
+        kwargs["client_keys"] = keys
+    if cfg.passphrase is not None:  # for the default keys asyncssh loads itself
+        kwargs["passphrase"] = cfg.passphrase
+    if cfg.agent_path is not None:
+        # OpenSSH's "IdentityAgent none": asyncssh's None.
+        agent = os.fspath(cfg.agent_path)
+        kwargs["agent_path"] = None if agent == "none" else os.path.expanduser(agent)
+    if cfg.password is not None:
+        kwargs["password"] = cfg.password
+    else:
+        # No password given: never let asyncssh prompt or hang on one.
+        kwargs["password_auth"] = False
+        kwargs["kbdint_auth"] = False
+    files = [str(path) for path in config_files(cfg.ssh_config)]
+    with _options_file(cfg.ssh_options) as first:
+        kwargs["config"] = [first, *files] if first else files
+        try:
+            options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+            # A default key (ssh_config's IdentityFile) the passphrase given does not open.
+            raise KeyLoadError("(default keys)", str(exc), **where) from exc
+        except (ValueError, asyncssh.Error, OSError) as exc:
+            raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}", **where) from exc
+    if b"none" in options.encryption_algs:  # ssh_config's Ciphers, or "+none" in it
+        raise UsageError(f"{cfg.host}: the 'none' cipher is never allowed (ssh_config Ciphers)")
+    known_files = known_hosts_files(cfg, options)
+    port = cfg.port or _port_of(options)
+    return Prepared(
+        options=options,
+        known_files=known_files,
+        trusted=load_known_hosts(known_files, host=cfg.host, port=port),
+        port=port,
+        strict=_strict(cfg, own),
+        connect_timeout=kwargs["connect_timeout"],
+        jumps=parse_jump(cfg.proxy_jump or own.get("proxyjump", "none")),
+    )
+
+
+def _asks_for_none(ciphers: str) -> bool:
+    """Whether a Ciphers value names "none" (alone, in its list, or added with + or ^)."""
+    if ciphers.startswith("-"):
+        return False  # "-none" removes it
+    return "none" in ciphers.lstrip("+^").lower().split(",")
+
+
+def _strict(cfg: ConnectConfig, own: dict[str, str]) -> HostKeyPolicy:
+    if cfg.strict_host_key_checking is not None:
+        return cfg.strict_host_key_checking
+    value = own.get("stricthostkeychecking", "yes")
+    policy = HOST_KEY_POLICIES.get(value.lower())
+    if policy is None:
+        raise UsageError(
+            f"StrictHostKeyChecking must be yes, ask, accept-new, no or off, not {value!r}"
+        )
+    if callable(cfg.known_hosts) and policy != "yes":
+        policy = "yes"  # the callable decides alone; the file's policy has nothing to apply to
+    return policy
+
+
+def _connect_timeout(cfg: ConnectConfig, own: dict[str, str]) -> float:
+    if cfg.connect_timeout is not None:
+        return cfg.connect_timeout
+    value = own.get("connecttimeout")
+    if value is None:
+        return DEFAULT_CONNECT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise UsageError(f"ConnectTimeout must be a positive number of seconds, not {value!r}")
+    return seconds
+
+
+@contextlib.contextmanager
+def _options_file(options: tuple[tuple[str, str], ...]) -> Any:
+    """A private file holding the ``-o`` lines while asyncssh reads it (None for none).
+
+    asyncssh reads configs by path only. Its options keep what they read, so
+    the file is gone before the connection opens.
+    """
+    if not options:
+        yield None
+        return
+    fd, name = tempfile.mkstemp(prefix="sshpipe-o-", suffix=".conf")  # 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(options_text(options))
+        yield name
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _port_of(options: asyncssh.SSHClientConnectionOptions) -> int:
+    """The port ssh_config chose (asyncssh's ``port`` option), else 22."""
+    port = getattr(options, "port", None)
+    return port if isinstance(port, int) and port > 0 else 22
