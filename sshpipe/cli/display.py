@@ -73,18 +73,24 @@ class _RichDisplay:
             redirect_stdout=False,
             redirect_stderr=True,
         )
-        self._started = False
+        self._started = self._stopped = False
         self._name = ""  # the last file named: the final report names none
 
     def __call__(self, progress: Progress) -> None:
+        if self._stopped:  # an error's line is out: a late report draws nothing more
+            return
         frame = self._frame(progress)
         if not self._started:
             self._started = True
             self._live.update(frame)
             self._live.start(refresh=True)
-            TERMINAL.attach(self._live.stop)
+            TERMINAL.attach(self._stop)
             return
         self._live.update(frame, refresh=True)
+
+    def _stop(self) -> None:
+        self._stopped = True
+        self._live.stop()
 
     def _frame(self, progress: Progress) -> Any:
         """One line: ``name ━━━━╺━━━  42%  3/7 files  1.3/3.0 MiB  12.5 MB/s  ETA 0:03``."""

@@ -346,3 +346,19 @@ def test_ctrl_c_under_the_live_display_leaves_a_clean_terminal(
     assert frames.endswith("\n") and after == "sshpipe: interrupted\n", repr(got.stderr)
     assert not (tmp_path / "slow.bin").exists()
     assert not [p for p in tmp_path.iterdir() if "partial" in p.name or "sshpipe" in p.name]
+
+
+def test_a_bug_of_ours_is_one_line_and_exit_70() -> None:
+    """EX_SOFTWARE: whatever broke inside is named in one line, never a traceback."""
+    bug = (
+        "import sys, sshpipe.cli.main as m\n"
+        "def broken(argv):\n"
+        "    raise KeyError('no such thing')\n"
+        "m.parse_args = broken\n"
+        "sys.exit(m.main(['get', 'h:x', 'y']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+    result = subprocess.run(
+        [sys.executable, "-c", bug], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert_one_line_error(result, 70, "internal error: KeyError", "SSHPIPE_DEBUG=1")
