@@ -64,7 +64,9 @@ class _RichDisplay:
         self._tree = tree
         # stderr as it is now: the live display swaps sys.stderr for a proxy
         # that prints log lines above the bar (redirect_stderr).
-        console = Console(file=sys.stderr, highlight=False, markup=False, emoji=False)
+        console = Console(
+            file=sys.stderr, highlight=False, markup=False, emoji=False, soft_wrap=True
+        )
         self._console = console
         self._live: Any = Live(
             console=console,
