@@ -273,7 +273,8 @@ def test_vvv_adds_sshpipes_and_asyncssh_debug_logs(openssh_peer: Peer, tmp_path:
     err = got.stderr
     assert "[conn=0] Received version SSH-2.0-OpenSSH_" in err  # asyncssh's
     assert "Key exchange alg: " in err  # asyncssh's level 2
-    assert "set-up: " in err and "; kex " in err  # sshpipe's debug and -v's lines
+    assert f"{openssh_peer.remote('src.bin')}: set-up: " in err  # sshpipe's debug log (-vv)
+    assert "; kex " in err  # and -v's lines
     assert all(line.startswith("sshpipe: ") and " ms: " in line for line in err.splitlines())
 
 
