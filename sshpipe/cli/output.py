@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 
@@ -118,11 +119,10 @@ def progress_printer(*, tree: bool = True) -> Callable[[Progress], None]:
             done = human_bytes(progress.bytes_done)
         elif progress.bytes_total:
             done += f" ({100 * progress.bytes_done // progress.bytes_total}%)"
-        left = (
-            f", {human_duration(progress.eta)} left"
-            if progress.eta and not progress.finished
-            else ""
-        )
+        eta = progress.eta
+        left = ""
+        if eta is not None and math.isfinite(eta) and eta > 0 and not progress.finished:
+            left = f", {human_duration(eta)} left"
         TERMINAL.open = True
         print(
             f"\r{done}, {progress.rate / 1e6:.1f} MB/s{left}   ",

@@ -19,7 +19,7 @@ exchange), each allowed by RFC 4252:
 
 Two read what asyncssh negotiated and does not tell (for ``-v``):
 
-- ``kex_name``: the key exchange chosen, recorded as asyncssh chooses it;
+- ``watch_key_exchange``: the key exchange chosen, recorded as asyncssh chooses it;
 - ``auth_method``: the log-in method that succeeded, read as it ends.
 
 They rest on asyncssh's private attributes, so they are gated twice. By
@@ -54,7 +54,6 @@ WINDOW_TOP_UP = "window_top_up"
 PEER_WINDOW = "peer_window"
 SIGNED_FIRST = "signed_first"
 PIPELINED_AUTH = "pipelined_auth"
-KEX_NAME = "kex_name"
 CHANNEL_PATCHES = frozenset({WINDOW_TOP_UP, PEER_WINDOW})
 
 
