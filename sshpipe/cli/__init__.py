@@ -1,10 +1,13 @@
 """``python -m sshpipe``: the words (``words`` arranges them, ``args`` parses them,
 ``targets`` reads a remote path or URL, ``settings`` makes the configs), what is
-printed (``output``), running a command (``main``), the demo.
+printed (``output``; the progress display in ``display``, rich's when the
+``cli`` extra is there; the log's levels for ``-q``/``-v`` in ``verbosity``),
+running a command (``main``), the demo.
 
 Everything a server says is escaped before it reaches the terminal
-(``output.say``). uvloop is loaded here, never by the library.
+(``output.say``). uvloop and rich are loaded here, never by the library.
 
 May import: the public API (``sshpipe``), ``_config``, ``_errors``, ``testing.embedded``
-(the demo's server).
+(the demo's server), ``core.timeline.describe`` (``-v``'s phases) and
+``transport.ssh.asyncssh_debug`` (``-vvv``: asyncssh stays imported in ``transport``).
 """

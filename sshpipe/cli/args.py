@@ -252,7 +252,17 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         help="upload in file order on one channel, for servers that refuse other writes "
         "(detected without it, at the cost of one attempt)",
     )
-    parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing on success")
+    parser.add_argument(
+        "-q", dest="quiet", action="store_true", help="print nothing but errors (no progress)"
+    )
+    parser.add_argument(
+        "-v",
+        dest="verbose",
+        action="count",
+        default=0,
+        help="say what was negotiated and how long set-up took, on stderr; -vv adds "
+        "sshpipe's debug log (the flow controller's decisions), -vvv asyncssh's",
+    )
     parser.add_argument("--json", action="store_true", help="print the transfer stats as JSON")
 
 

@@ -16,7 +16,6 @@ import asyncio
 import atexit
 import contextlib
 import glob
-import logging
 import os
 import signal
 import sys
@@ -32,18 +31,11 @@ from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
 from .args import parse_args
-from .output import (
-    Escaped,
-    end_progress,
-    progress_printer,
-    report,
-    report_failures,
-    report_tree,
-    say,
-    show_progress,
-)
+from .display import progress_display
+from .output import TERMINAL, report, report_failures, report_tree, say
 from .settings import ssh_kwargs, transfer_config
 from .targets import parse_remote
+from .verbosity import log_used, set_verbosity
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
@@ -83,34 +75,36 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
             paths = [match for path in paths for match in await _expand_remote(client, path)]
             tree = True
         if not tree:
-            shown = progress_printer(tree=False) if show_progress(args) else None
-            if args.command == "get":
-                stats = await client.get(
-                    paths[0], args.target, preserve=args.preserve, progress=shown
-                )
-            else:
-                stats = await client.put(
-                    local_side[0], paths[0], preserve=args.preserve, progress=shown
-                )
-            end_progress(args)
+            with progress_display(args, tree=False) as shown:
+                if args.command == "get":
+                    stats = await client.get(
+                        paths[0], args.target, preserve=args.preserve, progress=shown
+                    )
+                else:
+                    stats = await client.put(
+                        local_side[0], paths[0], preserve=args.preserve, progress=shown
+                    )
+            log_used(client, stats)
             report(args, args.sources[0], args.target, stats, server=client.server)
             return 0
-        options: dict[str, Any] = {
-            "recursive": args.recursive,
-            "preserve": args.preserve,
-            "follow_symlinks": args.follow_symlinks,
-            "fail_fast": args.fail_fast,
-            "progress": progress_printer() if show_progress(args) else None,
-        }
-        try:
-            if args.command == "get":
-                tree_stats = await client.get(paths, args.target, **options)
-            else:
-                tree_stats = await client.put(local_side, paths[0], **options)
-        except IncompleteTransfer as exc:
-            report_failures(args, exc, server=client.server)
-            raise
-        end_progress(args)
+        with progress_display(args, tree=True) as shown:
+            options: dict[str, Any] = {
+                "recursive": args.recursive,
+                "preserve": args.preserve,
+                "follow_symlinks": args.follow_symlinks,
+                "fail_fast": args.fail_fast,
+                "progress": shown,
+            }
+            try:
+                if args.command == "get":
+                    tree_stats = await client.get(paths, args.target, **options)
+                else:
+                    tree_stats = await client.put(local_side, paths[0], **options)
+            except IncompleteTransfer as exc:
+                log_used(client, None)
+                report_failures(args, exc, server=client.server)
+                raise
+        log_used(client, None)
     report_tree(args, args.sources, args.target, tree_stats, server=client.server)
     return 0
 
@@ -203,19 +197,13 @@ def _run(command: Callable[[_Interrupts], Coroutine[Any, Any, int]]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m sshpipe``; returns the exit code."""
-    # SSHPIPE_DEBUG=1: sshpipe's own debug log (the flow controller's rounds
-    # among it); =asyncssh adds asyncssh's. Neither logs secrets or payload.
+    # SSHPIPE_DEBUG=1: tracebacks, and sshpipe's own debug log (as -vv);
+    # =asyncssh adds asyncssh's (as -vvv). Neither logs secrets or payload.
     debug = os.environ.get("SSHPIPE_DEBUG", "")
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        Escaped("sshpipe: %(relativeCreated)d ms: %(message)s" if debug else "sshpipe: %(message)s")
-    )
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
-    logging.getLogger("asyncssh").setLevel(
-        logging.DEBUG if debug == "asyncssh" else logging.CRITICAL
-    )
+    set_verbosity(0, debug=debug)  # until the words are read: their errors are plain
     try:
         args = parse_args(argv)
+        set_verbosity(getattr(args, "verbose", 0), quiet=getattr(args, "quiet", False), debug=debug)
         if args.command in ("get", "put"):
             return _run(partial(_transfer, args))
         from . import demo as _demo
@@ -229,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
+        TERMINAL.end()
         say("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # never a traceback for a user; say what broke

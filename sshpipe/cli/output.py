@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 
@@ -17,8 +18,12 @@ from .._stats import Progress, TransferStats, TreeStats
 from ..core.text import printable
 
 __all__ = [
+    "TERMINAL",
     "Escaped",
+    "StderrHandler",
     "end_progress",
+    "human_bytes",
+    "human_duration",
     "progress_printer",
     "report",
     "report_failures",
@@ -31,23 +36,40 @@ __all__ = [
 FAILURES_SHOWN = 100
 
 
-class _Line:
-    """Whether a progress line is on the terminal, not ended yet (``\\r`` redraws it)."""
+class _Terminal:
+    """What progress is on the terminal: a plain ``\\r`` line not ended yet, a live display.
 
-    open = False
+    ``end`` finishes either, so what follows starts a line of its own: the
+    transfer's end, an error's line, a Ctrl-C. Twice is fine.
+    """
+
+    def __init__(self) -> None:
+        self.open = False  # a ``\\r`` line is drawn and not ended
+        self._stop: Callable[[], None] | None = None
+
+    def attach(self, stop: Callable[[], None]) -> None:
+        """A live display is drawn; ``stop`` ends it (cursor shown, line ended)."""
+        self._stop = stop
 
     def end(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+        self.break_line()
+
+    def break_line(self) -> None:
+        """End a plain line (a log line follows); a live display prints above itself."""
         if self.open:
             self.open = False
             print(file=sys.stderr)
 
 
-_LINE = _Line()
+TERMINAL = _Terminal()
 
 
 def say(message: str) -> None:
     """One line on stderr, escaped: it may quote what a server sent."""
-    _LINE.end()  # after a progress line, not on it
+    TERMINAL.end()  # after the progress display, not on it
     print(f"sshpipe: {printable(message)}", file=sys.stderr)
 
 
@@ -64,7 +86,7 @@ def report(
         print(json.dumps(shown))
     elif not args.quiet:
         print(
-            f"{printable(source)} -> {printable(target)}: {_human(stats.bytes)} "
+            f"{printable(source)} -> {printable(target)}: {human_bytes(stats.bytes)} "
             f"in {stats.seconds:.2f} s "
             f"({stats.throughput / 1e6:.1f} MB/s), {stats.requests} requests, "
             f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
@@ -73,7 +95,7 @@ def report(
         )
 
 
-def _human(count: float) -> str:
+def human_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -90,15 +112,18 @@ def progress_printer(*, tree: bool = True) -> Callable[[Progress], None]:
 
     def show(progress: Progress) -> None:
         total = "" if progress.scan_done else "+"
-        done = f"{_human(progress.bytes_done)}/{_human(progress.bytes_total)}{total}"
+        done = f"{human_bytes(progress.bytes_done)}/{human_bytes(progress.bytes_total)}{total}"
         if tree:
             done = f"{progress.files_done}/{progress.files_total}{total} files, {done}"
         elif not progress.scan_done:  # its size is not known yet
-            done = _human(progress.bytes_done)
+            done = human_bytes(progress.bytes_done)
         elif progress.bytes_total:
             done += f" ({100 * progress.bytes_done // progress.bytes_total}%)"
-        left = f", {_duration(progress.eta)} left" if progress.eta and not progress.finished else ""
-        _LINE.open = True
+        eta = progress.eta
+        left = ""
+        if eta is not None and math.isfinite(eta) and eta > 0 and not progress.finished:
+            left = f", {human_duration(eta)} left"
+        TERMINAL.open = True
         print(
             f"\r{done}, {progress.rate / 1e6:.1f} MB/s{left}   ",
             end="",
@@ -109,7 +134,7 @@ def progress_printer(*, tree: bool = True) -> Callable[[Progress], None]:
     return show
 
 
-def _duration(seconds: float) -> str:
+def human_duration(seconds: float) -> str:
     minutes, secs = divmod(int(seconds + 0.5), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
@@ -117,7 +142,7 @@ def _duration(seconds: float) -> str:
 
 def end_progress(args: argparse.Namespace) -> None:
     """End the progress line, if one was drawn: what follows starts a line of its own."""
-    _LINE.end()
+    TERMINAL.end()
 
 
 def report_tree(
@@ -140,7 +165,7 @@ def report_tree(
             skipped += f", verified: {stats.verified}"
         print(
             f"{printable(' '.join(sources))} -> {printable(target)}: {stats.files_done} files "
-            f"({_human(stats.bytes)}), {stats.directories} directories, "
+            f"({human_bytes(stats.bytes)}), {stats.directories} directories, "
             f"{stats.symlinks} symlinks{skipped}{failed} in {stats.seconds:.2f} s "
             f"({stats.files_per_second:.0f} files/s, {stats.throughput / 1e6:.1f} MB/s)"
         )
@@ -157,6 +182,23 @@ def report_failures(
     if unlisted > 0:
         say(f"failed: {unlisted} more (--json lists the first 1,000)")
     report_tree(args, args.sources, args.target, exc.stats, server=server)
+
+
+class StderrHandler(logging.Handler):
+    """Log lines to ``sys.stderr`` as it is at each line.
+
+    A live progress display swaps in its own stderr while it runs, which
+    prints the lines above the bar; a plain progress line is ended first.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            TERMINAL.break_line()
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:  # logging's own rule: a broken handler never breaks the program
+            self.handleError(record)
 
 
 class Escaped(logging.Formatter):

@@ -17,6 +17,11 @@ exchange), each allowed by RFC 4252:
   SERVICE_REQUEST without waiting for its SERVICE_ACCEPT. Only for servers
   known to read them in order (OpenSSH's sshd, asyncssh's).
 
+Two read what asyncssh negotiated and does not tell (for ``-v``):
+
+- ``watch_key_exchange``: the key exchange chosen, recorded as asyncssh chooses it;
+- ``auth_method``: the log-in method that succeeded, read as it ends.
+
 They rest on asyncssh's private attributes, so they are gated twice. By
 version: only the releases whose source was read for them (``CHECKED_FROM``
 to ``CHECKED_TO``) get any; any other runs stock asyncssh. By shape: each
@@ -373,3 +378,49 @@ def _pipeline_auth(conn: asyncssh.SSHClientConnection) -> bool:
     conn.send_service_request = send_service_request  # type: ignore[method-assign]
     conn._packet_handlers = {**handlers, MSG_SERVICE_ACCEPT: on_service_accept}
     return True
+
+
+# -- what was negotiated --------------------------------------------------------
+
+_KEY_EXCHANGE = "key exchange"  # asyncssh's _choose_alg's alg_type for the kex
+
+
+def watch_key_exchange(
+    conn: asyncssh.SSHClientConnection, version: str | None = None
+) -> dict[str, str]:
+    """A dict that gets ``"kex"``: the key exchange asyncssh chooses (first exchange).
+
+    asyncssh keeps the chosen algorithm only inside the exchange's object,
+    dropped once it ends, and ``get_extra_info`` has no key for it: the choice
+    is recorded as ``_choose_alg`` makes it. Called before the key exchange
+    (the client's ``connection_made``); empty if it does not fit.
+    """
+    chosen: dict[str, str] = {}
+    version = asyncssh.__version__ if version is None else version
+    choose: Any = getattr(conn, "_choose_alg", None)
+    if not version_checked(version) or not callable(choose):
+        return chosen
+
+    def choose_alg(alg_type: str, local_algs: Any, remote_algs: Any) -> bytes:
+        alg: bytes = choose(alg_type, local_algs, remote_algs)
+        if alg_type == _KEY_EXCHANGE and isinstance(alg, bytes):
+            chosen.setdefault("kex", alg.decode("ascii", "replace"))
+        return alg
+
+    conn._choose_alg = choose_alg  # type: ignore[method-assign]
+    return chosen
+
+
+def auth_method(conn: asyncssh.SSHClientConnection, version: str | None = None) -> str | None:
+    """The log-in method that succeeded ("publickey", "password"...), read as it succeeds.
+
+    asyncssh drops each method that failed from the front of its list, so at
+    the client's ``auth_completed`` the first is the one that succeeded; None
+    if the list is not there as expected.
+    """
+    version = asyncssh.__version__ if version is None else version
+    methods = getattr(conn, "_auth_methods", None)
+    if not version_checked(version) or not isinstance(methods, list) or not methods:
+        return None
+    first = methods[0]
+    return first.decode("ascii", "replace") if isinstance(first, bytes) else None

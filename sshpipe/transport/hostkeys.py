@@ -17,7 +17,7 @@ import asyncssh
 from .._config import ConnectConfig
 from .._errors import ConnectError, HostKeyError, HostKeyMismatch, SSHPipeError, UnknownHostKey
 from .._keys import HostKey, HostKeyCheck
-from .asyncssh_patches import prepare_handshake
+from .asyncssh_patches import auth_method, prepare_handshake, watch_key_exchange
 from .keys import host_key_of
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -56,17 +56,25 @@ class HostKeyPolicy(asyncssh.SSHClient):
         # When the TCP connection was made, the log-in began and it ended
         # (time.monotonic): the connection's set-up phases.
         self.connected_at = self.auth_began_at = self.auth_ended_at = 0.0
+        # What asyncssh negotiated and does not tell: "kex", "auth" (for -v).
+        self.negotiated: dict[str, str] = {}
+        self._conn: asyncssh.SSHClientConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
         self.connected_at = time.monotonic()
         # Before the key exchange: the log-in's round trips are cut from here.
         self.handshake_patches = frozenset(prepare_handshake(conn))
+        self._conn = conn
+        self.negotiated = watch_key_exchange(conn)
 
     def begin_auth(self, username: str) -> None:
         self.auth_began_at = time.monotonic()
 
     def auth_completed(self) -> None:
         self.auth_ended_at = time.monotonic()
+        method = auth_method(self._conn) if self._conn is not None else None
+        if method is not None:
+            self.negotiated["auth"] = method
 
     def validate_host_public_key(
         self, host: str, addr: str, port: int, key: asyncssh.SSHKey

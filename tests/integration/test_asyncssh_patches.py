@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+import asyncssh.kex
 import pytest
 
 from sshpipe.core import codec
@@ -312,3 +313,38 @@ def test_a_channel_without_the_expected_counters_keeps_stock_windows() -> None:
     assert tuning.applied == frozenset()
     tuning.after_data()
     assert tuning.peer_window == 0
+
+
+async def test_the_kex_and_the_log_in_method_are_read_from_a_real_connection(
+    openssh_peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """-v's line: the kex asyncssh chose and the method that succeeded, not "unknown"."""
+    with caplog.at_level(logging.INFO, logger="sshpipe.ssh"):
+        link = await open_link(openssh_peer.client().connect_config)
+        await link.close()
+    line = next(r.getMessage() for r in caplog.records if "; kex " in r.getMessage())
+    kex = re.search(r"; kex ([^;]+);", line)
+    offered = [alg.decode() for alg in asyncssh.kex.get_kex_algs()]
+    assert kex is not None and kex.group(1) in offered, line
+    assert "; auth publickey" in line and "unknown" not in line, line
+
+
+def test_the_negotiation_is_not_read_off_an_unchecked_release() -> None:
+    class Connection:
+        def __init__(self) -> None:
+            self._auth_methods: object = [b"publickey"]
+
+        def _choose_alg(self, *args: object) -> bytes:
+            return b"curve25519-sha256"
+
+    conn = Connection()
+    stock = conn._choose_alg
+    assert patches.watch_key_exchange(conn, "3.0.0") == {}  # type: ignore[arg-type]
+    assert conn._choose_alg == stock
+    assert patches.auth_method(conn, "3.0.0") is None  # type: ignore[arg-type]
+    chosen = patches.watch_key_exchange(conn, "2.24.1")  # type: ignore[arg-type]
+    assert conn._choose_alg(patches._KEY_EXCHANGE, [], []) == b"curve25519-sha256"
+    assert chosen == {"kex": "curve25519-sha256"}
+    assert patches.auth_method(conn, "2.24.1") == "publickey"  # type: ignore[arg-type]
+    conn._auth_methods = "publickey"  # changed shape: not read
+    assert patches.auth_method(conn, "2.24.1") is None  # type: ignore[arg-type]

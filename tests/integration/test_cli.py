@@ -16,7 +16,7 @@ import pytest
 import sshpipe
 from sshpipe._config import DEFAULT_CHANNELS_PER_CONNECTION, DEFAULT_RETRIES
 from sshpipe.testing.sshd import openssh_server
-from tests.support.cli import assert_one_line_error, run_cli, run_cli_tty_stderr
+from tests.support.cli import assert_one_line_error, run_cli
 from tests.support.peers import Peer
 
 
@@ -43,22 +43,6 @@ def test_get_and_put_succeed_and_report(openssh_peer: Peer, tmp_path: Path) -> N
     assert put.returncode == 0, put.stderr
     assert put.stdout == ""
     assert (openssh_peer.root / "put.bin").read_bytes() == data
-
-
-def test_a_single_file_shows_its_progress_line_on_a_terminal(
-    openssh_peer: Peer, tmp_path: Path
-) -> None:
-    data = os.urandom(3 * 1024 * 1024 + 1)
-    (openssh_peer.root / "src.bin").write_bytes(data)
-    source = openssh_peer.spec("src.bin")
-    got = run_cli_tty_stderr("get", *openssh_peer.cli_options(), source, str(tmp_path / "a.bin"))
-    assert got.returncode == 0, got.stderr
-    assert (tmp_path / "a.bin").read_bytes() == data
-    lines = got.stderr.split("\r")  # each report redraws the line
-    assert lines[0] == "" and len(lines) >= 3, got.stderr  # the first report and the final
-    assert "3.0 MiB/3.0 MiB (100%)" in lines[-1] and lines[-1].endswith("\n"), got.stderr
-    assert "MB/s" in got.stdout  # the result, as without a terminal
-    # Not a terminal: no line (test_get_and_put_succeed_and_report finds stderr empty).
 
 
 def test_without_the_cli_extra_the_command_runs_on_the_stock_loop(

@@ -80,22 +80,36 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     )
 
 
-def run_cli_tty_stderr(*args: str) -> subprocess.CompletedProcess[str]:
-    """``run_cli`` with stderr on a pseudo-terminal, as a user at a terminal sees it."""
+def run_cli_tty_stderr(
+    *args: str, cwd: Path | None = None, interrupt_at: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli`` with stderr on a pseudo-terminal, as a user at a terminal sees it.
+
+    The terminal is 120 columns wide (rich reads it from the pty's size).
+    ``interrupt_at``: once this text is on the terminal, one SIGINT (a Ctrl-C).
+    """
+    import fcntl
     import pty
+    import struct
+    import termios
 
     leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
     with subprocess.Popen(
         [sys.executable, "-m", "sshpipe", *args],
         stdout=subprocess.PIPE,
         stderr=follower,
-        env=_environment(),
+        cwd=cwd,
+        env={k: v for k, v in _environment().items() if k not in ("COLUMNS", "LINES")},
     ) as proc:
         os.close(follower)
         seen = bytearray()
         try:
             while chunk := os.read(leader, 65536):  # read as it comes: a full pty blocks it
                 seen += chunk
+                if interrupt_at is not None and interrupt_at.encode() in seen:
+                    interrupt_at = None
+                    proc.send_signal(signal.SIGINT)
         except OSError:  # EIO: the command exited, the terminal's last writer is gone
             pass
         finally:

@@ -1,0 +1,84 @@
+"""``-q``, ``-v``, ``-vv``, ``-vvv``: what the log says, on stderr, escaped.
+
+- ``-q``: errors only (no warning such as "Permanently added ...", no result);
+- none: warnings (OpenSSH's default);
+- ``-v``: what each connection negotiated (server version, key exchange,
+  host key, cipher, MAC, compression, log-in method) and its set-up's
+  phases (``transport.ssh``), then the transfer's phases and the connections
+  and channels it used (``log_used``);
+- ``-vv``: sshpipe's debug log: the flow controller's rounds, retries, pool;
+- ``-vvv``: asyncssh's own debug log as well (its level 2: messages and
+  algorithms, never a packet's bytes, which its level 3 would dump).
+
+``SSHPIPE_DEBUG=1`` is ``-vv`` with tracebacks; ``=asyncssh`` is ``-vvv``
+with them. Every line goes through ``Escaped``: servers' strings (a banner, a
+file name) reach the terminal as printable text. No level logs a secret:
+passwords and passphrases are never handed to a logger, and asyncssh's
+level 2 logs only the names of the methods it tries.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .._client import Client
+from .._stats import TransferStats
+from ..core.timeline import describe
+from .output import Escaped, StderrHandler
+
+__all__ = ["log_used", "set_verbosity"]
+
+logger = logging.getLogger("sshpipe.cli")
+
+# asyncssh's debug level at -vvv: 2 logs the messages and the algorithms
+# offered; 3 would dump raw packets (a password's among them).
+ASYNCSSH_DEBUG_LEVEL = 2
+
+_handler: StderrHandler | None = None
+
+
+def set_verbosity(verbose: int, *, quiet: bool = False, debug: str = "") -> None:
+    """Set the log's levels and format for ``-v`` given ``verbose`` times (or ``-q``).
+
+    Args:
+        debug: the ``SSHPIPE_DEBUG`` variable: "asyncssh" is ``-vvv``, any
+            other non-empty value at least ``-vv``.
+    """
+    global _handler
+    if debug:
+        verbose = max(verbose, 3 if debug == "asyncssh" else 2)
+    if _handler is None:
+        _handler = StderrHandler()
+        root = logging.getLogger()
+        root.addHandler(_handler)
+    timed = verbose >= 2  # the debug log's lines carry their time since the start
+    _handler.setFormatter(
+        Escaped("sshpipe: %(relativeCreated)d ms: %(message)s" if timed else "sshpipe: %(message)s")
+    )
+    if quiet and verbose == 0:
+        level = logging.ERROR
+    else:
+        level = (logging.WARNING, logging.INFO)[verbose] if verbose < 2 else logging.DEBUG
+    logging.getLogger().setLevel(level)
+    logging.getLogger("sshpipe").setLevel(level)
+    if verbose >= 3:
+        from ..transport.ssh import asyncssh_debug
+
+        asyncssh_debug(ASYNCSSH_DEBUG_LEVEL)
+    logging.getLogger("asyncssh").setLevel(logging.DEBUG if verbose >= 3 else logging.CRITICAL)
+
+
+def log_used(client: Client, stats: TransferStats | None) -> None:
+    """``-v``'s last lines: the transfer's set-up phases (a file), and what it used."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    if stats is not None:
+        if stats.setup:
+            logger.info("transfer set-up: %s", describe(stats.setup))
+        logger.info(
+            "used %d SFTP channel(s) on %d SSH connection(s); %d reconnect(s)",
+            stats.channels,
+            stats.connections,
+            stats.reconnects,
+        )
+    logger.info("client at the end: %r", client)
