@@ -42,6 +42,7 @@ from .output import (
     say,
     show_progress,
 )
+from .prompt import TerminalPrompt, has_terminal
 from .settings import ssh_kwargs, transfer_config
 from .targets import parse_remote
 
@@ -77,7 +78,10 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
     config = transfer_config(args)
     tree = args.recursive or len(remote_side) > 1 or len(local_side) > 1
     paths = [other.path for other in specs if other is not None]
-    async with connect(spec.host, config=config, **ssh_kwargs(args, spec)) as client:
+    kwargs = ssh_kwargs(args, spec)
+    if not kwargs.get("batch_mode") and has_terminal():
+        kwargs["prompt"] = TerminalPrompt()  # as ssh: on /dev/tty, whatever stdin is
+    async with connect(spec.host, config=config, **kwargs) as client:
         interrupts.client = client  # dropped at a second Ctrl-C
         if args.command == "get" and any(has_magic(path) for path in paths):
             paths = [match for path in paths for match in await _expand_remote(client, path)]

@@ -27,6 +27,9 @@ _SSH_OPTIONS = {
     "connecttimeout": "connect_timeout",
     "compression": "compression",
     "ciphers": "ciphers",
+    "batchmode": "batch_mode",
+    "identityagent": "agent_path",
+    "numberofpasswordprompts": "password_prompts",
 }
 
 
@@ -53,7 +56,8 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
             raise UsageError(
                 f"unsupported -o option {name!r} (supported: "
                 "StrictHostKeyChecking, UserKnownHostsFile, Port, User, "
-                "IdentityFile, ConnectTimeout, Compression, Ciphers)"
+                "IdentityFile, ConnectTimeout, Compression, Ciphers, BatchMode, "
+                "IdentityAgent, NumberOfPasswordPrompts)"
             )
         if key == "port":
             kwargs.setdefault("port", _positive_int_option(name, value))  # the first, as ssh
@@ -67,6 +71,10 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
             kwargs["connect_timeout"] = float(_positive_int_option(name, value))
         elif key == "compression":
             kwargs["compression"] = value.lower() == "yes"
+        elif key == "batch_mode":
+            kwargs[key] = _yes_no(name, value)
+        elif key == "password_prompts":
+            kwargs[key] = _positive_int_option(name, value)
         elif key == "ciphers":
             kwargs["ciphers"] = tuple(value.split(","))
         elif key == "strict_host_key_checking":
@@ -87,6 +95,13 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
     if not kwargs["identity_files"]:
         del kwargs["identity_files"]
     return kwargs
+
+
+def _yes_no(name: str, value: str) -> bool:
+    answer = value.lower()
+    if answer not in ("yes", "no"):
+        raise UsageError(f"-o {name}: yes or no, not {value!r}")
+    return answer == "yes"
 
 
 def _positive_int_option(name: str, value: str) -> int:

@@ -33,14 +33,16 @@ from .._errors import (
     ConnectionBroken,
     ConnectTimeout,
     KeyLoadError,
+    SSHPipeError,
     Stalled,
     UnknownHostKey,
 )
 from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
-from .hostkeys import HostKeyPolicy, known_hosts_files, load_known_hosts
-from .keys import client_keys
+from .auth import AuthMemory, LoginClient, can_prompt, why_no_prompt
+from .hostkeys import known_hosts_files, load_known_hosts
+from .keys import client_keys, locked_keys
 from .replies import ReplyClock
 from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
@@ -288,10 +290,14 @@ class SSHLink:
             await self._conn.wait_closed()
 
 
-async def open_link(cfg: ConnectConfig) -> SSHLink:
+async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> SSHLink:
     """Connect and authenticate.
 
     Every ConnectError raised names the ``host`` (as given) and ``port``.
+
+    Args:
+        memory: what earlier log-ins of the same client learnt (``auth.py``):
+            answers that worked are reused, not asked again.
 
     Raises:
         KeyLoadError: a key named cannot be used (before any connection).
@@ -301,25 +307,29 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     """
     # Off the loop: an RSA key's checks or a passphrase's KDF take 0.3-0.4 s,
     # ssh_config and known_hosts are file reads; the caller's other tasks run on.
-    options, known_files, trusted, port = await asyncio.to_thread(_read_options, cfg)
-    check = cfg.known_hosts if callable(cfg.known_hosts) else None
-    policy = HostKeyPolicy(cfg.strict_host_key_checking, known_files, host=cfg.host, check=check)
+    memory = memory if memory is not None else AuthMemory()
+    options, known_files, trusted, port, locked = await asyncio.to_thread(
+        _read_options, cfg, memory
+    )
+    tried = cfg.password if cfg.password is not None else memory.password
+    user = str(getattr(options, "username", "") or "")
+    policy = LoginClient(
+        cfg, memory, known_files, locked=locked, tried_password=tried, username=user
+    )
     label = f"{cfg.host}:{port}"
     where: dict[str, Any] = {"host": cfg.host, "port": port}
     started = time.monotonic()
     try:
-        conn = await asyncssh.connect(
-            cfg.host,
-            options=options,
-            known_hosts=trusted,
-            client_factory=lambda: policy,
-        )
+        conn = await _login(cfg, options, trusted, policy, label, where)
     except asyncssh.HostKeyNotVerifiable as exc:
         refusal = policy.refusal or UnknownHostKey(f"{label}: {exc.reason}", **where)
         # A known_hosts callable that raised: its error is the cause to show.
         raise refusal from (refusal.__cause__ or exc)
     except asyncssh.PermissionDenied as exc:
-        raise AuthenticationError(f"{label}: authentication failed: {exc.reason}", **where) from exc
+        why = why_no_prompt(cfg)
+        raise AuthenticationError(
+            f"{label}: authentication failed: {exc.reason}{why}", **where
+        ) from exc
     except asyncssh.KeyImportError as exc:
         raise KeyLoadError("(a key asyncssh loaded)", str(exc), **where) from exc
     except socket.gaierror as exc:
@@ -354,11 +364,46 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
     return link
 
 
-def _read_options(
+async def _login(
     cfg: ConnectConfig,
-) -> tuple[asyncssh.SSHClientConnectionOptions, list[Path], asyncssh.SSHKnownHosts, int]:
+    options: asyncssh.SSHClientConnectionOptions,
+    trusted: asyncssh.SSHKnownHosts,
+    client: LoginClient,
+    label: str,
+    where: dict[str, Any],
+) -> asyncssh.SSHClientConnection:
+    """``asyncssh.connect``; a prompt callback that raised ends it with its error.
+
+    Raises:
+        the callback's SSHPipeError, or AuthenticationError from its other
+        errors; else asyncssh's own (translated by the caller).
+    """
+    try:
+        conn = await asyncssh.connect(
+            cfg.host, options=options, known_hosts=trusted, client_factory=lambda: client
+        )
+    except (asyncssh.Error, OSError):
+        if client.failure is None:
+            raise
+        conn = None
+    failure, client.failure = client.failure, None  # no cycle through its traceback
+    if failure is None:
+        assert conn is not None
+        return conn
+    if conn is not None:
+        conn.abort()
+    if isinstance(failure, SSHPipeError):
+        raise failure
+    raise AuthenticationError(
+        f"{label}: the prompt callback raised {type(failure).__name__}: {failure}", **where
+    ) from failure
+
+
+def _read_options(
+    cfg: ConnectConfig, memory: AuthMemory
+) -> tuple[asyncssh.SSHClientConnectionOptions, list[Path], asyncssh.SSHKnownHosts, int, list[str]]:
     """asyncssh's options (ssh_config read, keys loaded), the known_hosts files and
-    the entries for this host, and the port.
+    the entries for this host, the port, and the encrypted key files to ask about.
 
     Raises:
         KeyLoadError: a key named cannot be used.
@@ -373,7 +418,8 @@ def _read_options(
         kwargs["port"] = cfg.port
     if cfg.username is not None:
         kwargs["username"] = cfg.username
-    keys = client_keys(cfg)
+    locked: list[str] = []
+    keys = client_keys(cfg, locked if can_prompt(cfg) or memory.unlocked else None)
     if keys is not None:
         kwargs["client_keys"] = keys
     if cfg.passphrase is not None:  # for the default keys asyncssh loads itself
@@ -382,10 +428,11 @@ def _read_options(
         # OpenSSH's "IdentityAgent none": asyncssh's None.
         agent = os.fspath(cfg.agent_path)
         kwargs["agent_path"] = None if agent == "none" else os.path.expanduser(agent)
-    if cfg.password is not None:
-        kwargs["password"] = cfg.password
-    else:
-        # No password given: never let asyncssh prompt or hang on one.
+    password = cfg.password if cfg.password is not None else memory.password
+    if password is not None:
+        kwargs["password"] = password  # sent first, by asyncssh itself
+    elif not can_prompt(cfg):
+        # Nothing to answer with: skip the methods rather than fail them.
         kwargs["password_auth"] = False
         kwargs["kbdint_auth"] = False
     if cfg.ssh_config is not None:
@@ -399,9 +446,12 @@ def _read_options(
         raise ConnectError(
             f"{cfg.host}: invalid SSH options: {exc}", host=cfg.host, port=cfg.port
         ) from exc
+    if keys is None and (can_prompt(cfg) or memory.unlocked):
+        locked = locked_keys(cfg, options)
     known_files = known_hosts_files(cfg, options)
     port = cfg.port or _port_of(options)
-    return options, known_files, load_known_hosts(known_files, host=cfg.host, port=port), port
+    trusted = load_known_hosts(known_files, host=cfg.host, port=port)
+    return options, known_files, trusted, port, locked
 
 
 def _port_of(options: asyncssh.SSHClientConnectionOptions) -> int:
