@@ -222,6 +222,43 @@ async def test_the_api_callback_is_asked_once_for_every_connection(tmp_path: Pat
     assert server.passwords.count(SECRET) == server.logins  # each replayed what worked
 
 
+@pytest.mark.asyncssh_server
+async def test_a_plain_callback_answers_a_2fa_round_once_and_its_errors_end_the_login(
+    tmp_path: Path,
+) -> None:
+    asked: list[sshpipe.Prompt] = []
+
+    def answer(prompt: sshpipe.Prompt) -> str | None:  # blocking is allowed: a worker thread
+        asked.append(prompt)
+        return {"Password: ": SECRET, "Code: ": "2718"}[prompt.text]
+
+    def broken(prompt: sshpipe.Prompt) -> str | None:
+        raise LookupError("no such vault")
+
+    data = os.urandom(200_000)
+    async with login_server(tmp_path / "server", password=SECRET, code="2718") as server:
+        (server.root / "f").write_bytes(data)
+        where = {"port": server.port, "known_hosts": [str(server.known_hosts)], "ssh_config": []}
+        config = sshpipe.TransferConfig(channels=2, channels_per_connection=1, block_size=32768)
+        async with sshpipe.connect(
+            "127.0.0.1", agent_path="none", prompt=answer, config=config, **where
+        ) as client:
+            await client.get("/f", tmp_path / "got")
+        assert server.logins >= 2
+        with pytest.raises(sshpipe.AuthenticationError, match="prompt callback raised LookupError"):
+            async with sshpipe.connect("127.0.0.1", agent_path="none", prompt=broken, **where):
+                pass
+    assert (tmp_path / "got").read_bytes() == data
+    assert [(p.kind, p.text, p.echo, p.first) for p in asked] == [
+        ("challenge", "Password: ", False, True),
+        ("challenge", "Code: ", True, False),
+    ]  # the second connection replayed both answers
+    assert (
+        asked[0].name == "Second factor \\x1b[2J"
+        and asked[0].instructions == CHALLENGE_INSTRUCTIONS
+    )
+
+
 @pytest.mark.filterwarnings("ignore:.*bcrypt.kdf:UserWarning")  # one round: fast
 def test_encrypted_key_files_are_recognised_without_decoding(tmp_path: Path) -> None:
     import asyncssh
