@@ -89,6 +89,40 @@ async def test_passphrase_asked_on_the_terminal_and_retried(
     assert run.echo_after
 
 
+@pytest.mark.openssh
+async def test_a_default_key_is_unlocked_once_for_every_connection(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = encrypted_copy(openssh_peer.client_key, home / ".ssh", SECRET).rename(
+        home / ".ssh" / "id_ed25519"
+    )
+    monkeypatch.setenv("HOME", str(home))  # asyncssh's default keys are ~/.ssh/id_*
+    asked: list[sshpipe.Prompt] = []
+
+    async def answer(prompt: sshpipe.Prompt) -> str:
+        asked.append(prompt)
+        return SECRET
+
+    data = os.urandom(200_000)
+    (openssh_peer.root / "src.bin").write_bytes(data)
+    config = sshpipe.TransferConfig(channels=2, channels_per_connection=1, block_size=32768)
+    async with sshpipe.connect(
+        f"{openssh_peer.user}@{openssh_peer.host}",
+        port=openssh_peer.port,
+        known_hosts=[str(openssh_peer.known_hosts)],
+        ssh_config=[],
+        agent_path="none",
+        prompt=answer,
+        config=config,
+    ) as client:
+        await client.get(openssh_peer.remote("src.bin"), tmp_path / "got.bin")
+    assert (tmp_path / "got.bin").read_bytes() == data
+    assert [(p.kind, p.key_path, p.echo) for p in asked] == [("passphrase", str(key), False)]
+    assert asked[0].text == f"Enter passphrase for key '{key}': "
+
+
 @pytest.mark.asyncssh_server
 async def test_password_prompted_three_times_then_exit_6(tmp_path: Path) -> None:
     async with login_server(tmp_path / "server", password=SECRET) as server:
