@@ -101,6 +101,31 @@ async def ask(callback: PromptCallback, prompt: Prompt) -> str | None:
     return result
 
 
+class Deadline:
+    """``connect_timeout`` for what the network does, stopped while a person answers.
+
+    asyncssh's own connect_timeout counts the whole log-in, prompts included:
+    a password typed in 31 s, or a 2FA code fetched from a phone, would time
+    out. Our ``asyncio.timeout`` around the connect is moved instead: put off
+    at each prompt, and given back the time it had left after it.
+    """
+
+    def __init__(self, scope: asyncio.Timeout | None = None) -> None:
+        self._scope = scope
+        self._left: float | None = None
+
+    def pause(self) -> None:
+        when = self._scope.when() if self._scope is not None else None
+        if self._scope is not None and when is not None:
+            self._left = max(0.0, when - asyncio.get_running_loop().time())
+            self._scope.reschedule(None)
+
+    def resume(self) -> None:
+        if self._scope is not None and self._left is not None:
+            self._scope.reschedule(asyncio.get_running_loop().time() + self._left)
+            self._left = None
+
+
 class LoginClient(HostKeyPolicy):
     """The host-key policy, answering the log-in's questions too (see the module).
 
@@ -127,6 +152,7 @@ class LoginClient(HostKeyPolicy):
         self.memory = memory
         self.failure: BaseException | None = None  # the callback's error, raised by open_link
         self.username = username
+        self.deadline = Deadline()  # open_link's, once it has one
         self._locked = list(locked)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._passwords_tried: list[str] = [] if tried_password is None else [tried_password]
@@ -150,6 +176,7 @@ class LoginClient(HostKeyPolicy):
 
     async def _ask(self, prompt: Prompt) -> str | None:
         assert self.cfg.prompt is not None
+        self.deadline.pause()  # a person's time is not the network's
         try:
             return await ask(self.cfg.prompt, prompt)
         except Exception as exc:  # the application's code: the log-in ends with its error
@@ -157,6 +184,8 @@ class LoginClient(HostKeyPolicy):
             if self._conn is not None:
                 self._conn.abort()
             return None
+        finally:
+            self.deadline.resume()
 
     async def public_key_auth_requested(self) -> list[asyncssh.SSHKeyPair] | None:
         while self._locked:

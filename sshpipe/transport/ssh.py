@@ -40,7 +40,7 @@ from .._errors import (
 from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
-from .auth import AuthMemory, LoginClient, can_prompt, why_no_prompt
+from .auth import AuthMemory, Deadline, LoginClient, can_prompt, why_no_prompt
 from .hostkeys import known_hosts_files, load_known_hosts
 from .keys import client_keys, locked_keys
 from .replies import ReplyClock
@@ -320,7 +320,9 @@ async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> SSH
     where: dict[str, Any] = {"host": cfg.host, "port": port}
     started = time.monotonic()
     try:
-        conn = await _login(cfg, options, trusted, policy, label, where)
+        async with asyncio.timeout(cfg.connect_timeout) as scope:
+            policy.deadline = Deadline(scope)
+            conn = await _login(cfg, options, trusted, policy, label, where)
     except asyncssh.HostKeyNotVerifiable as exc:
         refusal = policy.refusal or UnknownHostKey(f"{label}: {exc.reason}", **where)
         # A known_hosts callable that raised: its error is the cause to show.
@@ -414,6 +416,10 @@ def _read_options(
         "compression_algs": ["zlib@openssh.com", "none"] if cfg.compression else ["none"],
         "connect_timeout": cfg.connect_timeout,
     }
+    if can_prompt(cfg):
+        # open_link's own deadline, stopped at prompts (``auth.Deadline``); and
+        # no login timeout of asyncssh's (2 min): sshd's LoginGraceTime decides.
+        kwargs.update(connect_timeout=None, login_timeout=0)
     if cfg.port is not None:
         kwargs["port"] = cfg.port
     if cfg.username is not None:

@@ -236,6 +236,15 @@ async def test_the_api_callback_is_asked_once_for_every_connection(tmp_path: Pat
     data = os.urandom(300_000)
     async with login_server(tmp_path / "server", password=SECRET) as server:
         (server.root / "f").write_bytes(data)
+        # A person's time at a prompt is not the connection's: the second
+        # answer comes after connect_timeout, and still logs in.
+        slow = answer
+
+        async def answer(prompt: sshpipe.Prompt) -> str | None:
+            if asked:
+                await asyncio.sleep(0.7)  # a person typing: longer than connect_timeout
+            return await slow(prompt)
+
         # Two connections of one channel each: the second logs in with what
         # the first learnt, asking nothing.
         config = sshpipe.TransferConfig(channels=2, channels_per_connection=1, block_size=32768)
@@ -247,6 +256,7 @@ async def test_the_api_callback_is_asked_once_for_every_connection(tmp_path: Pat
             agent_path="none",
             prompt=answer,
             config=config,
+            connect_timeout=0.5,
         ) as client:
             await client.get("/f", tmp_path / "got")
     assert (tmp_path / "got").read_bytes() == data
