@@ -23,9 +23,10 @@ callback ends the log-in: it is kept in ``failure`` and raised by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -159,6 +160,7 @@ class LoginClient(HostKeyPolicy):
         self._password_prompts = 0
         self._kbdint_rounds = 0
         self._replayed: set[tuple[str, str]] = set()
+        self._given_by_kbdint = False
         # The method of the last answer sent and what it was: kept at auth_completed.
         self._last: tuple[str, Any] = ("", None)
 
@@ -176,7 +178,6 @@ class LoginClient(HostKeyPolicy):
 
     async def _ask(self, prompt: Prompt) -> str | None:
         assert self.cfg.prompt is not None
-        self.deadline.pause()  # a person's time is not the network's
         try:
             return await ask(self.cfg.prompt, prompt)
         except Exception as exc:  # the application's code: the log-in ends with its error
@@ -184,6 +185,16 @@ class LoginClient(HostKeyPolicy):
             if self._conn is not None:
                 self._conn.abort()
             return None
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """One prompt at a time across the client's connections, and the
+        deadline stopped meanwhile: a person's time is not the network's
+        (waiting for another connection's prompt included)."""
+        self.deadline.pause()
+        try:
+            async with self.memory.lock:
+                yield
         finally:
             self.deadline.resume()
 
@@ -199,7 +210,7 @@ class LoginClient(HostKeyPolicy):
         return None
 
     async def _unlock(self, path: str) -> list[asyncssh.SSHKeyPair] | None:
-        async with self.memory.lock:
+        async with self._turn():
             if path in self.memory.unlocked:  # another connection asked meanwhile
                 return self.memory.unlocked[path]
             for attempt in range(1, self.cfg.password_prompts + 1):
@@ -228,7 +239,7 @@ class LoginClient(HostKeyPolicy):
             return None
 
     async def password_auth_requested(self) -> str | None:
-        async with self.memory.lock:
+        async with self._turn():
             known = self.memory.password
             if known is not None and known not in self._passwords_tried:
                 # Another connection's prompt found it meanwhile.
@@ -277,12 +288,14 @@ class LoginClient(HostKeyPolicy):
                 given is not None
                 and len(prompts) == 1
                 and "password" in text.lower()
-                and given not in self._passwords_tried
+                and not self._given_by_kbdint
             ):
-                self._passwords_tried.append(given)
+                # As asyncssh does with a password given: once, to a lone
+                # "Password:" challenge (PAM's), before the password method.
+                self._given_by_kbdint = True
                 answer = given
             elif can_prompt(self.cfg):
-                async with self.memory.lock:
+                async with self._turn():
                     answer = await self._ask(
                         Prompt(
                             kind="challenge",
