@@ -119,7 +119,8 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="Option=value",
         help="OpenSSH option: StrictHostKeyChecking, UserKnownHostsFile, Port, "
-        "User, IdentityFile, ConnectTimeout, Compression, Ciphers",
+        "User, IdentityFile, ConnectTimeout, Compression, Ciphers, BatchMode, "
+        "IdentityAgent, NumberOfPasswordPrompts",
     )
     parser.add_argument("-C", dest="compression", action="store_true", help="enable compression")
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")
