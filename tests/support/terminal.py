@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pty
+import select
 import sys
 import termios
 from collections.abc import Sequence
@@ -116,15 +117,15 @@ async def run_on_terminal(
             raise AssertionError(
                 f"timed out; terminal: {bytes(screen)!r}; stderr: {err.decode()[-3000:]}"
             ) from None
-        await asyncio.sleep(0)  # the last of the screen
-        readable_left = True
-        while readable_left:
+        # What the command wrote last and the loop has not read yet.
+        while select.select([leader], [], [], 0)[0]:
             try:
-                chunk = os.read(leader, 65536) if _pending(leader) else b""
+                chunk = os.read(leader, 65536)
             except OSError:
-                chunk = b""
+                break
+            if not chunk:
+                break
             screen.extend(chunk)
-            readable_left = bool(chunk)
         echo = bool(termios.tcgetattr(follower)[3] & termios.ECHO)
     finally:
         loop.remove_reader(leader)
@@ -138,9 +139,3 @@ async def run_on_terminal(
         screen.decode(errors="replace").replace("\r\n", "\n"),
         echo,
     )
-
-
-def _pending(fd: int) -> bool:
-    import select
-
-    return bool(select.select([fd], [], [], 0)[0])
