@@ -44,6 +44,7 @@ from ._errors import (
     UsageError,
 )
 from ._keys import HostKey, PrivateKey
+from ._prompt import Prompt
 from ._stats import (
     FlowPhase,
     Progress,
@@ -104,6 +105,7 @@ __all__ = [
     "PoolExhausted",
     "PrivateKey",
     "Progress",
+    "Prompt",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",

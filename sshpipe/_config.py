@@ -14,6 +14,7 @@ from typing import Literal, TypeAlias, get_args
 
 from ._errors import UsageError
 from ._keys import HostKeyCheck, PrivateKey
+from ._prompt import PromptCallback
 from .core.sshconfig import parse_jump
 
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
@@ -93,6 +94,9 @@ DEFAULT_STALL_TIMEOUT = 60.0
 # client may open carries its handle cap of transfers (36 x 64 by default), so
 # one that long means the client is overloaded, not merely busy.
 DEFAULT_QUEUE_TIMEOUT = 300.0
+# Tries at a password or a key's passphrase before giving up on it: OpenSSH's
+# NumberOfPasswordPrompts default.
+DEFAULT_PASSWORD_PROMPTS = 3
 
 
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
@@ -244,6 +248,13 @@ class ConnectConfig:
         agent_path: the ssh-agent socket; None means ssh_config's
             IdentityAgent, else ``$SSH_AUTH_SOCK``; "none" uses no agent.
         password: password to try when keys fail (never logged).
+        prompt: a callback (``sshpipe.Prompt`` in, the answer out) for the
+            passphrases, passwords and keyboard-interactive challenges a
+            log-in needs; None prompts for nothing (``_prompt.py``).
+        batch_mode: OpenSSH's BatchMode: never prompt, even with ``prompt``;
+            None means ssh_config's BatchMode, else no.
+        password_prompts: OpenSSH's NumberOfPasswordPrompts: tries at each
+            password, passphrase or challenge before giving up on it.
         known_hosts: known_hosts files; None means ssh_config's, else
             ~/.ssh/known_hosts. Or a callable ``(host, port, HostKey) ->
             bool`` that alone decides: True trusts the key, False refuses it
@@ -284,6 +295,9 @@ class ConnectConfig:
     keys: tuple[PrivateKey, ...] = ()
     agent_path: str | os.PathLike[str] | None = None
     password: str | None = field(default=None, repr=False)
+    prompt: PromptCallback | None = field(default=None, repr=False, compare=False)
+    batch_mode: bool | None = None
+    password_prompts: int = DEFAULT_PASSWORD_PROMPTS
     known_hosts: tuple[str, ...] | HostKeyCheck | None = None
     strict_host_key_checking: HostKeyPolicy | None = None
     ssh_config: tuple[str, ...] | None = None
@@ -304,6 +318,9 @@ class ConnectConfig:
             )
         if self.connect_timeout is not None and not self.connect_timeout > 0:
             raise UsageError("connect_timeout must be positive")
+        if self.prompt is not None and not callable(self.prompt):
+            raise UsageError(f"prompt must be a callable, not {type(self.prompt).__name__}")
+        _positive("password_prompts", self.password_prompts, maximum=100)
         if callable(self.known_hosts) and self.strict_host_key_checking not in (None, "yes"):
             raise UsageError(
                 "known_hosts as a callable decides alone: strict_host_key_checking "

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from ._client import Client
 from ._config import (
+    DEFAULT_PASSWORD_PROMPTS,
     ConnectConfig,
     HostKeyPolicy,
     TransferConfig,
@@ -13,6 +14,7 @@ from ._config import (
 )
 from ._keys import HostKeyCheck, PrivateKey
 from ._paths import StrPath, fspaths
+from ._prompt import PromptCallback
 
 
 def connect(
@@ -25,6 +27,9 @@ def connect(
     keys: Sequence[PrivateKey] = (),
     agent_path: StrPath | None = None,
     password: str | None = None,
+    prompt: PromptCallback | None = None,
+    batch_mode: bool | None = None,
+    password_prompts: int = DEFAULT_PASSWORD_PROMPTS,
     known_hosts: StrPath | Sequence[StrPath] | HostKeyCheck | None = None,
     strict_host_key_checking: HostKeyPolicy | None = None,
     ssh_config: StrPath | Sequence[StrPath] | None = None,
@@ -47,7 +52,18 @@ def connect(
             asyncssh ``SSHKey`` is taken too, wrapped as ``load_key`` does).
         agent_path: the ssh-agent socket (default: ssh_config's IdentityAgent,
             else ``$SSH_AUTH_SOCK``); "none": no agent.
-        password: tried only if given; never logged.
+        password: tried first if given; never logged.
+        prompt: answers what a terminal user would be asked: an encrypted
+            key's passphrase, the password, keyboard-interactive (2FA)
+            challenges. Called with a :class:`sshpipe.Prompt`; returns the
+            answer, or None to give up on it; a coroutine function runs on the
+            loop, a plain one in a worker thread. Answers that worked are kept
+            in memory for the client's reconnects. None (default): nothing
+            is asked, only ``password``/``passphrase`` and keys are tried.
+        batch_mode: never prompt (OpenSSH's BatchMode), even with ``prompt``;
+            None: ssh_config's BatchMode, else no.
+        password_prompts: tries at each password, passphrase or challenge
+            (OpenSSH's NumberOfPasswordPrompts).
         known_hosts: files to check host keys against (default: ssh_config's
             UserKnownHostsFile, else ~/.ssh/known_hosts); or a callable
             ``(host, port, HostKey) -> bool`` that alone decides (True trusts,
@@ -93,6 +109,9 @@ def connect(
         keys=loaded,
         agent_path=agent_path,
         password=password,
+        prompt=prompt,
+        batch_mode=batch_mode,
+        password_prompts=password_prompts,
         known_hosts=trusted,
         strict_host_key_checking=strict_host_key_checking,
         ssh_config=tuple(fspaths(ssh_config)) if ssh_config is not None else None,

@@ -186,10 +186,12 @@ class KeyLoadError(AuthenticationError):
     """A private key given by name (or as bytes) cannot be used; nothing was tried.
 
     Missing or unreadable, malformed, or encrypted and no passphrase (or a
-    wrong one) given. OpenSSH warns and logs in with the other keys, or asks
-    for the passphrase on a terminal; sshpipe asks nobody and refuses before
-    it connects, as a key named on purpose that cannot be used is a mistake
-    another try repeats.
+    wrong one) given, with nothing to ask it with (no ``prompt`` callback,
+    ``batch_mode``; on the command line, no terminal or BatchMode). OpenSSH
+    warns and logs in with the other keys; sshpipe refuses before it
+    connects, as a key named on purpose that cannot be used is a mistake
+    another try repeats. With a prompt, an encrypted key is asked about
+    when the log-in reaches it instead.
 
     Attributes:
         key: the file named (or "(bytes)").

@@ -2,12 +2,14 @@
 ``targets`` reads a remote path or URL, ``settings`` makes the configs), what is
 printed (``output``; the progress display in ``display``, rich's when the
 ``cli`` extra is there; the log's levels for ``-q``/``-v`` in ``verbosity``),
-running a command (``main``), the demo.
+the log-in's prompts on the terminal (``prompt``), running a command
+(``main``), the demo.
 
 Everything a server says is escaped before it reaches the terminal
 (``output.say``). uvloop and rich are loaded here, never by the library.
 
-May import: the public API (``sshpipe``), ``_config``, ``_errors``, ``testing.embedded``
-(the demo's server), ``core.timeline.describe`` (``-v``'s phases) and
-``transport.ssh.asyncssh_debug`` (``-vvv``: asyncssh stays imported in ``transport``).
+May import: the public API (``sshpipe``), ``_config``, ``_errors``, ``_prompt``,
+``testing.embedded`` (the demo's server), ``core.timeline.describe`` (``-v``'s
+phases) and ``transport.ssh.asyncssh_debug`` (``-vvv``: asyncssh stays imported
+in ``transport``).
 """

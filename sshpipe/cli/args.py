@@ -120,8 +120,8 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         metavar="Option=value",
         help="OpenSSH option, before ssh_config's: StrictHostKeyChecking, "
         "UserKnownHostsFile, Port, User, HostName, IdentityFile, IdentitiesOnly, "
-        "ProxyJump, ConnectTimeout, Compression, Ciphers, and the others ssh_config "
-        "takes (see the README)",
+        "IdentityAgent, ProxyJump, ConnectTimeout, Compression, Ciphers, BatchMode, "
+        "NumberOfPasswordPrompts, and the others ssh_config takes (see the README)",
     )
     parser.add_argument(
         "-J",

@@ -33,6 +33,7 @@ from ..core.treeplan import has_magic
 from .args import parse_args
 from .display import progress_display
 from .output import TERMINAL, report, report_failures, report_tree, say
+from .prompt import TerminalPrompt, has_terminal
 from .settings import ssh_kwargs, transfer_config
 from .targets import parse_remote
 from .verbosity import log_used, set_verbosity
@@ -69,7 +70,10 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
     config = transfer_config(args)
     tree = args.recursive or len(remote_side) > 1 or len(local_side) > 1
     paths = [other.path for other in specs if other is not None]
-    async with connect(spec.host, config=config, **ssh_kwargs(args, spec)) as client:
+    kwargs = ssh_kwargs(args, spec)
+    if not kwargs.get("batch_mode") and has_terminal():
+        kwargs["prompt"] = TerminalPrompt()  # as ssh: on /dev/tty, whatever stdin is
+    async with connect(spec.host, config=config, **kwargs) as client:
         interrupts.client = client  # dropped at a second Ctrl-C
         if args.command == "get" and any(has_magic(path) for path in paths):
             paths = [match for path in paths for match in await _expand_remote(client, path)]

@@ -31,6 +31,9 @@ _SSH_OPTIONS = {
     "compression": "compression",
     "ciphers": "ciphers",
     "proxyjump": "proxy_jump",
+    "batchmode": "batch_mode",
+    "identityagent": "agent_path",
+    "numberofpasswordprompts": "password_prompts",
 }
 # -o options handed on as ssh_config lines (``ssh_options``): what sshpipe or
 # asyncssh reads from ssh_config and connect() has no keyword for.
@@ -39,7 +42,6 @@ _CONFIG_LINES = {
     for name in (
         "HostName",
         "IdentitiesOnly",
-        "IdentityAgent",
         "CertificateFile",
         "KexAlgorithms",
         "MACs",
@@ -59,7 +61,8 @@ _CONFIG_LINES = {
 }
 _SUPPORTED = (
     "StrictHostKeyChecking, UserKnownHostsFile, Port, User, IdentityFile, ConnectTimeout, "
-    f"Compression, Ciphers, ProxyJump, {', '.join(_CONFIG_LINES.values())}"
+    "Compression, Ciphers, ProxyJump, BatchMode, IdentityAgent, NumberOfPasswordPrompts, "
+    f"{', '.join(_CONFIG_LINES.values())}"
 )
 
 
@@ -103,6 +106,10 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
             kwargs.setdefault("connect_timeout", float(_positive_int_option(name, value)))
         elif key == "compression":
             kwargs.setdefault("compression", _yes_no(name, value))
+        elif key == "batch_mode":
+            kwargs.setdefault(key, _yes_no(name, value))
+        elif key == "password_prompts":
+            kwargs.setdefault(key, _positive_int_option(name, value))
         elif key == "ciphers":
             kwargs.setdefault("ciphers", tuple(value.split(",")))
         elif key == "strict_host_key_checking":

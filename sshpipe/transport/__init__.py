@@ -11,6 +11,8 @@
   or a user's known_hosts callable;
 - ``keys``: private keys loaded before a log-in (``sshpipe.load_key``,
   ``KeyLoadError``), host keys described as the public ``HostKey``;
+- ``auth``: the log-in's questions (passphrases, passwords, 2FA) put to
+  ``ConnectConfig.prompt``, and the answers that worked kept for the pool;
 - ``asyncssh_patches``: the tuning of asyncssh internals, and the round trips
   cut from its log-in, gated by release and by shape: the one module that
   touches asyncssh's private attributes;
@@ -31,7 +33,8 @@
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
-above this package sees them. May import: ``core``, ``_config``, ``_errors``, ``_keys``.
+above this package sees them. May import: ``core``, ``_config``, ``_errors``,
+``_keys``, ``_prompt``.
 ``loading`` imports asyncssh itself, before any module here does, without
 ctypes' slow search for a library it rarely finds.
 """

@@ -31,6 +31,7 @@ from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.sizing import reply_cap
+from .auth import AuthMemory
 from .poollease import Lease as Lease
 from .poollease import Pool as Pool
 from .poollease import PoolLease, leased_with_spares
@@ -93,6 +94,7 @@ class ChannelPool:
         self.peer = ""  # "user@host:port", from the first channel
         self.swept = False  # the temps an earlier run left were looked for
         self._room = Room()  # transfers waiting for a channel, woken when room appears
+        self.auth_memory = AuthMemory()  # what log-ins learnt: reconnects ask nothing again
 
     def __repr__(self) -> str:
         return f"<ChannelPool {self.connect_config.host} {self.state}>"
@@ -118,7 +120,7 @@ class ChannelPool:
         if self._closed:
             raise ClosedError("this client was closed")
         if not self._slots:
-            link = await open_link(self.connect_config)
+            link = await open_link(self.connect_config, self.auth_memory)
             if self._closed:  # closed while we connected
                 await link.close()
                 raise ClosedError("this client was closed")
@@ -355,7 +357,7 @@ class ChannelPool:
 
         async def on_new_link(channels: int) -> None:
             try:
-                link = await open_link(self.connect_config)
+                link = await open_link(self.connect_config, self.auth_memory)
             except SSHPipeError as exc:
                 errors.append(exc)
                 return

@@ -40,7 +40,7 @@ from .._errors import (
 from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
-from .hostkeys import HostKeyPolicy
+from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
 from .replies import ReplyClock
 from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
@@ -294,12 +294,16 @@ class SSHLink:
 MAX_JUMP_DEPTH = 8
 
 
-async def open_link(cfg: ConnectConfig) -> SSHLink:
+async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> SSHLink:
     """Connect and authenticate, through the jump hosts if any (``proxy_jump``).
 
     Every ConnectError raised names the ``host`` (as given) and ``port``;
     one on the way through a jump host begins with "jump host NAME:".
     Closing the link closes the jump hosts' connections too.
+
+    Args:
+        memory: what earlier log-ins of the same client learnt (``auth.py``):
+            answers that worked are reused, not asked again.
 
     Raises:
         UsageError: an ssh_config or option value that cannot be used.
@@ -308,17 +312,22 @@ async def open_link(cfg: ConnectConfig) -> SSHLink:
             ConnectTimeout: no connection within ``connect_timeout``.
         AuthenticationError, HostKeyError (UnknownHostKey, HostKeyMismatch).
     """
-    return await _open(cfg, via=None, depth=0)
+    return await _open(cfg, via=None, depth=0, memory=memory)
 
 
-async def _open(cfg: ConnectConfig, *, via: SSHLink | None, depth: int) -> SSHLink:
+async def _open(
+    cfg: ConnectConfig, *, via: SSHLink | None, depth: int, memory: AuthMemory | None = None
+) -> SSHLink:
     # Off the loop: an RSA key's checks or a passphrase's KDF take 0.3-0.4 s,
     # ssh_config and known_hosts are file reads; the caller's other tasks run on.
-    prepared = await asyncio.to_thread(read_options, cfg)
+    memory = memory if memory is not None else AuthMemory()
+    prepared = await asyncio.to_thread(read_options, cfg, memory)
+    if cfg.batch_mode is None:  # ssh_config's BatchMode
+        cfg = replace(cfg, batch_mode=prepared.batch_mode)
     if via is None and prepared.jumps:
         via = await _open_jumps(cfg, prepared.jumps, depth)
     try:
-        return await _log_in(cfg, prepared, via)
+        return await _log_in(cfg, prepared, via, memory)
     except BaseException:
         if via is not None:
             await via.close()
@@ -359,7 +368,8 @@ async def _open_jumps(
         name = (f"{user}@" if user else "") + (f"[{host}]" if ":" in host else host)
         name += f":{port}" if port is not None else ""
         try:
-            link = await _open(hop, via=link, depth=depth + 1)
+            # A hop's answers are its own: never the target's remembered ones.
+            link = await _open(hop, via=link, depth=depth + 1, memory=AuthMemory())
         except SSHPipeError as exc:
             if not str(exc).startswith("jump host "):  # a hop's own hop named itself
                 exc.args = (f"jump host {name}: {exc.args[0] if exc.args else exc}",)
@@ -368,28 +378,37 @@ async def _open_jumps(
     return link
 
 
-async def _log_in(cfg: ConnectConfig, prepared: Prepared, via: SSHLink | None) -> SSHLink:
+async def _log_in(
+    cfg: ConnectConfig, prepared: Prepared, via: SSHLink | None, memory: AuthMemory
+) -> SSHLink:
     port = prepared.port
-    check = cfg.known_hosts if callable(cfg.known_hosts) else None
-    policy = HostKeyPolicy(prepared.strict, prepared.known_files, host=cfg.host, check=check)
+    tried = cfg.password if cfg.password is not None else memory.password
+    user = str(getattr(prepared.options, "username", "") or "")
+    policy = LoginClient(
+        cfg,
+        memory,
+        prepared.known_files,
+        strict=prepared.strict,
+        locked=prepared.locked,
+        tried_password=tried,
+        username=user,
+    )
     label = f"{cfg.host}:{port}"
     where: dict[str, Any] = {"host": cfg.host, "port": port}
     started = time.monotonic()
     try:
-        conn = await asyncssh.connect(
-            cfg.host,
-            options=prepared.options,
-            known_hosts=prepared.trusted,
-            client_factory=lambda: policy,
-            # Always given: left out, asyncssh would open ssh_config's ProxyJump itself.
-            tunnel=via._conn if via is not None else None,
-        )
+        async with asyncio.timeout(prepared.connect_timeout) as scope:
+            policy.deadline = Deadline(scope)
+            conn = await _login(cfg, prepared, policy, label, where, via)
     except asyncssh.HostKeyNotVerifiable as exc:
         refusal = policy.refusal or UnknownHostKey(f"{label}: {exc.reason}", **where)
         # A known_hosts callable that raised: its error is the cause to show.
         raise refusal from (refusal.__cause__ or exc)
     except asyncssh.PermissionDenied as exc:
-        raise AuthenticationError(f"{label}: authentication failed: {exc.reason}", **where) from exc
+        why = why_no_prompt(cfg)
+        raise AuthenticationError(
+            f"{label}: authentication failed: {exc.reason}{why}", **where
+        ) from exc
     except asyncssh.KeyImportError as exc:
         raise KeyLoadError("(a key asyncssh loaded)", str(exc), **where) from exc
     except socket.gaierror as exc:
@@ -430,6 +449,46 @@ async def _log_in(cfg: ConnectConfig, prepared: Prepared, via: SSHLink | None) -
     auth = dict(timeline.phases)["auth"]
     link.rtt_estimate = auth if SIGNED_FIRST in patches else auth / 2
     return link
+
+
+async def _login(
+    cfg: ConnectConfig,
+    prepared: Prepared,
+    client: LoginClient,
+    label: str,
+    where: dict[str, Any],
+    via: SSHLink | None,
+) -> asyncssh.SSHClientConnection:
+    """``asyncssh.connect``; a prompt callback that raised ends it with its error.
+
+    Raises:
+        the callback's SSHPipeError, or AuthenticationError from its other
+        errors; else asyncssh's own (translated by the caller).
+    """
+    try:
+        conn = await asyncssh.connect(
+            cfg.host,
+            options=prepared.options,
+            known_hosts=prepared.trusted,
+            client_factory=lambda: client,
+            # Always given: left out, asyncssh would open ssh_config's ProxyJump itself.
+            tunnel=via._conn if via is not None else None,
+        )
+    except (asyncssh.Error, OSError):
+        if client.failure is None:
+            raise
+        conn = None
+    failure, client.failure = client.failure, None  # no cycle through its traceback
+    if failure is None:
+        assert conn is not None
+        return conn
+    if conn is not None:
+        conn.abort()
+    if isinstance(failure, SSHPipeError):
+        raise failure
+    raise AuthenticationError(
+        f"{label}: the prompt callback raised {type(failure).__name__}: {failure}", **where
+    ) from failure
 
 
 def _log_negotiated(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,9 @@ from .._config import (
 )
 from .._errors import ConnectError, KeyLoadError, UsageError
 from ..core.sshconfig import parse_jump
+from .auth import AuthMemory, can_prompt
 from .hostkeys import known_hosts_files, load_known_hosts
-from .keys import client_keys
+from .keys import client_keys, locked_keys
 from .sshconfig import config_files, options_text, own_options
 
 __all__ = ["Prepared", "read_options"]
@@ -51,6 +52,8 @@ class Prepared:
         strict: the StrictHostKeyChecking in force.
         connect_timeout: the seconds TCP connect plus handshake may take.
         jumps: the hops to tunnel through, (user, host, port), first first.
+        locked: the encrypted key files to ask passphrases for, in order.
+        batch_mode: the BatchMode in force (given, else ssh_config's).
     """
 
     options: asyncssh.SSHClientConnectionOptions
@@ -60,9 +63,11 @@ class Prepared:
     strict: HostKeyPolicy
     connect_timeout: float
     jumps: list[tuple[str | None, str, int | None]]
+    locked: list[str]
+    batch_mode: bool
 
 
-def read_options(cfg: ConnectConfig) -> Prepared:
+def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepared:
     """Everything read and decided for ``cfg``: blocking, call it in a thread.
 
     Raises:
@@ -72,9 +77,17 @@ def read_options(cfg: ConnectConfig) -> Prepared:
         KeyLoadError: a key named cannot be used.
         ConnectError: options asyncssh rejects, a bad known_hosts.
     """
+    memory = memory if memory is not None else AuthMemory()
     own = own_options(cfg.ssh_config, cfg.host, cfg.username, options=cfg.ssh_options)
+    if cfg.batch_mode is None:
+        cfg = replace(cfg, batch_mode=own.get("batchmode", "no").lower() == "yes")
     where: dict[str, Any] = {"host": cfg.host, "port": cfg.port}
-    kwargs: dict[str, Any] = {"connect_timeout": _connect_timeout(cfg, own)}
+    connect_timeout = _connect_timeout(cfg, own)
+    kwargs: dict[str, Any] = {"connect_timeout": connect_timeout}
+    if can_prompt(cfg):
+        # open_link's own deadline, stopped at prompts (``auth.Deadline``); and
+        # no login timeout of asyncssh's (2 min): sshd's LoginGraceTime decides.
+        kwargs.update(connect_timeout=None, login_timeout=0)
     if cfg.ciphers is None and _asks_for_none(own.get("ciphers", "")):
         raise UsageError(f"{cfg.host}: the 'none' cipher is never allowed (ssh_config Ciphers)")
     if cfg.ciphers is not None:
@@ -91,7 +104,8 @@ def read_options(cfg: ConnectConfig) -> Prepared:
         kwargs["port"] = cfg.port
     if cfg.username is not None:
         kwargs["username"] = cfg.username
-    keys = client_keys(cfg)
+    locked: list[str] = []
+    keys = client_keys(cfg, locked if can_prompt(cfg) or memory.unlocked else None)
     if keys is not None:
         kwargs["client_keys"] = keys
     if cfg.passphrase is not None:  # for the default keys asyncssh loads itself
@@ -100,10 +114,11 @@ def read_options(cfg: ConnectConfig) -> Prepared:
         # OpenSSH's "IdentityAgent none": asyncssh's None.
         agent = os.fspath(cfg.agent_path)
         kwargs["agent_path"] = None if agent == "none" else os.path.expanduser(agent)
-    if cfg.password is not None:
-        kwargs["password"] = cfg.password
-    else:
-        # No password given: never let asyncssh prompt or hang on one.
+    password = cfg.password if cfg.password is not None else memory.password
+    if password is not None:
+        kwargs["password"] = password  # sent first, by asyncssh itself
+    elif not can_prompt(cfg):
+        # Nothing to answer with: skip the methods rather than fail them.
         kwargs["password_auth"] = False
         kwargs["kbdint_auth"] = False
     files = [str(path) for path in config_files(cfg.ssh_config)]
@@ -118,6 +133,8 @@ def read_options(cfg: ConnectConfig) -> Prepared:
             raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}", **where) from exc
     if b"none" in options.encryption_algs:  # ssh_config's Ciphers, or "+none" in it
         raise UsageError(f"{cfg.host}: the 'none' cipher is never allowed (ssh_config Ciphers)")
+    if keys is None and (can_prompt(cfg) or memory.unlocked):
+        locked = locked_keys(cfg, options)
     known_files = known_hosts_files(cfg, options)
     port = cfg.port or _port_of(options)
     return Prepared(
@@ -126,8 +143,10 @@ def read_options(cfg: ConnectConfig) -> Prepared:
         trusted=load_known_hosts(known_files, host=cfg.host, port=port),
         port=port,
         strict=_strict(cfg, own),
-        connect_timeout=kwargs["connect_timeout"],
+        connect_timeout=connect_timeout,
         jumps=parse_jump(cfg.proxy_jump or own.get("proxyjump", "none")),
+        locked=locked,
+        batch_mode=bool(cfg.batch_mode),
     )
 
 

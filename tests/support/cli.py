@@ -63,6 +63,12 @@ class Run:
         return subprocess.CompletedProcess(["sshpipe"], self.returncode, self.stdout, self.stderr)
 
 
+# Every command runs in a session of its own, without a controlling terminal:
+# one that would prompt (a password, a passphrase) fails as under cron instead
+# of asking on the terminal pytest runs in (tests.support.terminal gives one).
+_NO_TERMINAL = {"start_new_session": True}
+
+
 def _environment() -> dict[str, str]:
     # SSHPIPE_DEBUG would turn the one-line errors the tests check into tracebacks.
     return {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
@@ -77,6 +83,7 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         timeout=CLI_LIMIT,
         cwd=cwd,
         env=_environment(),
+        **_NO_TERMINAL,
     )
 
 
@@ -101,6 +108,7 @@ def run_cli_tty_stderr(
         stderr=follower,
         cwd=cwd,
         env={k: v for k, v in _environment().items() if k not in ("COLUMNS", "LINES")},
+        **_NO_TERMINAL,
     ) as proc:
         os.close(follower)
         seen = bytearray()
@@ -166,6 +174,7 @@ async def run_sshpipe(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=_environment(),
+        **_NO_TERMINAL,
     )
     communicating = asyncio.ensure_future(proc.communicate())
     try:

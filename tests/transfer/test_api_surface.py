@@ -31,6 +31,7 @@ PUBLIC = [
     "PoolExhausted",
     "PrivateKey",
     "Progress",
+    "Prompt",
     "ProtocolError",
     "RemoteError",
     "RemoteIsADirectory",

@@ -167,6 +167,33 @@ def test_which_port_wins(options: list[str], target: str, port: int | None) -> N
 
 
 @pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("BatchMode=yes", {"batch_mode": True}),
+        ("batchmode no", {"batch_mode": False}),
+        ("NumberOfPasswordPrompts=1", {"password_prompts": 1}),
+        ("IdentityAgent=none", {"agent_path": "none"}),
+        ("IdentityAgent=~/agent.sock", {"agent_path": "~/agent.sock"}),
+    ],
+)
+def test_login_options(option: str, expected: dict[str, object]) -> None:
+    args = parse_args(["get", "-o", option, "host:x", "out"])
+    spec = parse_remote(args.sources[0])
+    assert spec is not None
+    kwargs = ssh_kwargs(args, spec)
+    assert {key: kwargs[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize("option", ["BatchMode=maybe", "NumberOfPasswordPrompts=0"])
+def test_bad_login_options_are_usage_errors(option: str) -> None:
+    args = parse_args(["get", "-o", option, "host:x", "out"])
+    spec = parse_remote(args.sources[0])
+    assert spec is not None
+    with pytest.raises(UsageError, match=option.split("=")[0]):
+        ssh_kwargs(args, spec)
+
+
+@pytest.mark.parametrize(
     ("options", "target", "user"),
     [
         ([], "sftp://me%40corp@host/x", "me@corp"),

@@ -78,3 +78,22 @@ async def calls(flag: bool, level: VerifyLevel) -> None:
         assert_type(stats.flow_phase, FlowPhase)
         tree = await sp.get("/r/dir", "dir", recursive=True)
         assert_type(tree.verified, Verified)
+
+
+def ask_the_user(prompt: sshpipe.Prompt) -> str | None:
+    """A blocking prompt callback (run in a worker thread)."""
+    return input(prompt.text) if prompt.echo else None
+
+
+async def ask_async(prompt: sshpipe.Prompt) -> str | None:
+    if prompt.kind == "passphrase":
+        assert_type(prompt.key_path, str | None)
+    return "secret" if prompt.attempt == 1 else None
+
+
+async def logins() -> None:
+    # A prompt callback, sync or async; BatchMode; the counts of tries.
+    for answer in (ask_the_user, ask_async):
+        async with sshpipe.connect("me@example.org", prompt=answer, password_prompts=1) as sp:
+            await sp.get("/r/file", "file")
+    sshpipe.connect("me@example.org", batch_mode=True, agent_path="none")
