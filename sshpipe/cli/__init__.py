@@ -10,6 +10,6 @@ Everything a server says is escaped before it reaches the terminal
 
 May import: the public API (``sshpipe``), ``_config``, ``_errors``, ``_prompt``,
 ``testing.embedded`` (the demo's server), ``core.timeline.describe`` (``-v``'s
-phases) and ``transport.ssh.asyncssh_debug`` (``-vvv``: asyncssh stays imported
+phases) and ``transport.negotiation.asyncssh_debug`` (``-vvv``: asyncssh stays imported
 in ``transport``).
 """

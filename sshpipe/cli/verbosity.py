@@ -62,7 +62,7 @@ def set_verbosity(verbose: int, *, quiet: bool = False, debug: str = "") -> None
     logging.getLogger().setLevel(level)
     logging.getLogger("sshpipe").setLevel(level)
     if verbose >= 3:
-        from ..transport.ssh import asyncssh_debug
+        from ..transport.negotiation import asyncssh_debug
 
         asyncssh_debug(ASYNCSSH_DEBUG_LEVEL)
     logging.getLogger("asyncssh").setLevel(logging.DEBUG if verbose >= 3 else logging.CRITICAL)

@@ -41,6 +41,7 @@ from ..core.codec import Limits
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
 from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
+from .negotiation import log_negotiated
 from .replies import ReplyClock
 from .sftp import SFTPSession
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
@@ -443,7 +444,7 @@ async def _log_in(
         timeline.mark(name, at or timeline.last)
     link.setup = timeline.phases
     if logger.isEnabledFor(logging.INFO):
-        _log_negotiated(conn, link.label, policy.negotiated, timeline.phases)
+        log_negotiated(conn, link.label, policy.negotiated, timeline.phases)
     # The log-in is one round trip when the key is signed at once (two when
     # asyncssh queries it first), plus the server's check of one signature.
     auth = dict(timeline.phases)["auth"]
@@ -489,44 +490,3 @@ async def _login(
     raise AuthenticationError(
         f"{label}: the prompt callback raised {type(failure).__name__}: {failure}", **where
     ) from failure
-
-
-def _log_negotiated(
-    conn: asyncssh.SSHClientConnection,
-    label: str,
-    negotiated: dict[str, str],
-    phases: list[tuple[str, float]],
-) -> None:
-    """What ``-v`` shows of a new connection: what was agreed on, and its set-up's phases.
-
-    From asyncssh's public ``get_extra_info`` and host key; the key exchange
-    and the log-in method from ``asyncssh_patches`` ("unknown" where asyncssh
-    did not fit). The server's words are escaped by the CLI's formatter.
-    """
-    info = conn.get_extra_info
-    key = conn.get_server_host_key()
-    host_key = f"{key.get_algorithm()} {key.get_fingerprint()}" if key is not None else "none"
-    cipher, mac = info("send_cipher", "?"), info("send_mac", "")
-    if info("recv_cipher", cipher) != cipher:  # each way its own: both shown
-        cipher = f"{cipher} (to the server), {info('recv_cipher')} (from it)"
-    logger.info(
-        "%s: server %s; kex %s; host key %s; cipher %s; MAC %s; compression %s; auth %s",
-        label,
-        info("server_version", "?"),
-        negotiated.get("kex", "unknown"),
-        host_key,
-        cipher,
-        "implicit (AEAD cipher)" if mac in ("", cipher) else mac,
-        info("send_compression", "none"),
-        negotiated.get("auth", "unknown"),
-    )
-    logger.info(
-        "%s: connection set-up: %s",
-        label,
-        ", ".join(f"{name} {seconds * 1000:.1f} ms" for name, seconds in phases),
-    )
-
-
-def asyncssh_debug(level: int) -> None:
-    """asyncssh's own debug log at ``level`` (1-3; 3 dumps packets): ``-vvv``'s."""
-    asyncssh.set_debug_level(level)
