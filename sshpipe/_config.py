@@ -285,6 +285,10 @@ class ConnectConfig:
             fields above beat them. For keywords with no field here
             (HostName, IdentitiesOnly, KexAlgorithms...). Not Host, Match,
             Include.
+        control_path: a mux master's UNIX socket (the CLI's ControlPath,
+            expanded): when a master answers there, connections go through
+            its authenticated one and pay no handshake; when none does, they
+            are opened directly. None: always directly.
     """
 
     host: str
@@ -306,6 +310,7 @@ class ConnectConfig:
     compression: bool | None = None
     proxy_jump: str | None = None
     ssh_options: tuple[tuple[str, str], ...] = ()
+    control_path: str | None = None
 
     def __post_init__(self) -> None:
         if not self.host:

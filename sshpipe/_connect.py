@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from ._client import Client
@@ -39,6 +40,7 @@ def connect(
     proxy_jump: str | None = None,
     ssh_options: Mapping[str, str] | Sequence[tuple[str, str]] = (),
     config: TransferConfig | None = None,
+    control_path: StrPath | None = None,
 ) -> Client:
     """A client for ``[user@]host``; connects on ``async with`` (or ``await client.open()``).
 
@@ -83,6 +85,9 @@ def connect(
             ``{"HostName": "10.0.0.5", "IdentitiesOnly": "yes"}``: read before
             the ssh_config files, so they win over them.
         config: TransferConfig for every transfer of this client.
+        control_path: a mux master's socket (``sshpipe -o ControlMaster=auto``
+            starts one): its connection is used while a master answers there,
+            else connections are opened directly.
 
     Returns:
         An unopened :class:`Client`.
@@ -120,5 +125,6 @@ def connect(
         ciphers=tuple(ciphers) if ciphers is not None else None,
         proxy_jump=proxy_jump,
         ssh_options=tuple(ssh_options.items() if isinstance(ssh_options, Mapping) else ssh_options),
+        control_path=os.fspath(control_path) if control_path is not None else None,
     )
     return Client(connect_config, config or TransferConfig())

@@ -121,7 +121,8 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         help="OpenSSH option, before ssh_config's: StrictHostKeyChecking, "
         "UserKnownHostsFile, Port, User, HostName, IdentityFile, IdentitiesOnly, "
         "IdentityAgent, ProxyJump, ConnectTimeout, Compression, Ciphers, BatchMode, "
-        "NumberOfPasswordPrompts, and the others ssh_config takes (see the README)",
+        "NumberOfPasswordPrompts, ControlMaster, ControlPath, ControlPersist (connection "
+        "reuse), and the others ssh_config takes (see the README)",
     )
     parser.add_argument(
         "-J",
@@ -283,6 +284,8 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "get 'user@[::1]:notes.txt' .            # IPv6 in brackets",
             "-P 2222 -i ~/.ssh/id_ed25519 get host:f .",
             "demo --size 256M --rtt 40",
+            "get -o ControlMaster=auto -o ControlPersist=10m host:f .  # later: no log-in",
+            "-O check host                           # that master running? (-O exit ends it)",
         )
         + "\n\nEach command's options: "
         + f"{prog} get --help (put, demo, serve likewise).",

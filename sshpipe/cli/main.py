@@ -30,12 +30,20 @@ from .._client import Client
 from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
+from ..transport.sshconfig import own_options
 from .args import parse_args
+from .control import (
+    control_command,
+    control_settings,
+    socket_path,
+    use_master,
+    wants_control_command,
+)
 from .display import progress_display
 from .output import TERMINAL, report, report_failures, report_tree, say
 from .prompt import TerminalPrompt, has_terminal
 from .settings import ssh_kwargs, transfer_config
-from .targets import parse_remote
+from .targets import RemoteSpec, parse_remote
 from .verbosity import log_used, set_verbosity
 
 EXIT_INTERRUPTED = 130
@@ -47,7 +55,37 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
 INTERRUPT_GRACE = 0.8
 
 
-async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
+def _control_path(args: argparse.Namespace) -> str | None:
+    """The mux master's socket to run through (started first if need be), or None.
+
+    ControlMaster, ControlPath and ControlPersist: ``-o`` first, then
+    ssh_config's for the host, as ssh. Before the event loop: a master is
+    forked (``control``), never a running loop.
+    """
+    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
+    if spec is None:
+        return None  # ``_transfer`` says what is wrong with it
+    kwargs = _connect_kwargs(args, spec)
+    from_file = own_options(kwargs.get("ssh_config"), spec.host, kwargs.get("username"))
+    settings = control_settings(args.options, fallback=from_file)
+    if not settings.enabled:
+        return None
+    path = socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
+    config = connect(spec.host, config=transfer_config(args), **kwargs).connect_config
+    return path if use_master(settings, path, config) else None
+
+
+def _connect_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
+    """``connect``'s keyword arguments: the options', and a prompt on the terminal if any."""
+    kwargs = ssh_kwargs(args, spec)
+    if not kwargs.get("batch_mode") and has_terminal():
+        kwargs["prompt"] = TerminalPrompt()  # as ssh: on /dev/tty, whatever stdin is
+    return kwargs
+
+
+async def _transfer(
+    args: argparse.Namespace, control_path: str | None, interrupts: _Interrupts
+) -> int:
     remote_side = args.sources if args.command == "get" else [args.target]
     local_side = [args.target] if args.command == "get" else args.sources
     specs = [parse_remote(text) for text in remote_side]
@@ -70,10 +108,8 @@ async def _transfer(args: argparse.Namespace, interrupts: _Interrupts) -> int:
     config = transfer_config(args)
     tree = args.recursive or len(remote_side) > 1 or len(local_side) > 1
     paths = [other.path for other in specs if other is not None]
-    kwargs = ssh_kwargs(args, spec)
-    if not kwargs.get("batch_mode") and has_terminal():
-        kwargs["prompt"] = TerminalPrompt()  # as ssh: on /dev/tty, whatever stdin is
-    async with connect(spec.host, config=config, **kwargs) as client:
+    kwargs = _connect_kwargs(args, spec)
+    async with connect(spec.host, config=config, control_path=control_path, **kwargs) as client:
         interrupts.client = client  # dropped at a second Ctrl-C
         if args.command == "get" and any(has_magic(path) for path in paths):
             paths = [match for path in paths for match in await _expand_remote(client, path)]
@@ -206,10 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = os.environ.get("SSHPIPE_DEBUG", "")
     set_verbosity(0, debug=debug)  # until the words are read: their errors are plain
     try:
-        args = parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        if wants_control_command(words):
+            return control_command(words)
+        args = parse_args(words)
         set_verbosity(getattr(args, "verbose", 0), quiet=getattr(args, "quiet", False), debug=debug)
         if args.command in ("get", "put"):
-            return _run(partial(_transfer, args))
+            return _run(partial(_transfer, args, _control_path(args)))
         from . import demo as _demo
 
         if args.command == "demo":

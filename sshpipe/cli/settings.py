@@ -16,6 +16,7 @@ from typing import Any
 from .._config import HOST_KEY_POLICIES, TransferConfig
 from .._errors import UsageError
 from .argtypes import positive_int
+from .control import CONTROL_OPTIONS
 from .targets import RemoteSpec
 
 __all__ = ["ssh_kwargs", "transfer_config"]
@@ -62,6 +63,7 @@ _CONFIG_LINES = {
 _SUPPORTED = (
     "StrictHostKeyChecking, UserKnownHostsFile, Port, User, IdentityFile, ConnectTimeout, "
     "Compression, Ciphers, ProxyJump, BatchMode, IdentityAgent, NumberOfPasswordPrompts, "
+    "ControlMaster, ControlPath, ControlPersist, "
     f"{', '.join(_CONFIG_LINES.values())}"
 )
 
@@ -87,6 +89,8 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
         name, sep, value = option.partition("=")
         if not sep:
             name, _, value = option.partition(" ")
+        if name.strip().lower() in CONTROL_OPTIONS:
+            continue  # connection reuse: ``control``'s business
         key = _SSH_OPTIONS.get(name.strip().lower())
         value = value.strip()
         if key is None and name.strip().lower() in _CONFIG_LINES:

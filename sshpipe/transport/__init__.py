@@ -30,16 +30,21 @@
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
   (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
   at its start);
+- ``linkopen``: where the pool's links come from: a mux master's socket
+  (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
+  ``muxmaster`` and ``muxconn``: the master that keeps connections for later
+  commands (``-o ControlMaster=auto``) and its socket;
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename;
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
 above this package sees them. May import: ``core``, ``_config``, ``_errors``,
 ``_keys``, ``_prompt``.
-``loading`` imports asyncssh itself, before any module here does, without
-ctypes' slow search for a library it rarely finds.
+``loading`` has asyncssh, when a module here first imports it, load without
+ctypes' slow search for a library it rarely finds; a command run over a mux
+master (``linkopen``, ``muxclient``) imports it not at all.
 """
 
-from .loading import load_asyncssh
+from .loading import load_on_first_import
 
-load_asyncssh()
+load_on_first_import()

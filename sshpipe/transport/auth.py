@@ -36,37 +36,11 @@ from .._config import ConnectConfig
 from .._errors import UsageError
 from .._prompt import Prompt, PromptCallback, shown
 from ..core.text import printable
+from .authmemory import AuthMemory as AuthMemory
 from .hostkeys import HostKeyPolicy
 from .keys import unlock_key
 
 logger = logging.getLogger("sshpipe.ssh")
-
-
-class AuthMemory:
-    """What a client's log-ins learnt, in memory only: reused by every later connection.
-
-    Attributes:
-        password: the password the server accepted.
-        unlocked: the keys a passphrase opened, by file.
-        abandoned: key files given up on (no answer, or every try wrong):
-            not asked about again.
-        answers: keyboard-interactive answers that worked, by (name, prompt):
-            replayed once per connection (a one-time code the server refuses
-            is asked again).
-    """
-
-    def __init__(self) -> None:
-        self.password: str | None = None
-        self.unlocked: dict[str, list[asyncssh.SSHKeyPair]] = {}
-        self.abandoned: set[str] = set()
-        self.answers: dict[tuple[str, str], str] = {}
-        self.lock = asyncio.Lock()  # one prompt at a time across connections
-
-    def __repr__(self) -> str:  # never the secrets
-        return (
-            f"<AuthMemory password={'kept' if self.password is not None else 'none'} "
-            f"unlocked={len(self.unlocked)} answers={len(self.answers)}>"
-        )
 
 
 def can_prompt(cfg: ConnectConfig) -> bool:

@@ -31,14 +31,14 @@ from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.sizing import reply_cap
-from .auth import AuthMemory
+from .authmemory import AuthMemory
+from .linkopen import Link, open_link
 from .poollease import Lease as Lease
 from .poollease import Pool as Pool
 from .poollease import PoolLease, leased_with_spares
 from .poolshare import BusyChannels, ChannelKey, Room
 from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
-from .ssh import SSHLink, open_link
 
 logger = logging.getLogger("sshpipe.client")
 
@@ -53,7 +53,7 @@ def _key(config: TransferConfig) -> _ChannelKey:
 class PooledLink:
     """One SSH connection of the pool and how many channels it carries."""
 
-    link: SSHLink
+    link: Link
     cap: int  # channels it may carry; lowered when the server refuses one
     open: int = 0  # channels open on it (idle, busy, or being opened)
 
@@ -425,7 +425,7 @@ class ChannelPool:
         """Drop the connections these channels are on (they stalled), and forget them."""
         slots = {id(self._slot_of[s]): self._slot_of[s] for s in channels if s in self._slot_of}
         for slot in slots.values():
-            slot.link.abort()
+            slot.link.abort(stalled=True)
         self._prune(also=list(slots.values()))
 
     def _forget(self, sftp: SFTPSession) -> None:

@@ -220,15 +220,22 @@ class SSHLink:
         return sftp
 
     @property
+    def connection(self) -> asyncssh.SSHClientConnection:
+        """asyncssh's connection: the mux master (``muxmaster``) opens raw channels on it."""
+        return self._conn
+
+    @property
     def closed(self) -> bool:
         """The connection is gone (dropped, reset, or closed by us)."""
         return bool(self._conn.is_closed())
 
-    def abort(self) -> None:
-        """Drop the connection now (it stalled): every channel on it fails at once.
+    def abort(self, *, stalled: bool = False) -> None:
+        """Drop the connection now (it stalled, or the user is leaving): every
+        channel on it fails at once.
 
         With ``ConnectionBroken``, as for a connection the network dropped:
-        the work in flight on it is retried.
+        the work in flight on it is retried. (``stalled`` matters to a
+        ``MuxLink`` only: this connection is ours alone either way.)
         """
         self._conn.abort()
 

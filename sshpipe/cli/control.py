@@ -1,0 +1,319 @@
+"""Connection reuse from the command line: ControlMaster auto, ControlPersist, ``-O``.
+
+With ``-o ControlMaster=auto``, a command that finds no master at its
+ControlPath starts one first and then, like every later command to the same
+``user@host:port``, runs its transfer through it (``transport.muxclient``):
+the later commands pay no TCP connect, key exchange or log-in.
+
+The master is this process forked **before** its event loop starts (an SSH
+connection's crypto state cannot be handed to another process, and forking a
+running loop is unsafe; a fresh ``python -m sshpipe`` would pay the start-up
+again and need the secrets passed to it). The child connects and logs in
+with the terminal still its own (a prompt, if one is ever asked, reaches the
+user), then leaves the session (``setsid``) and answers its parent through a
+pipe: "ready", or the error, which the parent prints as its own one line with
+its own exit code, exactly as without a master. Its stdin, stdout and stderr
+are /dev/null from the start (a caller reading our output to its end must
+not wait for the master); with ``SSHPIPE_DEBUG`` its log goes to
+``ControlPath.log``, in the same 0700 directory.
+
+ControlPath's default is ``$XDG_RUNTIME_DIR/sshpipe/%C`` (a per-user tmpfs,
+0700, emptied at logout: no socket outlives the session), else
+``~/.ssh/sshpipe/%C``. Its directory must be ours and mode 0700, or the
+command refuses (exit 3): whoever reaches the socket uses our log-in.
+
+``sshpipe -O check|exit [-o ...] [-P port] [user@]host``: "Master running
+(pid=N)" (exit 0), "Exit request sent." (exit 0), or no master: exit 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import getpass
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._config import ConnectConfig, parse_destination
+from .._errors import ConnectError, SSHPipeError, UsageError
+from ..core.control import (
+    ControlSettings,
+    ControlWordError,
+    control_master,
+    control_persist,
+    expand_control_path,
+)
+
+__all__ = [
+    "CONTROL_OPTIONS",
+    "control_command",
+    "control_settings",
+    "socket_path",
+    "use_master",
+    "wants_control_command",
+]
+
+logger = logging.getLogger("sshpipe.mux")
+
+# The -o options this module reads (settings.ssh_kwargs leaves them here).
+CONTROL_OPTIONS = ("controlmaster", "controlpath", "controlpersist")
+DEFAULT_CONTROL_PATH = "%C"
+# sockaddr_un's sun_path: 108 bytes on Linux, the last one the NUL.
+_SUN_PATH_MAX = 107
+
+
+def control_settings(
+    options: Sequence[str], fallback: Mapping[str, str] | None = None
+) -> ControlSettings:
+    """ControlMaster, ControlPath and ControlPersist from ``-o`` words (the first
+    wins), else from ``fallback`` (ssh_config's, lower-case keyword -> value).
+
+    Raises:
+        UsageError: a value OpenSSH's grammar does not allow.
+    """
+    found: dict[str, str] = {}
+    for option in options:
+        name, sep, value = option.partition("=")
+        if not sep:
+            name, _, value = option.partition(" ")
+        key = name.strip().lower()
+        if key in CONTROL_OPTIONS:
+            found.setdefault(key, value.strip())
+    for key, value in (fallback or {}).items():
+        if key in CONTROL_OPTIONS:
+            found.setdefault(key, value.strip())
+    try:
+        return ControlSettings(
+            master=control_master(found.get("controlmaster", "no")),
+            path=found.get("controlpath"),
+            persist=control_persist(found.get("controlpersist", "no")),
+        )
+    except ControlWordError as exc:
+        raise UsageError(f"-o {exc}") from None
+
+
+def _socket_dir() -> str:
+    """The default socket directory: the per-user runtime one, else under ~/.ssh."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "sshpipe")
+    return os.path.join(os.path.expanduser("~"), ".ssh", "sshpipe")
+
+
+def socket_path(
+    settings: ControlSettings,
+    host: str,
+    port: int | None,
+    user: str | None,
+    *,
+    create: bool = True,
+) -> str:
+    """The expanded ControlPath; the default's directory is made (0700) if missing.
+
+    Args:
+        create: make the default directory; without (``-O``), a missing one
+            is left to the connect to report.
+
+    Raises:
+        UsageError: an unknown token. LocalError: the directory is not ours alone.
+    """
+    from ..transport.muxclient import check_socket_dir
+
+    template = settings.path
+    if template is None:
+        directory = _socket_dir()
+        if create:
+            # Each level made 0700 (makedirs' mode is the last one's only): ~/.ssh too.
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(os.path.dirname(directory), mode=0o700)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory, mode=0o700)
+        template = os.path.join(directory, DEFAULT_CONTROL_PATH)
+    try:
+        path = expand_control_path(
+            os.path.expanduser(template),
+            host=host,
+            port=port or 22,
+            user=user or getpass.getuser(),
+            local_user=getpass.getuser(),
+            local_host=socket.gethostname(),
+        )
+    except ControlWordError as exc:
+        raise UsageError(f"-o {exc}") from None
+    if len(os.fsencode(path)) > _SUN_PATH_MAX:
+        raise UsageError(
+            f"ControlPath {path!r} is longer than a UNIX socket's name may be "
+            f"({_SUN_PATH_MAX} bytes): use a shorter one, or %C"
+        )
+    if create or os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        check_socket_dir(path)
+    return path
+
+
+def use_master(settings: ControlSettings, path: str, connect_config: ConnectConfig) -> bool:
+    """Whether a master answers at ``path`` now, starting one first when "auto" asks.
+
+    Returns False (connect directly) when none runs and none may or could be
+    started; why is logged at debug level.
+
+    Raises:
+        ConnectError: the master's log-in failed: the message and exit code
+            of the error a direct log-in gives (6 for a key refused...).
+    """
+    from ..transport.muxclient import probe
+
+    if probe(path) is not None:
+        return True
+    if settings.master != "auto":
+        return False
+    if threading.active_count() > 1:
+        # fork() copies only this thread: locks other threads hold stay held.
+        logger.debug("mux: not starting a master: other threads run")
+        return False
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the master
+        os.close(read_end)
+        _master(settings, path, connect_config, write_end)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer_pipe:
+        raw = answer_pipe.read()
+    try:
+        answer = json.loads(raw) if raw else {}
+    except ValueError:
+        answer = {}
+    if answer.get("ok"):
+        return True
+    if "exit_code" in answer:
+        # The child's SSHPipeError, as the command's own: its one line, its exit code.
+        failed = ConnectError(str(answer.get("error", "the master could not log in")))
+        failed.exit_code = int(answer["exit_code"])
+        raise failed
+    logger.debug("mux: the master did not start (%s); connecting directly", answer.get("error"))
+    return False
+
+
+def _master(settings: ControlSettings, path: str, cfg: ConnectConfig, answer_fd: int) -> None:
+    """The forked child: bind, log in, answer the parent, serve; never returns."""
+    code = 0
+    parent = _Parent(answer_fd)
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        if os.environ.get("SSHPIPE_DEBUG"):
+            log = os.open(path + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(log, 2)
+        else:
+            os.dup2(devnull, 2)
+        from ..transport.muxmaster import bind_socket
+
+        try:
+            sock = bind_socket(path)
+        except FileExistsError:  # another command's master won the race: use it
+            parent.tell({"ok": True})
+            os._exit(0)
+        _run_loop(_serve(settings, path, cfg, sock, parent))
+    except BaseException as exc:
+        logger.debug("mux: the master failed: %s: %s", type(exc).__name__, exc)
+        parent.tell({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        code = 1
+    os._exit(code)
+
+
+class _Parent:
+    """The pipe to the command that forked the master: told once, then closed."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def tell(self, answer: dict[str, Any]) -> None:
+        if self._fd is None:
+            return  # told already: the number may be another file's by now
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            os.write(fd, json.dumps(answer).encode())
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+async def _serve(
+    settings: ControlSettings, path: str, cfg: ConnectConfig, sock: Any, parent: _Parent
+) -> None:
+    from ..transport.muxmaster import Master
+    from ..transport.ssh import open_link
+
+    try:
+        link = await open_link(cfg)
+    except SSHPipeError as exc:
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        parent.tell({"ok": False, "error": str(exc), "exit_code": exc.exit_code})
+        return
+    os.setsid()  # logged in: leave the terminal's session (no SIGHUP, no Ctrl-C)
+    parent.tell({"ok": True, "pid": os.getpid()})
+    await Master(cfg, link, path, settings.persist).serve(sock)
+
+
+def _run_loop(coro: Any) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        import asyncio
+
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)
+
+
+def control_command(argv: Sequence[str]) -> int:
+    """``sshpipe -O check|exit [-o ...] [-P port] [-l user] [user@]host``: ssh -O's answers.
+
+    Raises:
+        UsageError: bad words. ConnectError: no master answers (exit 5).
+    """
+    from ..transport.muxclient import request
+    from .args import _Parser
+
+    parser = _Parser(prog="sshpipe -O", description="Ask a connection-reuse master.")
+    parser.add_argument("-O", dest="ctl", required=True, choices=("check", "exit"))
+    parser.add_argument("-o", dest="options", action="append", default=[])
+    parser.add_argument("-P", "-p", dest="port", type=int)
+    parser.add_argument("-l", dest="user")
+    # The words a get/put takes, so the same options can be pasted: unused here.
+    parser.add_argument("-i", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("-F", help=argparse.SUPPRESS)
+    parser.add_argument("-C", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("-c", help=argparse.SUPPRESS)
+    parser.add_argument("destination", metavar="[user@]host")
+    args = parser.parse_args(list(argv))
+    user, host = parse_destination(args.destination)
+    settings = control_settings(args.options)
+    port = args.port
+    for option in args.options:
+        name, _, value = option.replace(" ", "=", 1).partition("=")
+        if name.strip().lower() == "port":
+            port = int(value)
+        elif name.strip().lower() == "user":
+            user = value.strip()
+    if settings.path is not None and settings.path.lower() == "none":
+        raise UsageError('-O needs a ControlPath (it is "none")')
+    path = socket_path(settings, host, port, args.user or user, create=False)
+    answer = request(path, {"op": args.ctl})
+    if args.ctl == "check":
+        print(f"Master running (pid={answer.get('pid')})", file=sys.stderr)
+    else:
+        print("Exit request sent.", file=sys.stderr)
+    return 0
+
+
+def wants_control_command(argv: Sequence[str]) -> bool:
+    """``-O`` among the words (ssh's spelling: ``-O check``, ``-Ocheck``)."""
+    return any(word == "-O" or (word.startswith("-O") and len(word) > 2) for word in argv)

@@ -1,0 +1,42 @@
+"""``AuthMemory``: what a client's log-ins learnt, kept for its later ones (``auth``).
+
+A module of its own, without asyncssh: the pool holds one from its start,
+and a pool whose links all go through a mux master never imports asyncssh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncssh
+
+__all__ = ["AuthMemory"]
+
+
+class AuthMemory:
+    """What a client's log-ins learnt, in memory only: reused by every later connection.
+
+    Attributes:
+        password: the password the server accepted.
+        unlocked: the keys a passphrase opened, by file.
+        abandoned: key files given up on (no answer, or every try wrong):
+            not asked about again.
+        answers: keyboard-interactive answers that worked, by (name, prompt):
+            replayed once per connection (a one-time code the server refuses
+            is asked again).
+    """
+
+    def __init__(self) -> None:
+        self.password: str | None = None
+        self.unlocked: dict[str, list[asyncssh.SSHKeyPair]] = {}
+        self.abandoned: set[str] = set()
+        self.answers: dict[tuple[str, str], str] = {}
+        self.lock = asyncio.Lock()  # one prompt at a time across connections
+
+    def __repr__(self) -> str:  # never the secrets
+        return (
+            f"<AuthMemory password={'kept' if self.password is not None else 'none'} "
+            f"unlocked={len(self.unlocked)} answers={len(self.answers)}>"
+        )

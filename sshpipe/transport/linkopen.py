@@ -1,0 +1,80 @@
+"""Where the pool's links come from: a mux master's socket, else a connection of our own.
+
+The one place that decides direct vs mux (``ConnectConfig.control_path``):
+a master answering there gives a ``muxclient.MuxLink``; none answering (never
+started, exited, its connection died) falls back to ``ssh.open_link``, so a
+transfer whose master went away reconnects directly. ``ssh`` (and asyncssh
+with it) is imported only for a direct connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import sys
+from typing import TYPE_CHECKING, Protocol
+
+from .._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
+from .._errors import ConnectionBroken
+from ..core.codec import Limits
+from .muxclient import open_mux_link
+from .sftp import SFTPSession
+
+if TYPE_CHECKING:
+    from .auth import AuthMemory  # imports asyncssh: only a direct log-in needs it
+
+
+class Link(Protocol):
+    """What the pool uses of a link: ``ssh.SSHLink`` and ``muxclient.MuxLink`` both are one."""
+
+    rtt_estimate: float
+    refuses_exec: bool
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def open_sftp(
+        self,
+        *,
+        window: int,
+        max_packet_size: int,
+        max_reply: int,
+        stall_timeout: float,
+        known_limits: Limits | None = None,
+    ) -> SFTPSession: ...
+
+    def abort(self, *, stalled: bool = False) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+__all__ = ["Link", "open_link"]
+
+logger = logging.getLogger("sshpipe.mux")
+
+_SSH = "sshpipe.transport.ssh"
+
+
+async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Link:
+    """A link to ``cfg``'s server: through its master if one answers, else direct.
+
+    Args:
+        memory: for a direct log-in, what earlier ones learnt (``ssh.open_link``).
+
+    Raises:
+        as ``ssh.open_link``; ConnectError (its kinds) when the master could
+        not open a connection for another link.
+    """
+    if cfg.control_path is not None:
+        try:
+            within = cfg.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+            return await open_mux_link(cfg.control_path, within)
+        except ConnectionBroken as exc:
+            logger.debug("mux: %s; connecting directly", exc)
+    if _SSH not in sys.modules:
+        # asyncssh and cryptography with it: 0.3 s and more, off the caller's loop.
+        await asyncio.to_thread(importlib.import_module, _SSH)
+    from .ssh import open_link as open_direct
+
+    return await open_direct(cfg, memory)
