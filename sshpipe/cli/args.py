@@ -40,6 +40,8 @@ DEMO_SIZE = 64 * 1024 * 1024
 
 # --verify[=LEVEL]; a plain --verify is "best": the strongest check the server allows.
 VERIFY_LEVELS = ("size", "best", "hash", "read-back")
+# scp's and sftp's upper bound for -l (scp.c: strtonum(optarg, 1, 100 * 1024 * 1024)).
+MAX_LIMIT_KBIT = 100 * 1024 * 1024
 
 
 def version_line() -> str:
@@ -158,6 +160,14 @@ def _add_tree_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _kbits(text: str) -> int:
+    """scp's -l: whole Kbit/s from 1 to 100 x 2^20 (scp.c's own bounds)."""
+    value = positive_int(text)
+    if value > MAX_LIMIT_KBIT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LIMIT_KBIT}")
+    return value
+
+
 def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-R",
@@ -171,6 +181,14 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         dest="block_size",
         type=_size,
         help="bytes per request (as sftp -B; default: the server's limit)",
+    )
+    parser.add_argument(
+        "-l",
+        dest="limit",
+        type=_kbits,
+        metavar="KBIT",
+        help="limit the bandwidth to KBIT Kbit/s, as scp/sftp -l (1 Kbit = 1024 bits: "
+        "-l 8000 is 1,024,000 bytes/s), over the whole transfer, all its channels",
     )
     parser.add_argument(
         "--channels",
