@@ -35,6 +35,9 @@ from ..testing.embedded import EmbeddedServer, cli_options
 # OpenSSH sftp's own defaults, for the comparison without it (sftp.c: 64
 # requests of 32 KiB; one channel, whose 2 MiB window sshd sets).
 SFTP_LIKE = ["-R", "64", "-B", "32K", "--channels", "1"]
+# What one OpenSSH channel carries per round trip: its receive window, and
+# sshd's (channels.h: CHAN_SES_WINDOW_DEFAULT, 64 packets of 32 KiB).
+SFTP_WINDOW = 2 * 1024 * 1024
 COMMAND_LIMIT = 300.0  # seconds any one command may take before the demo gives up
 # Below this a net time says nothing: two starts of one command differ by as much.
 NOISE = 0.05
@@ -249,10 +252,12 @@ def print_rows(rows: list[Row], *, other: str) -> None:
     )
     if not other.startswith("sshpipe"):
         print(f"RTT ms: the link's, as sshpipe measured it ({other} does not say).")
+    ceiling = SFTP_WINDOW / (rows[0].rtt_ms / 1000) / 1e6 if rows[0].rtt_ms else 0.0
     print(
-        "sftp keeps at most 64 requests of 32 KiB (2 MiB) in flight on one channel, one\n"
-        "window per round trip; sshpipe's flow controller measures the RTT and delivery\n"
-        "rate and opens the channels (and connections) that keep the pipe full."
+        "sftp keeps one channel, and so at most one 2 MiB window, in flight per round\n"
+        f"trip (here {ceiling:.0f} MB/s at most); sshpipe's flow controller measures the RTT\n"
+        "and delivery rate and opens the channels (and connections) that keep the pipe\n"
+        "full, up to what the server itself can send (the embedded one is Python)."
     )
 
 

@@ -16,7 +16,7 @@ and starts full. Until the first request it keeps filling, up to
 ``START_SECONDS``: the rate over a whole transfer counts its set-up (a
 tree's listing, its channels), and the set-up is lent back, never more. So
 the rate over a transfer of two seconds stays within a few percent of the
-limit, and no window of it carries more than a quarter second's worth above
+limit, and no window of it carries more than half a second's worth above
 the limit.
 
 Tokens are taken once, when a request leaves; a request sent again after a
@@ -37,10 +37,10 @@ BURST_SECONDS = 0.05
 # Until its first request a transfer's bucket fills up to this many seconds of
 # the rate instead (never past BURST_SECONDS once it has spent): its own
 # set-up is lent back, as the rate over the whole transfer counts it. A tree at
-# 20 ms RTT spent 0.25 s listing and opening channels before its first READ,
-# 16 % of a 1.5 s copy; a longer set-up (a slow listing) still starts with
-# no more than a quarter second's worth at once.
-START_SECONDS = 0.25
+# 20 ms RTT spent 0.25-0.5 s listing and opening channels before its first
+# READ on a busy 2-core VM, up to a third of a 1.5 s copy; a longer set-up (a
+# slow listing) still starts with no more than half a second's worth at once.
+START_SECONDS = 0.5
 # Longest READ/WRITE under a limit, in seconds of the rate: the bucket meters
 # whole requests, so a 256 KiB block at 1 MB/s would be a quarter of a second
 # between requests, and the transfer's end a quarter second early or late.
