@@ -61,6 +61,7 @@ async def test_get_and_put_of_a_file_hold_the_limit(
         put = await cli_json(far, "put", str(tmp_path / "got.bin"), far.spec("put.bin"))
         assert (openssh_peer.root / "put.bin").read_bytes() == data
         assert_rate(put)
+        assert put["channels"] == 1
 
 
 async def test_a_tree_shares_one_limit(
