@@ -1,5 +1,5 @@
 """The rate limit in the pumps, against the in-memory server: requests paced from the first,
-one bucket for every request of a lease, nothing left on the loop after a cancel."""
+one bucket for every request of a lease (reconnects included), nothing left after a cancel."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import sshpipe
-from sshpipe.testing.fakes import FakeLease, FakeServer
+from sshpipe.testing.fakes import FakeLease, FakeServer, Faults
 from sshpipe.transfer.download import download
 from sshpipe.transfer.stream import stream
 from sshpipe.transfer.upload import upload
 from sshpipe.transport.pacing import Pacer
+from sshpipe.transport.sftp import SFTPSession
 
 RATE = 2_000_000  # bytes/s: 50 ms of it (the burst) is 100 KB
 CONFIG = sshpipe.TransferConfig(
@@ -81,3 +85,27 @@ async def test_a_cancelled_paced_stream_leaves_nothing_on_the_loop() -> None:
     asked = _sent_by(server, "read")
     await asyncio.sleep(0.1)
     assert _sent_by(server, "read") == asked  # and nothing more was asked
+
+
+async def test_a_reconnect_pays_once_for_each_read_it_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tokens are taken as a READ leaves, once: the ranges a cut lost are paid again (they
+    cross the link again), nothing else; the bucket outlives the pump of each attempt."""
+    data = os.urandom(400_000)
+    server = FakeServer({"/f": data}, Faults(cut_after=3, jitter=0.001))
+    lease = await FakeLease.open(server)
+    lease.pacer = pacer = Pacer(RATE)
+    sent: list[int] = []
+    original = SFTPSession.send_read
+
+    def counted(self: SFTPSession, handle: bytes, offset: int, length: int, *rest: Any) -> None:
+        sent.append(length)
+        original(self, handle, offset, length, *rest)
+
+    monkeypatch.setattr(SFTPSession, "send_read", counted)
+    await download(lease, "/f", str(tmp_path / "got"), CONFIG)
+    assert (tmp_path / "got").read_bytes() == data
+    assert lease.recovered == [False]  # one reconnect
+    assert sum(sent) > len(data)  # what the cut lost was asked again...
+    assert pacer.bucket.spent == sum(sent)  # ...and paid for exactly once per READ sent
