@@ -186,6 +186,12 @@ class TransferConfig:
             channel, for servers that refuse any other (object-store backed
             ones: Azure Blob SFTP). Without it, a server that refuses a WRITE
             gets the upload again this way, once, and keeps it for the client.
+        rate_limit: most bytes per second the transfer asks for, over all its
+            channels and connections (a tree's files share it); None: no
+            limit. A token bucket meters each READ/WRITE before it leaves
+            (``core/ratelimit.py``), so the rate over the whole transfer holds
+            from the first request. The CLI's ``-l`` is in Kbit/s as scp's
+            (1 Kbit = 1024 bits): ``-l 8000`` is 1,024,000 bytes/s.
     """
 
     requests: int = DEFAULT_REQUESTS
@@ -206,6 +212,7 @@ class TransferConfig:
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
     sequential_writes: bool = False
+    rate_limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.retries < 0 or isinstance(self.retries, bool):
@@ -229,6 +236,8 @@ class TransferConfig:
         _positive("max_connections", self.max_connections, maximum=64)
         _positive("window", self.window, maximum=2**32 - 1)
         _positive("max_packet_size", self.max_packet_size, maximum=2**20)
+        # scp's ceiling: 100 x 2^20 Kbit/s (scp.c's strtonum bound), 128 bytes each.
+        _positive("rate_limit", self.rate_limit, maximum=100 * 2**20 * 128)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

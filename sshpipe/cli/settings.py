@@ -15,6 +15,7 @@ from typing import Any
 
 from .._config import HOST_KEY_POLICIES, TransferConfig
 from .._errors import UsageError
+from ..core.ratelimit import kbit_to_bytes
 from .argtypes import positive_int
 from .control import CONTROL_OPTIONS
 from .targets import RemoteSpec
@@ -156,6 +157,8 @@ def transfer_config(args: argparse.Namespace) -> TransferConfig:
     config = TransferConfig(
         requests=args.requests, block_size=args.block_size, local_io_in_thread=False
     )
+    if args.limit:
+        config = replace(config, rate_limit=kbit_to_bytes(args.limit))
     if args.channels:
         config = replace(config, channels=args.channels)
     if args.connections:

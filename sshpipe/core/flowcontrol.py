@@ -30,7 +30,8 @@ a slow disk) are *limited* and teach nothing about the link, so they neither
 grow the target nor count as a stall; a round at the channel cap is not
 limited, it is all the transfer can do. The highest rate is the maximum over
 the last ``RATE_WINDOW`` rounds, so a link that slows down is followed. The
-target never exceeds the memory budget or the file size. On a LAN or
+target never exceeds the memory budget or the file size, nor (under a rate
+limit) what the limit needs in flight. On a LAN or
 loopback (min RTT under ``LAN_RTT``) the RTT of a request is mostly the
 server's own queue and says little about the pipe, so there the byte budget
 never falls below ``min_in_flight``; on a WAN the target alone decides, so a
@@ -83,6 +84,8 @@ class FlowLimits:
         max_channels: channels the transfer may use, over all connections.
         size: bytes the transfer moves, when known (no point in more in flight).
         block: bytes per request.
+        rate_limit: bytes/s the transfer may ask for (``core.ratelimit``), if
+            limited: the target holds no more than that rate needs in flight.
     """
 
     memory_budget: int
@@ -91,6 +94,7 @@ class FlowLimits:
     max_channels: int
     size: int | None = None
     block: int = 1
+    rate_limit: int | None = None
 
     def __post_init__(self) -> None:
         if min(self.memory_budget, self.min_in_flight, self.channel_capacity, self.block) < 1:
@@ -245,4 +249,12 @@ class FlowController:
         ceiling = limits.memory_budget
         if limits.size is not None:
             ceiling = min(ceiling, max(limits.size, 1))
+        if limits.rate_limit is not None:
+            # A limited transfer needs the limit's pipe and no more: the steady
+            # target's formula at the limit. Its rounds then fill the target
+            # (not "limited"), learn the limit as the link's rate and settle
+            # there; the bucket, not the target, keeps the rate. Without the
+            # cap the first guess (1 Gbit/s x RTT) opened channels for nothing.
+            pipe = limits.rate_limit * self.min_rtt + 2 * limits.block
+            ceiling = min(ceiling, int(GAIN * pipe))
         return max(1, min(target, ceiling))

@@ -116,6 +116,12 @@ class ReadPlan:
             length = min(length, self.size_hint - self.frontier)
         return self._issue_frontier(length)
 
+    def put_back(self, rng: Range) -> None:
+        """``rng`` from ``next_range`` was not sent after all (the rate limit held it):
+        it is the first one asked next."""
+        self.outstanding -= 1
+        self.holes.insert(0, rng)
+
     def _issue_frontier(self, length: int) -> Range:
         rng = Range(self.frontier, length)
         self.frontier += length

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from . import codec
 from .codec import Limits
+from .ratelimit import limited_block
 from .untrusted import MIN_BLOCK_SIZE
 
 # Block size when the server does not send limits@openssh.com: 32 KiB is what
@@ -109,13 +110,16 @@ def sizing(
     limits: Limits | None,
     window: int,
     write: bool,
+    rate_limit: int | None = None,
 ) -> Sizing:
     """The sizes of a transfer whose first channel has ``limits`` and ``window``.
 
     ``window``: the first channel's receive window (a download) or the
     server's window on it (an upload); 0 when the SSH layer did not say.
+    ``rate_limit`` (bytes/s) shortens the block, configured or not, to
+    ``ratelimit.BLOCK_SECONDS`` of the rate: the bucket meters whole requests.
     """
-    block = block_size(configured_block, limits, write=write)
+    block = limited_block(block_size(configured_block, limits, write=write), rate_limit)
     capacity = channel_capacity(
         window, requests=requests, block=block, write=write, default_window=default_window
     )

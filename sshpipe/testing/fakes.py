@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .._errors import ChannelRefused, ConnectError, ConnectionBroken
 from ..core import codec
+from ..transport.pacing import Pacer
 from ..transport.sftp import SFTPSession
 
 _U32 = struct.Struct(">I")
@@ -340,6 +341,7 @@ class FakeLease:
             may ask for more. ``refuse``: ``add`` raises ChannelRefused (the
             server's MaxSessions) instead of opening any. ``recover_errors``:
             raised by the next calls of ``recover``, one each, before it works.
+        ``pacer``: the rate limit its transfers draw on.
     """
 
     def __init__(
@@ -352,8 +354,10 @@ class FakeLease:
         refuse: bool = False,
         recover_errors: list[BaseException] | None = None,
         stall_timeout: float | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self.server = server
+        self.pacer = pacer
         self.stall_timeout = stall_timeout  # every channel's, as the pool sets it
         self.channels = channels
         self.max_channels = max_channels

@@ -39,6 +39,7 @@ def make_controller(
         max_channels=lease.max_channels,
         size=size,
         block=sizing.block,
+        rate_limit=config.rate_limit,
     )
     rtt0 = min((s.init_rtt for s in lease.channels if s.init_rtt > 0), default=0.0)
     return FlowController(limits, rtt0=rtt0, now=time.monotonic())

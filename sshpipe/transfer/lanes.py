@@ -41,6 +41,7 @@ def sizing_of(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> Sizi
         limits=sftp.limits,
         window=sftp.peer_window if write else sftp.recv_window,
         write=write,
+        rate_limit=config.rate_limit,
     )
 
 
@@ -68,6 +69,7 @@ def channels_at_start(
             limits=_GUESSED_LIMITS,
             window=0 if write else config.window,
             write=write,
+            rate_limit=config.rate_limit,
         )
         limits = FlowLimits(
             memory_budget=config.max_bytes_in_flight,
@@ -76,6 +78,7 @@ def channels_at_start(
             max_channels=config.channels_per_connection * config.max_connections,
             size=size,
             block=guess.block,
+            rate_limit=config.rate_limit,
         )
         return FlowController(limits, rtt0=rtt, now=0.0).channels if rtt > 0 else 1
 

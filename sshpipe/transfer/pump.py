@@ -26,6 +26,7 @@ from ..core.flight import FlightBudget, SharedBytes
 from ..core.flowcontrol import FlowController
 from ..core.sizing import Sizing
 from ..core.timeline import Timeline, describe, in_round_trips
+from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .grower import Grower, growing, make_controller
@@ -50,6 +51,7 @@ class Parts:
     sizing: Sizing
     adaptive: bool  # the controller sets the byte budget and the lanes
     want_lanes: asyncio.Event  # the grower's: set when the controller wants more
+    pacer: Pacer | None = None  # the rate limit of the transfer call (the lease's)
 
 
 class Pump:
@@ -69,6 +71,9 @@ class Pump:
         self.on_wire = 0  # payload bytes of requests not yet answered
         self.progress = asyncio.Event()
         self.want_lanes = parts.want_lanes  # set when the controller wants more lanes
+        self.pacer = parts.pacer
+        # The wake-up the pacer set while its tokens accrue: one at a time.
+        self._paced: asyncio.TimerHandle | None = None
         # Told each count of payload bytes done (written locally, or acknowledged
         # by the server): a tree's progress follows its big files as they go.
         self.on_moved: Callable[[int], None] | None = None
@@ -94,6 +99,22 @@ class Pump:
     def fill(self) -> None:
         """Issue what the budget allows (the write pump's caller does it)."""
         self.progress.set()
+
+    def _wait_for_tokens(self, count: int) -> None:
+        """The rate limit holds ``count`` bytes back: ``fill`` again once they may go."""
+        if self._paced is None and self.pacer is not None:
+            self._paced = self.pacer.wake_at(count, self._tokens_came)
+
+    def _tokens_came(self) -> None:
+        self._paced = None
+        if not self.abandoned and self.error is None:
+            self.fill()
+
+    def stop_pacing(self) -> None:
+        """No wake-up is left behind on the loop (the pump is finished or abandoned)."""
+        timer, self._paced = self._paced, None
+        if timer is not None:
+            timer.cancel()
 
     def add_lane(self, lane: Lane) -> None:
         self._sync_budget()
@@ -146,6 +167,7 @@ class Pump:
         for them (``transport.settling``); nothing here waits.
         """
         self.abandoned = True
+        self.stop_pacing()
         self.budget.free(self.budget.bytes)  # a cap shared with other files is theirs now
         for sftp in self.handles.used:
             sftp.unsettled = True
@@ -260,6 +282,7 @@ class Setup:
             self.sizing,
             adaptive=self.lease.can_grow,
             want_lanes=self.grower.want,
+            pacer=self.lease.pacer,
         )
 
     def start(self, pump: P) -> P:
@@ -283,6 +306,7 @@ class Setup:
         pump = self.pump
         if pump is None:
             return  # the file never opened: nothing in flight, no handle
+        pump.stop_pacing()
         if error is not None:
             pump.fail(error)
         if cancelled(error):

@@ -58,13 +58,17 @@ class ReadPump(Pump):
         return self.plan.done or (self.error is not None and self.plan.outstanding == 0)
 
     def fill(self) -> None:
-        plan, budget = self.plan, self.budget
+        plan, budget, pacer = self.plan, self.budget, self.pacer
         while self.error is None and budget.has_room(plan.block_size):
             lane = self._pick(plan.block_size)
             if lane is None:
                 break
             rng = plan.next_range()
             if rng is None:
+                break
+            if pacer is not None and not pacer.grant(rng.length):
+                plan.put_back(rng)  # asked again first, when its tokens are there
+                self._wait_for_tokens(rng.length)
                 break
             budget.send(rng.length)
             self._sent(lane, rng.length)

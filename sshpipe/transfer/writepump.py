@@ -55,12 +55,21 @@ class WritePump(Pump):
             if lane.bytes == 0:
                 blocks = max(blocks, 1)  # an empty lane always takes one block
             by_lanes += max(0, min(blocks, self.sizing.requests - lane.requests))
-        return max(0, min(by_requests, by_bytes, by_lanes))
+        room = max(0, min(by_requests, by_bytes, by_lanes))
+        if room and self.pacer is not None:
+            # Last: the budget's "one block when nothing is charged" must not
+            # pass the rate limit. Its tokens are taken as each WRITE leaves.
+            room = min(room, self.pacer.blocks(block))
+            if not room:
+                self._wait_for_tokens(block)  # the caller waits on ``progress``
+        return room
 
     def send(self, offset: int, data: bytes) -> None:
         lane = self._pick(len(data))
         if lane is None:  # room() said there was: a lane filled since
             lane = min(self.handles.lanes, key=lambda candidate: candidate.bytes)
+        if self.pacer is not None:
+            self.pacer.take(len(data))
         self.budget.send(len(data))
         self._sent(lane, len(data))
         self.unacked[offset] = len(data)

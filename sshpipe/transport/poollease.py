@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from .._config import TransferConfig
 from .._errors import SSHPipeError
 from ..core.servercaps import ServerCaps
+from .pacing import Pacer
 from .sftp import SFTPSession
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ class Lease(Protocol):
     channels: list[SFTPSession]
     max_channels: int
     can_grow: bool
+    # The rate limit its requests draw on (None: unlimited); a tree's big
+    # files are given the tree's, so the whole call shares one bucket.
+    pacer: Pacer | None
 
     def connections_of(self, channels: list[SFTPSession]) -> int: ...
 
@@ -66,6 +70,7 @@ class PoolLease:
             64, config.channels_per_connection * config.max_connections
         )
         self.can_grow = config.channels is None
+        self.pacer = Pacer.for_rate(config.rate_limit)
         # Channels opened at the start, before anyone asked (``ChannelPool.lease``):
         # open and not yet handed out, and still being opened.
         self.spares: list[SFTPSession] = []

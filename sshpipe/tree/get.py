@@ -143,7 +143,9 @@ class TreeGet(TreeRun):
             async with self.credits.hold(max(1, -(-size // self.block)), size + 1):
                 async with self.handles:
                     fetched = await self.on_channel(
-                        lambda sftp: fetch_small(sftp, item.source, size, self.block)
+                        lambda sftp: fetch_small(
+                            sftp, item.source, size, self.block, pacer=self.lease.pacer
+                        )
                     )
                 if fetched is not None:
                     pieces, final_size = fetched

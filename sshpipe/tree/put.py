@@ -40,6 +40,7 @@ from ..transfer.lanes import cancelled
 from ..transfer.progress import Tally
 from ..transfer.upload import upload
 from ..transfer.verify import Digests
+from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
@@ -183,6 +184,7 @@ class TreePut(TreeRun):
                 rename=not waits,
                 keep_mode=not self.options.preserve
                 and posixpath.dirname(item.dest) not in self.fresh_dirs,
+                pacer=self.lease.pacer,
             )
         except ConnectionBroken:
             if temp != item.dest:
@@ -403,8 +405,11 @@ async def put_small(
     fsync: bool = True,
     rename: bool = True,
     keep_mode: bool = True,
+    pacer: Pacer | None = None,
 ) -> None:
     """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
+
+    ``pacer``: the rate limit its WRITEs wait for, all together, once it is open.
 
     ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
     the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
@@ -438,6 +443,13 @@ async def put_small(
                 raise
             if kept is not None:
                 replies.append((None, kept))
+        if pacer is not None:
+            try:
+                await pacer.acquire(len(data))
+            except BaseException:  # cancelled: as above
+                sftp.close_handle_soon(handle, temp)
+                sftp.settle_later(*(future for _, future in replies))
+                raise
         replies += [
             (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
             for offset in range(0, len(data), block)

@@ -297,6 +297,10 @@ class TreeRun(abc.ABC):
         # A small file's READs or WRITEs all go at once: no more than the pipeline may have.
         blocks = -(-item.size // self.block)
         small = is_small(item.size, self.credits.max_bytes) and blocks <= self.credits.max_requests
+        if self.lease.pacer is not None:
+            # Under a rate limit a file larger than the bucket goes through a pump,
+            # paced block by block, not all at once (what it would lend ahead).
+            small = small and item.size <= self.lease.pacer.bucket.burst
         await (self.small if small else self.big).put(item)
 
     async def on_channel(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
@@ -374,6 +378,7 @@ class TreeRun(abc.ABC):
                 except ConnectionBroken as exc:
                     broken = exc
                 await self.recovery.heal(seen, broken)
+            lease.pacer = self.lease.pacer  # one rate limit for the whole tree
             yield lease
 
     async def _warm_up(self) -> None:

@@ -14,21 +14,31 @@ from ..core.checkfile import HashSpec
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.status import status_error
 from ..local.writeback import Batch
+from ..transport.pacing import Pacer
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .verify import digests_of_pieces
 
 
 async def fetch_small(
-    sftp: SFTPSession, path: str, size: int, block: int
+    sftp: SFTPSession, path: str, size: int, block: int, *, pacer: Pacer | None = None
 ) -> tuple[Batch, int] | None:
     """A small remote file's bytes, in one round trip after the OPEN.
+
+    ``pacer``: the rate limit its READs wait for, all together (a file it
+    reads so is no larger than its bucket: ``TreeRun.is_small``).
 
     Returns:
         (pieces, size), or None when the file grew past ``size`` or a read came
         back short (the handle is closed by then: the caller starts over).
     """
     handle = await sftp.open(path, codec.FXF_READ)
+    if pacer is not None:
+        try:
+            await pacer.acquire(size + 1)  # with the 1-byte probe past the end
+        except BaseException:
+            sftp.close_handle_soon(handle, path)
+            raise
     plan = ReadPlan(block_size=block, size_hint=size, probe_length=1)
     done = sftp_future()
     pieces: Batch = []

@@ -379,7 +379,7 @@ def test_unreadable_identity_file(openssh_peer: Peer, tmp_path: Path) -> None:
 
 
 def test_demo_runs_and_verifies(tmp_path: Path) -> None:
-    result = run_cli("demo", "--size", "2M", cwd=tmp_path)
+    result = run_cli("demo", "--size", "2M", "--rtt", "0", cwd=tmp_path)  # loopback
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("  ok") == 6  # 3 clients x get/put, each sha256-checked
 
