@@ -1,6 +1,8 @@
 """``-q``, ``-v``, ``-vv``, ``-vvv``: what the log says, on stderr, escaped.
 
-- ``-q``: errors only (no warning such as "Permanently added ...", no result);
+- ``-q``: errors only (no warning such as "Permanently added ...", no result),
+  except what a transfer left undone: a tree's skipped or refused entries and
+  a temporary file it could not remove are said even then (nothing silent);
 - none: warnings (OpenSSH's default);
 - ``-v``: what each connection negotiated (server version, key exchange,
   host key, cipher, MAC, compression, log-in method) and its set-up's
@@ -36,6 +38,9 @@ ASYNCSSH_DEBUG_LEVEL = 2
 
 _handler: StderrHandler | None = None
 
+# Their warnings say what was not copied or not cleaned up: shown with -q too.
+_SAID_EVEN_WHEN_QUIET = ("sshpipe.tree", "sshpipe.upload")
+
 
 def set_verbosity(verbose: int, *, quiet: bool = False, debug: str = "") -> None:
     """Set the log's levels and format for ``-v`` given ``verbose`` times (or ``-q``).
@@ -61,6 +66,9 @@ def set_verbosity(verbose: int, *, quiet: bool = False, debug: str = "") -> None
         level = (logging.WARNING, logging.INFO)[verbose] if verbose < 2 else logging.DEBUG
     logging.getLogger().setLevel(level)
     logging.getLogger("sshpipe").setLevel(level)
+    for name in _SAID_EVEN_WHEN_QUIET:
+        quieted = quiet and verbose == 0
+        logging.getLogger(name).setLevel(logging.WARNING if quieted else logging.NOTSET)
     if verbose >= 3:
         from ..transport.negotiation import asyncssh_debug
 
