@@ -287,15 +287,19 @@ def control_command(argv: Sequence[str]) -> int:
     parser.add_argument("-o", dest="options", action="append", default=[])
     parser.add_argument("-P", "-p", dest="port", type=int)
     parser.add_argument("-l", dest="user")
-    # The words a get/put takes, so the same options can be pasted: unused here.
+    # The other words a get/put takes, so the same options can be pasted: unused here.
     parser.add_argument("-i", action="append", default=[], help=argparse.SUPPRESS)
-    parser.add_argument("-F", help=argparse.SUPPRESS)
+    parser.add_argument("-F", dest="ssh_config")
     parser.add_argument("-C", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-c", help=argparse.SUPPRESS)
     parser.add_argument("destination", metavar="[user@]host")
     args = parser.parse_args(list(argv))
     user, host = parse_destination(args.destination)
-    settings = control_settings(args.options)
+    from ..transport.sshconfig import own_options
+
+    # ssh_config's Control* for the host too, as the commands read them.
+    from_file = own_options([args.ssh_config] if args.ssh_config else None, host, args.user or user)
+    settings = control_settings(args.options, fallback=from_file)
     port = args.port
     for option in args.options:
         name, _, value = option.replace(" ", "=", 1).partition("=")

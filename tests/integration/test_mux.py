@@ -311,5 +311,8 @@ def test_ssh_config_can_ask_for_a_master(openssh_peer: Peer, tmp_path: Path, mux
     assert got.returncode == 0, got.stderr
     assert (tmp_path / "a").read_bytes() == data
     pid = _master_pid(mux_dir)  # started from the file's ControlMaster, at its ControlPath
-    request(str(next(mux_dir.iterdir())), {"op": "exit"})
+    # -O finds it from the same file, as ssh -O does.
+    where = ["-F", str(config), "-P", str(openssh_peer.port)]
+    exit_ = run_cli("-O", "exit", *where, f"{openssh_peer.user}@{openssh_peer.host}")
+    assert exit_.returncode == 0, exit_.stderr
     assert _gone(pid)
