@@ -1,0 +1,37 @@
+"""The CPU's flags read once per process, and the cipher order they choose.
+
+The decision is ``core.cipherorder``'s; this is its one read of
+``/proc/cpuinfo``, made the first time a connection needs our default (never
+at import) and cached: the CPU does not change under a running process.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+
+from .._config import DEFAULT_CIPHERS
+from ..core.cipherorder import CipherChoice, choose_ciphers, cpu_flags
+
+__all__ = ["default_ciphers"]
+
+logger = logging.getLogger("sshpipe.ssh")
+
+CPUINFO = Path("/proc/cpuinfo")
+# The first processor's block is all the decision reads; a 256-core machine's
+# whole file is ~400 KiB.
+_READ_LIMIT = 64 * 1024
+
+
+@functools.cache
+def default_ciphers() -> CipherChoice:
+    """The cipher order for this machine's CPU; DEFAULT_CIPHERS where the flags are unreadable."""
+    try:
+        with CPUINFO.open("r", encoding="ascii", errors="replace") as file:
+            text = file.read(_READ_LIMIT)
+    except OSError:
+        text = ""  # not Linux, or /proc not mounted
+    choice = choose_ciphers(cpu_flags(text), DEFAULT_CIPHERS)
+    logger.debug("default cipher order %s: %s", ",".join(choice.order), choice.reason)
+    return choice
