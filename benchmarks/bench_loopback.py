@@ -35,7 +35,7 @@ from _bench_common import (
     size_label,
     size_list,
 )
-from _cipher_report import cipher_clients, cipher_list, cpu_table
+from _cipher_report import cipher_alone, cipher_clients, cipher_list, cpu_table
 from _wan_link import LocalServerFiles
 from _whole import Matrix, Setting, Where, make_sources, run_setting, summarize
 from _whole_report import format_header, format_tables, write_results
@@ -209,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = f"127.0.0.1, one OpenSSH sshd on the same machine, MaxSessions {args.max_sessions}"
     header = format_header(machine, matrix, where)
     print(header + "\n", flush=True)
+    alone = {cipher: cipher_alone(cipher) for cipher in args.ciphers or ()}
     try:
         benchmark(args, matrix)
     finally:
@@ -217,9 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         markdown = f"## SFTP on loopback: whole command\n\n{header}\n\n"
         markdown += format_tables(rows, setups, matrix)
         if args.ciphers:
-            markdown += "\n\n" + cpu_table(matrix)
+            markdown += "\n\n" + cpu_table(matrix, alone)
         extra = {"max_sessions": args.max_sessions, "quick": args.quick,
-                 "timeout_s": args.timeout}  # fmt: skip
+                 "timeout_s": args.timeout, "cipher_alone_s_per_gib": alone}  # fmt: skip
         write_results(out, "loopback", machine, matrix, rows, setups, markdown, extra)
     print("\n" + markdown)
     print(f"\nresults: {out / 'results.md'}, {out / 'results.json'}")
