@@ -18,8 +18,8 @@ from sshpipe._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
 from sshpipe.cli.args import parse_args
 from sshpipe.cli.settings import ssh_kwargs
 from sshpipe.cli.targets import parse_remote
-from sshpipe.transport.sshconfig import own_options
 from sshpipe.transport.cpuflags import default_ciphers
+from sshpipe.transport.sshconfig import own_options
 from sshpipe.transport.sshoptions import Prepared, read_options
 
 
