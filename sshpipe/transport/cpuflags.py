@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from pathlib import Path
 
 from .._config import DEFAULT_CIPHERS
 from ..core.cipherorder import CipherChoice, choose_ciphers, cpu_flags
 
-__all__ = ["default_ciphers"]
+__all__ = ["default_ciphers", "forget"]
 
 logger = logging.getLogger("sshpipe.ssh")
 
@@ -24,9 +25,25 @@ CPUINFO = Path("/proc/cpuinfo")
 _READ_LIMIT = 64 * 1024
 
 
-@functools.cache
+# read_options runs in threads (asyncio.to_thread), several connections at
+# once: the lock makes the first one read and log, the others wait for it.
+_lock = threading.Lock()
+
+
 def default_ciphers() -> CipherChoice:
     """The cipher order for this machine's CPU; DEFAULT_CIPHERS where the flags are unreadable."""
+    with _lock:
+        return _choose()
+
+
+def forget() -> None:
+    """Drop the cached choice, so the next call reads ``CPUINFO`` again (for tests)."""
+    with _lock:
+        _choose.cache_clear()
+
+
+@functools.cache
+def _choose() -> CipherChoice:
     try:
         with CPUINFO.open("r", encoding="ascii", errors="replace") as file:
             text = file.read(_READ_LIMIT)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,9 +32,9 @@ def fake_cpuinfo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     """A cpuinfo file the edge reads instead of the machine's; the cache cleared around it."""
     path = tmp_path / "cpuinfo"
     monkeypatch.setattr(cpuflags, "CPUINFO", path)
-    cpuflags.default_ciphers.cache_clear()
+    cpuflags.forget()
     yield path
-    cpuflags.default_ciphers.cache_clear()
+    cpuflags.forget()
 
 
 def _negotiated(text: str) -> str:
@@ -76,6 +78,30 @@ def test_the_cpu_is_read_once_per_process(fake_cpuinfo: Path) -> None:
     assert cpuflags.default_ciphers().order == CHACHA_FIRST  # cached, not re-read
 
 
+def test_connections_opening_at_once_read_the_cpu_once(
+    fake_cpuinfo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_options runs in threads: a second reader waits for the first's answer."""
+    fake_cpuinfo.write_text(WITHOUT_AES)
+    readers: list[int] = []
+    second = threading.Event()
+    parse = cpuflags.cpu_flags
+
+    def counting(text: str) -> tuple[str, frozenset[str]] | None:
+        readers.append(threading.get_ident())
+        if len(readers) > 1:
+            second.set()
+        # Without the lock a second thread would arrive while this one waits.
+        second.wait(timeout=0.2)
+        return parse(text)
+
+    monkeypatch.setattr(cpuflags, "cpu_flags", counting)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        orders = list(pool.map(lambda _: cpuflags.default_ciphers().order, range(4)))
+    assert orders == [CHACHA_FIRST] * 4
+    assert len(readers) == 1
+
+
 @pytest.mark.parametrize(
     ("config_text", "fields", "expected"),
     [
@@ -101,7 +127,7 @@ def test_dash_vv_says_why_and_dash_c_wins(openssh_peer: Peer, tmp_path: Path) ->
     """The command line as a user runs it, on this machine's real CPU flags."""
     data = os.urandom(50_000)
     (openssh_peer.root / "src.bin").write_bytes(data)
-    cpuflags.default_ciphers.cache_clear()
+    cpuflags.forget()
     order = cpuflags.default_ciphers().order  # what this machine's flags choose
     plain = run_cli(
         "get", "-vv", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"), str(tmp_path / "a")
