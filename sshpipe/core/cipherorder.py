@@ -21,9 +21,9 @@ __all__ = ["AES_FIRST", "CHACHA_FIRST", "CipherChoice", "choose_ciphers", "cpu_f
 
 # AES-GCM first where the CPU has the instructions for it. Measured on an
 # AMD EPYC with AES-NI (README, "Ciphers: the client's CPU per GiB"): AES-GCM
-# costs sshpipe's client 4.1-6.0 CPU-s/GiB, chacha20-poly1305 6.2-11.1
-# (asyncssh's chacha20 alone is 2.5x GCM's); aes128-ctr with umac-64-etm ties
-# GCM on get and costs ~15 % more on put, so the CTR modes stay last.
+# costs sshpipe's client 4.4-5.7 CPU-s/GiB (get-put), chacha20-poly1305
+# 6.5-9.6 (asyncssh's chacha20 alone is 2.5x GCM's); aes128-ctr with
+# umac-64-etm ties GCM on get and costs ~15 % more on put: CTR stays last.
 AES_FIRST = (
     "aes128-gcm@openssh.com",
     "aes256-gcm@openssh.com",
@@ -31,10 +31,12 @@ AES_FIRST = (
     "aes128-ctr",
     "aes256-ctr",
 )
-# Without those instructions (measured with them masked, OPENSSL_ia32cap):
-# AES-GCM's software GHASH makes it the dearest (4.7-6.9 CPU-s/GiB for the
-# cipher alone), chacha20-poly1305 and aes128-ctr + umac tie (2.6-3.3), so
-# chacha20 first (OpenSSH's own order, and AEAD), then CTR, GCM last.
+# Without those instructions (emulated, masked from OpenSSL by OPENSSL_ia32cap):
+# AES-GCM's software GHASH makes it the dearest (4.7-7.0 CPU-s/GiB for the
+# cipher alone), chacha20-poly1305 and aes128-ctr + umac near each other
+# (2.6-3.3; whole command, a tie on get, CTR 20 % cheaper on put). chacha20
+# stays first: constant-time without AES hardware, where table-based AES is
+# not, and OpenSSH's own first choice; then CTR, GCM last.
 CHACHA_FIRST = (
     "chacha20-poly1305@openssh.com",
     "aes128-ctr",
