@@ -11,6 +11,8 @@ second column. Every output is checked against its source's sha256. Tables:
 
 Run from the repo root:  python benchmarks/bench_loopback.py             (8M..1G, 3 reps)
                          python benchmarks/bench_loopback.py --quick     (8M,64M, 1 rep)
+                         python benchmarks/bench_loopback.py --ciphers all --sizes 256M
+                             (sshpipe and sftp with each cipher: client CPU-s/GiB)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from _bench_common import (
     size_label,
     size_list,
 )
+from _cipher_report import cipher_alone, cipher_clients, cipher_list, cpu_table
 from _wan_link import LocalServerFiles
 from _whole import Matrix, Setting, Where, make_sources, run_setting, summarize
 from _whole_report import format_header, format_tables, write_results
@@ -103,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         '(e.g. --variant sshpipe-2ch="--channels 2"); may repeat',
     )
     parser.add_argument(
+        "--ciphers",
+        type=cipher_list,
+        metavar="LIST",
+        help="comma-separated ciphers, or 'all' (those a stock sshd accepts): per cipher, "
+        "an sshpipe and an sftp client with -c CIPHER (sshpipe:NAME, sftp:NAME), and a table "
+        "of client CPU-s/GiB; without --clients, they and the plain sshpipe are the clients",
+    )
+    parser.add_argument(
         "--servers",
         default="openssh",
         help="comma-separated servers measured one after the other in the same run: "
@@ -145,6 +156,10 @@ def select_clients(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         if name in available:
             parser.error(f"--variant name {name!r} is already taken")
         available[name] = Client(name, "sshpipe", (*sshpipe_common, *extra, "--json"))
+    by_cipher = cipher_clients(args.ciphers or (), sshpipe_common)
+    available.update((client.name, client) for client in by_cipher)
+    if not args.clients and by_cipher:
+        return [available["sshpipe"], *by_cipher]
     if not args.clients:
         return list(available.values())
     wanted = [name.strip() for chunk in args.clients for name in chunk.split(",") if name.strip()]
@@ -194,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = f"127.0.0.1, one OpenSSH sshd on the same machine, MaxSessions {args.max_sessions}"
     header = format_header(machine, matrix, where)
     print(header + "\n", flush=True)
+    alone = {cipher: cipher_alone(cipher) for cipher in args.ciphers or ()}
     try:
         benchmark(args, matrix)
     finally:
@@ -201,8 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, setups = summarize(matrix)
         markdown = f"## SFTP on loopback: whole command\n\n{header}\n\n"
         markdown += format_tables(rows, setups, matrix)
+        if args.ciphers:
+            markdown += "\n\n" + cpu_table(matrix, alone)
         extra = {"max_sessions": args.max_sessions, "quick": args.quick,
-                 "timeout_s": args.timeout}  # fmt: skip
+                 "timeout_s": args.timeout, "cipher_alone_s_per_gib": alone}  # fmt: skip
         write_results(out, "loopback", machine, matrix, rows, setups, markdown, extra)
     print("\n" + markdown)
     print(f"\nresults: {out / 'results.md'}, {out / 'results.json'}")

@@ -15,6 +15,7 @@ from typing import Literal, TypeAlias, get_args
 from ._errors import UsageError
 from ._keys import HostKeyCheck, PrivateKey
 from ._prompt import PromptCallback
+from .core.cipherorder import AES_FIRST
 from .core.sshconfig import parse_jump
 
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
@@ -68,15 +69,11 @@ HOST_KEY_POLICIES: dict[str, HostKeyPolicy] = {
 DEFAULT_CONNECT_TIMEOUT = 30.0
 # Keywords -o may not give (ssh(1) refuses them too): they start blocks or read files.
 _BLOCK_KEYWORDS = ("host", "match", "include")
-# AES-GCM first: with AES-NI it is far cheaper than chacha20-poly1305 in
-# `cryptography`, and never "none" (asyncssh does not offer it unless asked).
-DEFAULT_CIPHERS = (
-    "aes128-gcm@openssh.com",
-    "aes256-gcm@openssh.com",
-    "chacha20-poly1305@openssh.com",
-    "aes128-ctr",
-    "aes256-ctr",
-)
+# The order kept where the CPU's flags cannot be read (today's: AES-GCM first,
+# far cheaper than chacha20-poly1305 with AES-NI); where they can, the CPU
+# chooses (``core.cipherorder``: chacha20 first without AES instructions).
+# Never "none" (asyncssh does not offer it unless asked).
+DEFAULT_CIPHERS = AES_FIRST
 
 
 # What ``TransferConfig.verify`` asks for (``TransferStats.verified`` says what was
@@ -277,7 +274,9 @@ class ConnectConfig:
         connect_timeout: seconds allowed for TCP connect plus SSH handshake;
             None means ssh_config's ConnectTimeout, else 30.
         ciphers: encryption algorithms in preference order; None means
-            ssh_config's Ciphers, else ``DEFAULT_CIPHERS``. "none" is refused
+            ssh_config's Ciphers, else an order chosen from the CPU's flags
+            (AES-GCM first with AES instructions, chacha20-poly1305 first
+            without; ``DEFAULT_CIPHERS`` when unreadable). "none" is refused
             from either.
         compression: offer zlib compression (helps slow links, halves fast
             ones); None means ssh_config's Compression, else off.

@@ -78,7 +78,9 @@ def connect(
             ssh_config's ConnectTimeout, else 30).
         compression: offer zlib compression (default: ssh_config's, else no).
         ciphers: encryption algorithms in preference order (default:
-            ssh_config's Ciphers, else ``DEFAULT_CIPHERS``; "none" is refused).
+            ssh_config's Ciphers, else an order chosen from the CPU's flags:
+            AES-GCM first with AES instructions, chacha20-poly1305 first
+            without; "none" is refused).
         proxy_jump: jump hosts ``[user@]host[:port],...`` as ``ssh -J`` takes
             them (default: ssh_config's ProxyJump); "none" connects directly.
         ssh_options: OpenSSH options as ``ssh -o`` takes them, e.g.

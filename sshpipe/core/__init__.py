@@ -25,7 +25,9 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``sshconfig``: ssh_config read as OpenSSH reads it (Host, Match, Include,
   first value wins) for one host, and ``-J``'s hops;
 - ``timeline``: a transfer's set-up phases, in seconds and round trips;
-- ``progress``: the progress reports' rate, ETA, and when one is due.
+- ``progress``: the progress reports' rate, ETA, and when one is due;
+- ``cipherorder``: the cipher order from the CPU's flags (AES-GCM first with
+  AES instructions, chacha20-poly1305 first without).
 
 May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.
 """

@@ -8,6 +8,8 @@
   API's fields, ``-o``, ssh_config, our defaults, in OpenSSH's order), and
   ``sshconfig``: the ssh_config keywords sshpipe reads itself
   (``own_options``: StrictHostKeyChecking, ProxyJump, BatchMode, Control*);
+- ``cpuflags``: /proc/cpuinfo read once per process, and the default cipher
+  order it chooses (``core.cipherorder``);
 - ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking),
   or a user's known_hosts callable;
 - ``keys``: private keys loaded before a log-in (``sshpipe.load_key``,

@@ -24,7 +24,6 @@ from typing import Any
 import asyncssh
 
 from .._config import (
-    DEFAULT_CIPHERS,
     DEFAULT_CONNECT_TIMEOUT,
     HOST_KEY_POLICIES,
     ConnectConfig,
@@ -33,6 +32,7 @@ from .._config import (
 from .._errors import ConnectError, KeyLoadError, UsageError
 from ..core.sshconfig import parse_jump
 from .auth import AuthMemory, can_prompt
+from .cpuflags import default_ciphers
 from .hostkeys import known_hosts_files, load_known_hosts
 from .keys import client_keys, locked_keys
 from .sshconfig import config_files, options_text, own_options
@@ -93,7 +93,7 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
     if cfg.ciphers is not None:
         kwargs["encryption_algs"] = list(cfg.ciphers)
     elif "ciphers" not in own:
-        kwargs["encryption_algs"] = list(DEFAULT_CIPHERS)
+        kwargs["encryption_algs"] = list(default_ciphers().order)  # from the CPU's flags
     if cfg.compression is not None:
         kwargs["compression_algs"] = ["zlib@openssh.com", "none"] if cfg.compression else ["none"]
     elif "compression" not in own:

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 import sshpipe
-from sshpipe._config import DEFAULT_CIPHERS, DEFAULT_CONNECT_TIMEOUT, ConnectConfig
+from sshpipe._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
 from sshpipe.cli.args import parse_args
 from sshpipe.cli.settings import ssh_kwargs
 from sshpipe.cli.targets import parse_remote
+from sshpipe.transport.cpuflags import default_ciphers
 from sshpipe.transport.sshconfig import own_options
 from sshpipe.transport.sshoptions import Prepared, read_options
 
@@ -33,7 +34,8 @@ def _prepared(tmp_path: Path, text: str, **fields: Any) -> Prepared:
 
 def test_without_ssh_config_our_defaults_apply(tmp_path: Path) -> None:
     prepared = _prepared(tmp_path, "")
-    assert prepared.options.encryption_algs == [c.encode() for c in DEFAULT_CIPHERS]
+    # The order this machine's CPU flags choose (tests/integration/test_cipher_default.py).
+    assert prepared.options.encryption_algs == [c.encode() for c in default_ciphers().order]
     assert prepared.options.compression_algs == [b"none"]
     assert prepared.connect_timeout == DEFAULT_CONNECT_TIMEOUT
     assert prepared.strict == "yes" and prepared.jumps == []
