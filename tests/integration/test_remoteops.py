@@ -9,6 +9,7 @@ copy through the client, rename over a file without posix-rename.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import stat
@@ -18,10 +19,16 @@ from pathlib import Path
 import pytest
 
 import sshpipe
+from sshpipe.testing.hostile import (
+    HOSTILE_DIR,
+    Recorder,
+    hostile_listing,
+    populate_hostile,
+)
 from sshpipe.testing.restrictive import NoExtensions, restricted_server
 from sshpipe.transport import remoteops
 from tests.support.files import leftover_temps, random_file
-from tests.support.peers import ALL_SERVER_PARAMS, Peer, from_embedded
+from tests.support.peers import ALL_SERVER_PARAMS, Peer, StartServer, from_embedded
 
 MiB = 1024 * 1024
 # Whether each server offers copy-data (else ``copy`` streams through the client).
@@ -254,3 +261,55 @@ async def test_copy_and_rename_on_a_server_without_extensions(
     assert copy_data_calls == []
     assert bare.refused == []  # nothing asked that the server did not offer
     assert sorted(p.name for p in root.iterdir()) == ["dir", "dst.bin", "f"]
+
+
+@pytest.mark.asyncssh_server
+async def test_a_hostile_listing_fails_ls_and_rmtree_and_nothing_outside_goes(
+    faulty_server: StartServer,
+) -> None:
+    """'..', 'a/b', '../escape' in a listing: refused (UnsafePath), never a request for them."""
+    recorder = Recorder()
+    async with faulty_server(hostile_listing(recorder)) as peer:
+        populate_hostile(peer.root)
+        (peer.root / "escape").write_bytes(b"outside")
+        async with peer.client() as sp:
+            with pytest.raises(sshpipe.UnsafePath):
+                await sp.ls(f"/{HOSTILE_DIR}")
+            with pytest.raises(sshpipe.UnsafePath):
+                await sp.rmtree(f"/{HOSTILE_DIR}")
+        assert (peer.root / "escape").read_bytes() == b"outside"
+        assert (peer.root / HOSTILE_DIR).is_dir()  # its RMDIR was never sent
+    assert recorder.faked == []  # no request named a hostile entry
+
+
+@pytest.mark.openssh
+async def test_a_cancelled_rmtree_leaves_the_client_usable(
+    openssh_peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled with REMOVEs in flight: their answers settle, the next call runs clean."""
+    tree = openssh_peer.root / "tree"
+    for sub in ("a", "b"):
+        (tree / sub).mkdir(parents=True)
+        for index in range(100):
+            (tree / sub / f"f{index}").write_bytes(b"x")
+    built = 0
+    real = remoteops._remove_request
+    current: list[asyncio.Task[None]] = []
+
+    def cancelling(path: str) -> remoteops.Builder:
+        nonlocal built
+        built += 1
+        if built == 50:
+            current[0].cancel()
+        return real(path)
+
+    monkeypatch.setattr(remoteops, "_remove_request", cancelling)
+    async with openssh_peer.client() as sp:
+        task = asyncio.create_task(sp.rmtree(openssh_peer.remote("tree")))
+        current.append(task)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert tree.is_dir() and 0 < sum(1 for _ in tree.rglob("f*")) < 200
+        await sp.rmtree(openssh_peer.remote("tree"))
+        assert not tree.exists()
+        assert await sp.ls(openssh_peer.remote("")) == []
