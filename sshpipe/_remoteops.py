@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Literal, overload
 
-from ._clientbase import ClientBase
+from ._clientbase import ClientBase, imported
 from ._errors import RemoteError, RemoteIsADirectory, UsageError
 from ._paths import StrPath, fspath
 from ._remotestat import RemoteStat, remote_stat
@@ -137,9 +137,10 @@ class RemoteOps(ClientBase):
     async def rmtree(self, path: StrPath) -> None:
         """Remove a remote directory and everything under it.
 
-        Depth first, with up to 128 REMOVEs and RMDIRs in flight at once and
-        one listing batch held per level, so a huge tree costs a round trip
-        per 128 entries and bounded memory. Symlinks are removed, never
+        Depth first, with up to 128 REMOVEs and RMDIRs in flight at once,
+        several directories walked side by side and one listing batch held
+        per level, so a huge tree costs a round trip per 128 entries and
+        bounded memory. Symlinks are removed, never
         followed: what a link points to outside the tree is left alone.
 
         Raises:
@@ -148,10 +149,11 @@ class RemoteOps(ClientBase):
             the rest is left). UnsafePath: a listing named an unsafe entry.
         """
         where = fspath(path)
-        from .transport import remoteops
+        await imported("sshpipe.tree.rmtree")
+        from .tree.rmtree import rmtree
 
         async with self._channel() as sftp:
-            await remoteops.rmtree(sftp, where)
+            await rmtree(sftp, where)
 
     async def mkdir(
         self, path: StrPath, *, parents: bool = False, exist_ok: bool = False, mode: int = 0o777

@@ -1,12 +1,11 @@
 """Remote file operations on one SFTP session: list, stat, remove, make, rename, copy.
 
-``Client``'s ``ls``/``stat``/``rmtree``... (``sshpipe._remoteops``) lend a
-channel from the pool and call these. Requests that do not depend on each
-other go out together: a tree's REMOVEs and RMDIRs are pipelined (up to
-``REMOVES_IN_FLIGHT`` at once on the channel), its listings with
-``remotefs.read_dir``. Every name a listing gives passes ``ListingCheck``
-(never ``.``/``..``, never a ``/``): a hostile server cannot make ``rmtree``
-walk out of the tree it was given.
+``Client``'s ``ls``/``stat``/``mkdir``... (``sshpipe._remoteops``) lend a
+channel from the pool and call these (``rmtree``, many requests at once, is
+``tree.rmtree``'s). Requests that do not depend on each other go out
+together (a STAT with the OPEN it qualifies); listings are pipelined by
+``remotefs.read_dir``, and every name one gives passes ``ListingCheck``
+(never ``.``/``..``, never a ``/``).
 
 Failures come back as the status's ``RemoteError`` class (``core.status``);
 where SFTP v3 has no code for what went wrong (a directory where a file was
@@ -19,9 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import posixpath
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from .._errors import (
     HashUnavailable,
@@ -45,16 +41,6 @@ from .remoteplace import (
 )
 from .replies import quiet
 from .sftp import SFTPSession
-
-# REMOVEs and RMDIRs one rmtree keeps in flight: as many as a transfer's READs
-# (DEFAULT_REQUESTS), so a tree of small files costs a round trip per 128.
-REMOVES_IN_FLIGHT = 128
-Builder = Callable[[int], bytes]  # a request, given its id
-
-# Listings of one directory rmtree makes before it gives up on emptying it: a
-# server may skip entries of a directory changed while it is listed (POSIX
-# leaves it unspecified), and a second listing finds them.
-RMTREE_PASSES = 3
 
 
 def join(directory: str, name: str) -> str:
@@ -96,18 +82,9 @@ async def remove(sftp: SFTPSession, path: str) -> None:
 
 
 async def rmdir(sftp: SFTPSession, path: str) -> None:
-    reply = await sftp.call(_rmdir_request(path))
+    name = codec.wire(path)
+    reply = await sftp.call(lambda rid: codec.encode_path_request(codec.FXP_RMDIR, rid, name))
     sftp.check_status(reply, path)
-
-
-def _rmdir_request(path: str) -> Builder:
-    name = codec.wire(path)
-    return lambda rid: codec.encode_path_request(codec.FXP_RMDIR, rid, name)
-
-
-def _remove_request(path: str) -> Builder:
-    name = codec.wire(path)
-    return lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, name)
 
 
 async def mkdir(sftp: SFTPSession, path: str, *, parents: bool, exist_ok: bool, mode: int) -> None:
@@ -233,103 +210,6 @@ async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int)
     finally:
         if sftp.broken is None:
             sftp.close_handle_soon(source, src)
-
-
-# -- rmtree ---------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Window:
-    """REMOVEs/RMDIRs sent and not yet answered, oldest first, across the whole tree."""
-
-    sftp: SFTPSession
-    limit: int
-    sent: deque[tuple[asyncio.Future[codec.Reply], str]]
-
-    async def send(self, build: Builder, path: str) -> None:
-        while len(self.sent) >= self.limit:
-            await self._take_oldest()
-        self.sent.append((self.sftp.request(build), path))
-
-    async def drain(self) -> None:
-        while self.sent:
-            await self._take_oldest()
-
-    async def _take_oldest(self) -> None:
-        future, path = self.sent[0]
-        reply = await future
-        self.sent.popleft()
-        if isinstance(reply, codec.Status) and reply.code == codec.FX_NO_SUCH_FILE:
-            return  # gone already (another client removed it): what rmtree wanted
-        self.sftp.check_status(reply, path)
-
-    def abandon(self, cancelled: bool) -> None:
-        futures = [future for future, _ in self.sent]
-        self.sent.clear()
-        if cancelled:
-            self.sftp.settle_later(*futures)
-        else:
-            for future in futures:
-                future.add_done_callback(quiet)
-
-
-async def rmtree(sftp: SFTPSession, path: str) -> None:
-    """Remove directory ``path`` and everything in it, depth first; links are removed,
-    never followed.
-
-    Memory stays bounded on any tree: one directory's listing is held per
-    level of depth, and at most ``REMOVES_IN_FLIGHT`` requests are owed.
-
-    Raises:
-        RemoteError: ``path`` is a symlink or not a directory ("not a
-            directory"), or an entry could not be removed (the first such error;
-            nothing after it is attempted).
-        UnsafePath: a listing held a name that is not one plain component.
-    """
-    # READLINK too, sent with the LSTAT: ProFTPD's LSTAT follows a link (it
-    # resolves the path first), its READLINK does not mistake one.
-    name = codec.wire(path)
-    link = sftp.request(lambda rid: codec.encode_path_request(codec.FXP_READLINK, rid, name))
-    link.add_done_callback(quiet)
-    attrs = await sftp.lstat(path)
-    if attrs.kind == "symlink" or isinstance(await link, codec.Name):
-        raise RemoteError(path, "is a symbolic link: rmtree does not follow it (remove() it)")
-    if not attrs.is_dir():
-        raise RemoteError(path, "not a directory")
-    window = _Window(sftp, REMOVES_IN_FLIGHT, deque())
-    try:
-        await _empty_and_remove(window, path)
-        await window.drain()
-    except BaseException as exc:
-        window.abandon(isinstance(exc, asyncio.CancelledError))
-        raise
-
-
-async def _empty_and_remove(window: _Window, directory: str) -> None:
-    sftp = window.sftp
-    for attempt in range(RMTREE_PASSES):
-        check = ListingCheck(directory)
-        # Streamed, depth first: a subdirectory is emptied as soon as a batch
-        # names it, so each level holds one batch (and one directory handle).
-        async with contextlib.aclosing(read_dir(sftp, directory)) as batches:
-            async for batch in batches:
-                for name, attrs in batch:
-                    if not check.accept(name):
-                        continue
-                    entry = join(directory, name)
-                    # A listing's attributes are LSTAT's: a link is "symlink",
-                    # removed as a file, never followed.
-                    if attrs.kind == "dir":
-                        await _empty_and_remove(window, entry)
-                    else:
-                        await window.send(_remove_request(entry), entry)
-        await window.drain()  # its entries are gone before it is asked to go
-        reply = await sftp.call(_rmdir_request(directory))
-        if isinstance(reply, codec.Status) and reply.code in (codec.FX_OK, codec.FX_NO_SUCH_FILE):
-            return
-        if attempt == RMTREE_PASSES - 1 or await _attrs_or_none(sftp, directory) is None:
-            sftp.check_status(reply, directory)
-            return
 
 
 # -- what failed, named -------------------------------------------------------------
