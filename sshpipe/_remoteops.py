@@ -208,16 +208,23 @@ class RemoteOps(ClientBase):
         keeps its own, as with ``cp``.
 
         Raises:
-            RemoteNotFound: no ``src``. RemoteIsADirectory: ``src`` is a
-            directory. RemoteError, ConnectionBroken, ProtocolError.
+            RemoteNotFound: no ``src``. RemoteIsADirectory: ``src`` or ``dst``
+            is a directory. RemoteError, ConnectionBroken, ProtocolError.
         """
         source, target = fspath(src), fspath(dst)
+        from .core.codec import AttrsReply
         from .transport import remoteops
+        from .transport.replies import quiet
 
         async with self._channel() as sftp:
+            there = sftp.stat_request(target)  # sent with the source's STAT: no round trip more
+            there.add_done_callback(quiet)
             attrs = await sftp.stat(source)
             if attrs.is_dir():
                 raise RemoteIsADirectory(source, "is a directory: copy copies one file")
+            found = await there
+            if isinstance(found, AttrsReply) and found.attrs.is_dir():
+                raise RemoteIsADirectory(target, "is a directory: copy to a file's path")
             mode = (attrs.permissions or 0o644) & 0o777
             if "copy-data" in sftp.extensions:
                 try:

@@ -41,6 +41,8 @@ COPY_DATA = {"openssh": True, "asyncssh": True, "proftpd": False, "greenend": Fa
 # describes the target (its listings describe links as links). The server's quirk.
 LSTAT_SEES_LINKS = {"openssh": True, "asyncssh": True, "proftpd": False, "greenend": True}
 HASHES_SHA256 = {"openssh": True, "asyncssh": False, "proftpd": True, "greenend": True}
+# Other algorithms come from check-file alone: ProFTPD's.
+MD5 = {"openssh": False, "asyncssh": False, "proftpd": True, "greenend": False}
 
 
 @pytest.fixture(params=ALL_SERVER_PARAMS)
@@ -222,12 +224,20 @@ async def test_copy_and_checksum(server: Peer, copy_data_calls: list[str]) -> No
         (root / "dir").mkdir()
         with pytest.raises(sshpipe.RemoteIsADirectory):
             await sp.copy(at("dir"), at("x"))
+        with pytest.raises(sshpipe.RemoteIsADirectory):
+            await sp.copy(at("src.bin"), at("dir"))
+        assert list((root / "dir").iterdir()) == []
 
         if HASHES_SHA256[server.name]:
             assert await sp.checksum(at("src.bin")) == hashlib.sha256(data).hexdigest()
         else:
             with pytest.raises(sshpipe.HashUnavailable):
                 await sp.checksum(at("src.bin"))
+        if MD5[server.name]:
+            assert await sp.checksum(at("src.bin"), "md5") == hashlib.md5(data).hexdigest()
+        else:
+            with pytest.raises(sshpipe.HashUnavailable):
+                await sp.checksum(at("src.bin"), "md5")
         with pytest.raises(sshpipe.RemoteNotFound):
             await sp.checksum(at("missing"))
         with pytest.raises(sshpipe.UsageError):
