@@ -325,3 +325,28 @@ async def test_a_cancelled_rmtree_leaves_the_client_usable(
         await sp.rmtree(openssh_peer.remote("tree"))
         assert not tree.exists()
         assert await sp.ls(openssh_peer.remote("")) == []
+
+
+@pytest.mark.openssh
+async def test_rmtree_keeps_many_requests_in_flight_and_never_more_than_its_budget(
+    openssh_peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = openssh_peer.root / "tree"
+    tree.mkdir()
+    for index in range(60):
+        (tree / f"f{index}").write_bytes(b"x")
+    monkeypatch.setattr(rmtree_module, "REMOVES_IN_FLIGHT", 8)
+    owed: list[int] = []
+    real = rmtree_module._Removal.send
+
+    async def send(self: rmtree_module._Removal, build: rmtree_module.Builder) -> object:
+        future = await real(self, build)
+        owed.append(len(self.owed))
+        return future
+
+    monkeypatch.setattr(rmtree_module._Removal, "send", send)
+    async with openssh_peer.client() as sp:
+        await sp.rmtree(openssh_peer.remote("tree"))
+    assert not tree.exists()
+    assert len(owed) == 61  # 60 REMOVEs and the RMDIR
+    assert max(owed) == 8  # a batch's REMOVEs go out together, up to the budget
