@@ -350,3 +350,21 @@ async def test_rmtree_keeps_many_requests_in_flight_and_never_more_than_its_budg
     assert not tree.exists()
     assert len(owed) == 61  # 60 REMOVEs and the RMDIR
     assert max(owed) == 8  # a batch's REMOVEs go out together, up to the budget
+
+
+@pytest.mark.openssh
+async def test_rmtree_with_fewer_walkers_than_directories_never_deadlocks(
+    openssh_peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every walker busy and each finding subdirectories: one walks them itself."""
+    tree = openssh_peer.root / "tree"
+    paths = [tree]
+    for _ in range(3):  # 3 levels of 3 subdirectories: 39 directories, a file in each
+        paths = [parent / f"s{index}" for parent in paths for index in range(3)]
+        for path in paths:
+            path.mkdir(parents=True)
+            (path / "f").write_bytes(b"x")
+    monkeypatch.setattr(rmtree_module, "WALKERS", 2)
+    async with openssh_peer.client() as sp, asyncio.timeout(30):
+        await sp.rmtree(openssh_peer.remote("tree"))
+    assert not tree.exists()
