@@ -19,13 +19,16 @@ from pathlib import Path
 import pytest
 
 import sshpipe
+from sshpipe.core import codec
+from sshpipe.testing.embedded import ChannelSFTP, SFTPOnlySession
 from sshpipe.testing.hostile import (
     HOSTILE_DIR,
     Recorder,
     hostile_listing,
     populate_hostile,
 )
-from sshpipe.testing.restrictive import NoExtensions, restricted_server
+from sshpipe.testing.restrictive import NoExtensions, Restriction, restricted_server
+from sshpipe.testing.tap import FXP_EXTENDED, Packet, Tap, TappedSession
 from sshpipe.transport import remoteops
 from sshpipe.tree import rmtree as rmtree_module
 from sshpipe.tree.rmtree import REMOVES_IN_FLIGHT
@@ -368,3 +371,41 @@ async def test_rmtree_with_fewer_walkers_than_directories_never_deadlocks(
     async with openssh_peer.client() as sp, asyncio.timeout(30):
         await sp.rmtree(openssh_peer.remote("tree"))
     assert not tree.exists()
+
+
+class _RefusingCopyData(Tap):
+    def __init__(self) -> None:
+        self.refused = 0
+
+    def request(self, session: TappedSession, packet: Packet) -> bool:
+        if packet.type == FXP_EXTENDED and packet.first_string() == b"copy-data":
+            assert packet.id is not None
+            self.refused += 1
+            session.answer(packet.id, codec.FX_OP_UNSUPPORTED, "copy-data not supported")
+            return False
+        return True
+
+
+class ListsCopyDataRefusesIt(Restriction):
+    """asyncssh's server, which lists copy-data, with every copy-data answered unsupported."""
+
+    def __init__(self) -> None:
+        self.tap = _RefusingCopyData()
+
+    def session(self, sftp: ChannelSFTP) -> SFTPOnlySession:
+        return TappedSession(sftp, self.tap)
+
+
+@pytest.mark.asyncssh_server
+async def test_copy_data_listed_but_refused_falls_back_to_the_client(
+    tmp_path: Path, copy_data_calls: list[str]
+) -> None:
+    restriction = ListsCopyDataRefusesIt()
+    async with restricted_server(tmp_path / "server", restriction) as embedded:
+        root = embedded.root
+        data = random_file(root / "src.bin", MiB + 7)
+        async with from_embedded(embedded).client() as sp:
+            await sp.copy("/src.bin", "/dst.bin")
+        assert (root / "dst.bin").read_bytes() == data
+    assert copy_data_calls == ["/dst.bin"] and restriction.tap.refused == 1
+    assert leftover_temps(root) == []  # the temporary file copy-data was to fill is gone
