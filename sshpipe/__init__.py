@@ -32,6 +32,7 @@ from ._errors import (
     PoolExhausted,
     ProtocolError,
     RemoteError,
+    RemoteExists,
     RemoteIsADirectory,
     RemoteNotFound,
     RemotePermissionDenied,
@@ -45,6 +46,7 @@ from ._errors import (
 )
 from ._keys import HostKey, PrivateKey
 from ._prompt import Prompt
+from ._remotestat import RemoteStat
 from ._stats import (
     FlowPhase,
     Progress,
@@ -108,9 +110,11 @@ __all__ = [
     "Prompt",
     "ProtocolError",
     "RemoteError",
+    "RemoteExists",
     "RemoteIsADirectory",
     "RemoteNotFound",
     "RemotePermissionDenied",
+    "RemoteStat",
     "SSHPipeError",
     "SetupPhase",
     "Stalled",

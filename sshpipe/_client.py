@@ -7,10 +7,11 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from typing import TYPE_CHECKING, Literal, overload
 
-from ._clientbase import ClientBase, imported
+from ._clientbase import imported
 from ._config import TransferConfig
 from ._errors import RemoteError, UsageError
 from ._paths import StrPath, fspath, fspaths, is_one
+from ._remoteops import RemoteOps
 from ._stats import ProgressCallback, TransferStats, TreeStats
 
 # The engine loads on the client's first use, in a worker thread
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .tree.put import TreePut
 
 
-class Client(ClientBase):
+class Client(RemoteOps):
     """SSH connections and a pool of SFTP channels, used by one or many transfers.
 
     Create it with :func:`connect`. Idle SFTP channels are kept per

@@ -15,6 +15,7 @@ from .transfer.lanes import channels_at_start
 from .transfer.progress import stream_reporting, tracked
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
+from .transport import remoteops
 from .transport.pool import ChannelPool
 from .transport.remotefs import glob as remote_glob
 from .tree.item import TreeOptions
@@ -28,6 +29,7 @@ __all__ = [
     "lefttemps",
     "refused_out_of_order",
     "remote_glob",
+    "remoteops",
     "stream",
     "stream_reporting",
     "tracked",

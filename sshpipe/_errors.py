@@ -12,6 +12,7 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │   ├── RemoteNotFound
     │   ├── RemotePermissionDenied
     │   ├── RemoteIsADirectory
+    │   ├── RemoteExists           something is already at the path (mkdir, rename)
     │   └── RemoteOpenFailed       an OPEN refused with a bare failure (out of handles?)
     ├── ConnectError               no session could be set up (exit 5, retryable)
     │   ├── ConnectTimeout         TCP connect plus handshake took over connect_timeout (T)
@@ -138,6 +139,10 @@ class RemotePermissionDenied(RemoteError):
 
 class RemoteIsADirectory(RemoteError):
     """A file was expected at the remote path but it is a directory."""
+
+
+class RemoteExists(RemoteError):
+    """Something is already at the remote path, and the operation would not replace it."""
 
 
 class RemoteOpenFailed(RemoteError):

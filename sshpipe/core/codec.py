@@ -298,6 +298,12 @@ def encode_posix_rename(request_id: int, old: bytes, new: bytes) -> bytes:
     return encode_extended(request_id, "posix-rename@openssh.com", _string(old) + _string(new))
 
 
+def encode_copy_data(rid: int, src: bytes, offset: int, length: int, dst: bytes, at: int) -> bytes:
+    """copy-data (filexfer-extensions-00 §7): the server copies between two of its handles."""
+    body = _string(src) + _U64.pack(offset) + _U64.pack(length) + _string(dst) + _U64.pack(at)
+    return encode_extended(rid, "copy-data", body)
+
+
 def encode_fsync(request_id: int, handle: bytes) -> bytes:
     """fsync@openssh.com: the server fsyncs the file behind ``handle``."""
     return encode_extended(request_id, "fsync@openssh.com", _string(handle))

@@ -7,6 +7,7 @@
 - ``get`` / ``put``: the two directions (``TreeGet``, ``TreePut``): where bytes land;
 - ``smallread``: a small remote file read in one round trip after the OPEN;
 - ``tasks``: the task groups every task of a tree runs in;
+- ``rmtree``: removing a remote tree, many REMOVEs and RMDIRs in flight at once;
 - ``progress``: a big file's bytes in the tree's progress as they move;
 - ``recovery``: a tree going on after a dropped connection;
 - ``verify``, ``groupcommit``, ``remotesync``, ``batch``: steps that cost the

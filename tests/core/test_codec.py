@@ -227,6 +227,23 @@ def test_encode_posix_rename_exact_bytes() -> None:
     assert codec.encode_posix_rename(42, b"old", b"new") == u32(len(body)) + body
 
 
+def test_encode_copy_data_exact_bytes() -> None:
+    name = b"copy-data"
+    body = (
+        b"\xc8"  # SSH_FXP_EXTENDED
+        + u32(7)
+        + u32(len(name))
+        + name
+        + u32(2)
+        + b"RH"  # read-from-handle
+        + struct.pack(">QQ", 5, 0)  # read-from-offset, read-data-length (0: to EOF)
+        + u32(1)
+        + b"W"  # write-to-handle
+        + struct.pack(">Q", 9)  # write-to-offset
+    )
+    assert codec.encode_copy_data(7, b"RH", 5, 0, b"W", 9) == u32(len(body)) + body
+
+
 @pytest.mark.parametrize(
     ("wire", "expected_hex"),
     [

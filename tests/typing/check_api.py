@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
-from typing import assert_type
+from typing import Literal, assert_type
 
 import sshpipe
 from sshpipe import FlowPhase, TransferStats, TreeProgress, TreeStats, Verified, VerifyLevel
@@ -78,6 +78,22 @@ async def calls(flag: bool, level: VerifyLevel) -> None:
         assert_type(stats.flow_phase, FlowPhase)
         tree = await sp.get("/r/dir", "dir", recursive=True)
         assert_type(tree.verified, Verified)
+        # Remote file operations: names, or RemoteStats with ``detail``.
+        assert_type(await sp.ls("/r"), list[str])
+        assert_type(await sp.ls(PurePosixPath("/r"), detail=True), list[sshpipe.RemoteStat])
+        assert_type(await sp.ls("/r", detail=flag), list[str] | list[sshpipe.RemoteStat])
+        info = await sp.stat("/r/file")
+        assert_type(info.type, Literal["file", "directory", "symlink", "other"])
+        assert_type(info.size, int | None)
+        assert_type((await sp.lstat("/r/link")).is_symlink(), bool)
+        assert_type(await sp.exists("/r/file"), bool)
+        await sp.mkdir("/r/a/b", parents=True, exist_ok=True, mode=0o755)
+        await sp.rename("/r/a", "/r/b", overwrite=True)
+        await sp.copy("/r/file", PurePosixPath("/r/copy"))
+        assert_type(await sp.checksum("/r/file", "sha256"), str)
+        await sp.remove("/r/copy")
+        await sp.rmdir("/r/b/b")
+        await sp.rmtree("/r/b")
 
 
 def ask_the_user(prompt: sshpipe.Prompt) -> str | None:
