@@ -41,7 +41,7 @@ from .._errors import (
 from ..core.codec import Limits
 from ..core.muxwire import MuxWireError, encode_header, split_header
 from .replies import ReplyClock
-from .sftp import SFTPSession
+from .sftp import SFTPSession, lent_session
 
 logger = logging.getLogger("sshpipe.mux")
 
@@ -287,19 +287,15 @@ class MuxLink:
         self._pipes.add(pipe)
         pipe.on_lost = partial(self._pipes.discard, pipe)
         self.channels_opened += 1
-        sftp = SFTPSession(
+        sftp = lent_session(
+            self,
             pipe,
-            name=f"{self.label}#{self.channels_opened}",
+            window=window,
+            peer_window=pipe.peer_window,
+            server_version=self.server_version,
             max_reply=max_reply,
             stall_timeout=stall_timeout,
-            replies=self.replies,
         )
-        sftp.recv_window = window
-        sftp.peer_window = pipe.peer_window
-        sftp.server_version = self.server_version
-        sftp.peer = self.label
-        sftp.run_command = None if self.refuses_exec else self.run
-        sftp.open_shell = self.open_shell
         pipe.attach(sftp)
         self._sessions.add(sftp)
         channel = time.monotonic()

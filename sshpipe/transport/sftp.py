@@ -20,7 +20,7 @@ from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from .replies import ReplyClock
 from .requests import RequestChannel
-from .wiring import Pipe, RunCommand, Shell
+from .wiring import Lender, Pipe, RunCommand, Shell
 
 logger = logging.getLogger("sshpipe.sftp")
 
@@ -310,3 +310,34 @@ class SFTPSession(RequestChannel):
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
         )
         self.check_status(reply, path)
+
+
+def lent_session(
+    link: Lender,
+    pipe: Pipe,
+    *,
+    window: int,
+    peer_window: int,
+    server_version: str,
+    max_reply: int,
+    stall_timeout: float,
+) -> SFTPSession:
+    """A new session on ``pipe``, wired to what ``link`` lends it; the link counts it first.
+
+    One place for both kinds of link, so neither forgets what a session needs
+    (its peer for the resume journal, its command runner for ``--verify``).
+    """
+    sftp = SFTPSession(
+        pipe,
+        name=f"{link.label}#{link.channels_opened}",
+        max_reply=max_reply,
+        stall_timeout=stall_timeout,
+        replies=link.replies,
+    )
+    sftp.recv_window = window
+    sftp.peer_window = peer_window
+    sftp.server_version = server_version
+    sftp.peer = link.label
+    sftp.run_command = None if link.refuses_exec else link.run
+    sftp.open_shell = link.open_shell
+    return sftp

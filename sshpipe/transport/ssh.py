@@ -43,7 +43,7 @@ from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
 from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
 from .negotiation import log_negotiated
 from .replies import ReplyClock
-from .sftp import SFTPSession
+from .sftp import SFTPSession, lent_session
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
 from .sshoptions import Prepared, read_options
 
@@ -188,20 +188,16 @@ class SSHLink:
             raise _broken(exc, "connection lost") from exc
         timeline.mark("channel", time.monotonic())
         self.channels_opened += 1
-        sftp = SFTPSession(
+        sftp = lent_session(
+            self,
             pipe,
-            name=f"{self.label}#{self.channels_opened}",
+            window=window,
+            # Read before INIT is sent: nothing has used the server's grant yet.
+            peer_window=pipe.peer_window,
+            server_version=str(self._conn.get_extra_info("server_version", "")),
             max_reply=max_reply,
             stall_timeout=stall_timeout,
-            replies=self.replies,
         )
-        sftp.recv_window = window
-        sftp.server_version = str(self._conn.get_extra_info("server_version", ""))
-        sftp.peer = self.label
-        sftp.run_command = None if self.refuses_exec else self.run
-        sftp.open_shell = self.open_shell
-        # Read before INIT is sent: nothing has used the server's grant yet.
-        sftp.peer_window = pipe.peer_window
         pipe.sftp = sftp
         self._sessions.add(sftp)
         try:

@@ -2,12 +2,16 @@
 
 - ``Pipe``: the byte stream its requests go down (an SSH channel);
 - ``Shell`` and ``RunCommand``: the remote shell and command runner the SSH
-  edge lends it (a tree's ``sync -f``, ``--verify``'s ``sha256sum``).
+  edge lends it (a tree's ``sync -f``, ``--verify``'s ``sha256sum``);
+- ``Lender``: the link a session is opened on (``SSHLink``, or ``MuxLink``
+  through a connection-reuse master), which lends it those.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+from .replies import ReplyClock
 
 
 class Shell(Protocol):
@@ -38,3 +42,18 @@ class Pipe(Protocol):
     def write(self, data: bytes) -> None: ...
 
     def close(self) -> None: ...
+
+
+class Lender(Protocol):
+    """A link that opens sessions: their name, reply clock, commands and shell come from it."""
+
+    label: str
+    channels_opened: int  # the number the newest session is named with
+    replies: ReplyClock
+    refuses_exec: bool  # it ran no command once: its sessions run none
+
+    async def run(
+        self, command: str, *, within: float, max_output: int
+    ) -> tuple[int, str] | None: ...
+
+    async def open_shell(self) -> Shell | None: ...
