@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from .transfer.remotefile import OpenFile
     from .transport.pool import ChannelPool
 
+# "rb" reads; "wb" creates or truncates; "xb" creates a new file; "ab" writes on at the end.
+MODES = ("rb", "wb", "xb", "ab")
+
 _NO_STATS = RemoteFileStats(
     requests=0,
     bytes_received=0,
@@ -31,6 +34,7 @@ _NO_STATS = RemoteFileStats(
     read_ahead=0,
     peak_read_ahead=0,
     seeks=0,
+    peak_bytes_in_flight=0,
 )
 
 
@@ -56,6 +60,10 @@ class RemoteFile:
         config: TransferConfig,
         read_ahead: int | None,
     ) -> None:
+        if mode not in MODES:
+            raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if read_ahead is not None and read_ahead < 0:
+            raise UsageError("read_ahead must not be negative")
         self._ready = ready
         self.name = path
         self.mode = mode
@@ -66,6 +74,7 @@ class RemoteFile:
         self._opening = False
         self._closed = False
         self._pos = 0
+        self._final_stats = _NO_STATS
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -130,6 +139,8 @@ class RemoteFile:
             if file is not None:
                 await file.close()
         finally:
+            if file is not None:
+                self._final_stats = file.stats()  # what it did stays readable
             if stack is not None:
                 await stack.aclose()
 
@@ -201,7 +212,7 @@ class RemoteFile:
     @property
     def stats(self) -> RemoteFileStats:
         """Requests sent and bytes moved so far, and the read-ahead's window."""
-        return self._file.stats() if self._file is not None else _NO_STATS
+        return self._file.stats() if self._file is not None else self._final_stats
 
     # -- reading ------------------------------------------------------------
 

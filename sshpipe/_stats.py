@@ -245,7 +245,8 @@ class RemoteFileStats:
     ``write``; ``short_reads_reissued``: replies shorter than asked whose rest
     was asked again; ``read_ahead``: the window now (bytes past the last
     ``read``), ``peak_read_ahead`` the largest it was; ``seeks``: reads that
-    did not start where the last one ended.
+    did not start where the last one ended; ``peak_bytes_in_flight``: the
+    most payload bytes asked for (READs) or sent (WRITEs) and not yet answered.
     """
 
     requests: int
@@ -255,3 +256,4 @@ class RemoteFileStats:
     read_ahead: int
     peak_read_ahead: int
     seeks: int
+    peak_bytes_in_flight: int

@@ -10,7 +10,6 @@ lock and the lease; this keeps the handle and what is in flight on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from .._config import TransferConfig
 from .._errors import RemoteExists, RemoteOpenFailed, SSHPipeError, UsageError
@@ -26,9 +25,6 @@ from .lanes import Handles, open_lanes, sizing_for
 from .randomread import Fetch, Fetcher, SequentialReader, fetched
 from .readpump import open_for_read
 from .remotewrite import FileWriter
-
-Mode = Literal["rb", "wb", "xb", "ab"]
-MODES: tuple[Mode, ...] = ("rb", "wb", "xb", "ab")
 
 # The read-ahead's ceiling when the caller sets none: 8 MiB keeps an 80 ms
 # link near 100 MB/s for a sequential reader, while a file held open stays
@@ -117,6 +113,7 @@ class OpenFile:
 
     def stats(self) -> RemoteFileStats:
         fetcher, writer = self.fetcher, self.writer
+        budget = fetcher.budget if fetcher else self._writer().pump.budget
         policy = self.reader.policy if self.reader is not None else None
         return RemoteFileStats(
             requests=(fetcher.requests if fetcher else 0) + (writer.requests if writer else 0),
@@ -126,6 +123,7 @@ class OpenFile:
             read_ahead=policy.window if policy else 0,
             peak_read_ahead=policy.peak if policy else 0,
             seeks=policy.seeks if policy else 0,
+            peak_bytes_in_flight=budget.peak_bytes,
         )
 
     async def close(self) -> None:
@@ -152,16 +150,12 @@ class OpenFile:
 async def open_file(
     lease: Lease, path: str, mode: str, config: TransferConfig, read_ahead: int | None
 ) -> OpenFile:
-    """Open ``path`` on the lease's first channel in ``mode`` (``MODES``).
+    """Open ``path`` on the lease's first channel in ``mode`` (``_remotefile.MODES``).
 
     Raises:
-        UsageError: an unknown mode or a negative read-ahead. RemoteNotFound,
+        RemoteNotFound,
         RemoteIsADirectory, RemotePermissionDenied...; RemoteExists ("xb").
     """
-    if mode not in MODES:
-        raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if read_ahead is not None and read_ahead < 0:
-        raise UsageError("read_ahead must not be negative")
     sftp = lease.channels[0]
     if mode == "rb":
         handles, attrs = await open_for_read([sftp], path, None)
