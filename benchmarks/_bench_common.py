@@ -259,6 +259,19 @@ def asyncssh_argv(
     ]
 
 
+def scp_argv(
+    client: Client, direction: str, srv: SSHServerInfo, src: Path, dst: Path, *, recursive: bool
+) -> list[str]:
+    """scp ``src`` to the new name ``dst`` (the remote one a path on ``srv``)."""
+    remote = f"{srv.destination()}:"
+    operands = (
+        [remote + str(src), str(dst)] if direction == "get" else [str(src), remote + str(dst)]
+    )
+    scp = shutil.which("scp") or "scp"
+    flags = ["-q", *(["-r"] if recursive else [])]
+    return [scp, *flags, *client.extra_args, *srv.sftp_args(), *operands]
+
+
 def sshpipe_argv(client: Client, direction: str, srv: SSHServerInfo, paths: Paths) -> list[str]:
     remote_prefix = f"{srv.user}@{srv.host}:"
     if direction == "get":

@@ -38,6 +38,7 @@ from _bench_common import (
     positive_int,
     rotated,
     run_measured,
+    scp_argv,
     scratch_dir,
     sftp_argv,
 )
@@ -357,12 +358,7 @@ def tree_argv(
     if client.kind == "asyncssh":
         return asyncssh_argv(direction, srv, paths, recursive=True)
     if client.kind == "scp":
-        remote = f"{srv.destination()}:"
-        operands = (
-            [remote + str(src), str(dst)] if direction == "get" else [str(src), remote + str(dst)]
-        )
-        scp = shutil.which("scp") or "scp"
-        return [scp, "-q", "-r", *client.extra_args, *srv.sftp_args(), *operands]
+        return scp_argv(client, direction, srv, src, dst, recursive=True)
     # The ssh_config names the port, user, key and known_hosts, as for sftp and scp.
     remote = f"{srv.host}:"
     operands = (
