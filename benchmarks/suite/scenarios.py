@@ -17,8 +17,9 @@ TREE_TINY = TreeSpec(name="10000x1K", files=10000, file_size=KIB, dirs=100)
 TREE_MIXED = TreeSpec(
     name="mixed", files=1000, file_size=16 * KIB, dirs=10, large_files=4, large_size=64 * MIB
 )
-# 20, not 50: rclone by default runs md5sum over ssh per file, ~0.5 s each here.
-TREE_QUICK = TreeSpec(name="20x16K", files=20, file_size=16 * KIB, dirs=4)
+# A handful, to prove the plumbing: rclone by default runs md5sum over ssh per
+# file (~0.5 s each here), and --quick runs in CI.
+TREE_QUICK = TreeSpec(name="6x16K", files=6, file_size=16 * KIB, dirs=2)
 
 
 @dataclass(frozen=True, kw_only=True)
