@@ -50,6 +50,7 @@ from ._remotestat import RemoteStat
 from ._stats import (
     FlowPhase,
     Progress,
+    RemoteFileStats,
     SetupPhase,
     TransferStats,
     TreeFailure,
@@ -61,6 +62,7 @@ from ._stats import (
 if TYPE_CHECKING:
     from ._client import Client
     from ._connect import connect
+    from ._remotefile import RemoteFile
     from .transport.keys import load_key
 
 
@@ -75,6 +77,10 @@ def __getattr__(name: str) -> Any:
         from ._connect import connect
 
         return connect
+    if name == "RemoteFile":
+        from ._remotefile import RemoteFile
+
+        return RemoteFile
     if name == "load_key":
         from .transport.keys import load_key
 
@@ -111,6 +117,8 @@ __all__ = [
     "ProtocolError",
     "RemoteError",
     "RemoteExists",
+    "RemoteFile",
+    "RemoteFileStats",
     "RemoteIsADirectory",
     "RemoteNotFound",
     "RemotePermissionDenied",

@@ -56,7 +56,7 @@ class ClientBase:
     async def __aenter__(self) -> Self:
         self._entered += 1  # counted first: an exit always matches an entry
         try:
-            await self.open()
+            await self._connect()
         except BaseException:
             self._entered -= 1
             raise
@@ -104,8 +104,8 @@ class ClientBase:
                 self._pool = ChannelPool(self.connect_config, self.config)
         return self._pool
 
-    async def open(self) -> None:
-        """Connect and authenticate (done by ``async with``; a transfer does it too).
+    async def _connect(self) -> None:
+        """Connect and authenticate (``open()``, ``async with``; a transfer does it too).
 
         Raises:
             ConnectError, AuthenticationError, HostKeyError: see the exception tree.

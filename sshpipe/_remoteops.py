@@ -10,8 +10,8 @@ two, one streaming the source in, one writing the copy. The transfers are in
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Literal, overload
+from collections.abc import AsyncIterator, Coroutine
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ._clientbase import ClientBase, imported
 from ._errors import RemoteError, RemoteIsADirectory, UsageError
@@ -19,6 +19,7 @@ from ._paths import StrPath, fspath
 from ._remotestat import RemoteStat, remote_stat
 
 if TYPE_CHECKING:
+    from ._remotefile import RemoteFile
     from .transport.sftp import SFTPSession
 
 
@@ -30,6 +31,48 @@ class RemoteOps(ClientBase):
         pool = await self._ready()
         async with pool.lease(self.config) as lease:
             yield lease.channels[0]
+
+    @overload
+    def open(self) -> Coroutine[Any, Any, None]: ...
+
+    @overload
+    def open(
+        self, path: StrPath, mode: str = "rb", *, read_ahead: int | None = None
+    ) -> RemoteFile: ...
+
+    def open(
+        self, path: StrPath | None = None, mode: str = "rb", *, read_ahead: int | None = None
+    ) -> RemoteFile | Coroutine[Any, Any, None]:
+        """A remote file for random access: ``async with sp.open(path) as f:``.
+
+        Or ``f = await sp.open(path)`` and, when done, ``await f.aclose()``.
+        The file holds one channel of the pool until it is closed. Without a
+        path, ``await sp.open()`` connects and authenticates (as ``async
+        with sp`` does; a transfer does it too).
+
+        Args:
+            path: the remote file.
+            mode: "rb" read; "wb" write (created, or truncated); "xb" write a
+                new file (``RemoteExists`` if there is one); "ab" write on at
+                its end (created if missing).
+            read_ahead: most bytes ``read`` asks for past what it was asked
+                (None: 8 MiB; 0: none). It starts at a block and grows while
+                reads are sequential, and drops to nothing on a seek.
+
+        Returns:
+            The :class:`RemoteFile`, opened when awaited or entered.
+
+        Raises (when opened):
+            RemoteNotFound, RemoteIsADirectory, RemotePermissionDenied,
+            RemoteExists ("xb"), RemoteError; UsageError: an unknown mode.
+            Connecting: ConnectError, AuthenticationError, HostKeyError;
+            ClosedError: the client was closed.
+        """
+        if path is None:
+            return self._connect()
+        from ._remotefile import RemoteFile
+
+        return RemoteFile(self._ready, fspath(path), mode, self.config, read_ahead)
 
     @overload
     async def ls(self, path: StrPath, *, detail: Literal[False] = False) -> list[str]: ...

@@ -234,3 +234,26 @@ class TreeStats:
             "throughput": self.throughput,
             "files_per_second": self.files_per_second,
         }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RemoteFileStats:
+    """What a :class:`RemoteFile` has asked of the server so far (``RemoteFile.stats``).
+
+    ``requests``: READs and WRITEs sent; ``bytes_received``: payload bytes the
+    READs brought (read-ahead included); ``bytes_written``: bytes handed to
+    ``write``; ``short_reads_reissued``: replies shorter than asked whose rest
+    was asked again; ``read_ahead``: the window now (bytes past the last
+    ``read``), ``peak_read_ahead`` the largest it was; ``seeks``: reads that
+    did not start where the last one ended; ``peak_bytes_in_flight``: the
+    most payload bytes asked for (READs) or sent (WRITEs) and not yet answered.
+    """
+
+    requests: int
+    bytes_received: int
+    bytes_written: int
+    short_reads_reissued: int
+    read_ahead: int
+    peak_read_ahead: int
+    seeks: int
+    peak_bytes_in_flight: int

@@ -35,6 +35,8 @@ PUBLIC = [
     "ProtocolError",
     "RemoteError",
     "RemoteExists",
+    "RemoteFile",
+    "RemoteFileStats",
     "RemoteIsADirectory",
     "RemoteNotFound",
     "RemotePermissionDenied",

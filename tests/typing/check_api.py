@@ -72,6 +72,17 @@ async def calls(flag: bool, level: VerifyLevel) -> None:
         async for piece in sp.stream(PurePosixPath("/r/file"), progress=on_progress):
             assert_type(piece, bytes)
         assert_type(await sp.put_stream(chunks(), PurePosixPath("/r/s")), TransferStats)
+        # Random-access files: entered or awaited; open() without a path connects.
+        assert_type(await sp.open(), None)
+        async with sp.open(PurePosixPath("/r/file"), read_ahead=0) as f:
+            assert_type(f, sshpipe.RemoteFile)
+            assert_type(await f.read(10), bytes)
+            assert_type(f.seek(0, 2), int)
+            assert_type(await f.read_ranges([(0, 10), (100, 5)]), list[bytes])
+            assert_type(f.stats, sshpipe.RemoteFileStats)
+        w = await sp.open("/r/out", "wb")
+        assert_type(await w.write(b"data"), int)
+        await w.aclose()
         # What the stats say, as Literals a match statement can be checked against.
         stats = await sp.get("/r/file", "file")
         assert_type(stats.verified, Verified)
