@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import RemoteIsADirectory, RemoteNotFound
+from .._errors import RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ._oserrors import oserrors
 
 if TYPE_CHECKING:
@@ -33,6 +33,10 @@ T = TypeVar("T")
 # Files (or file groups) moving at once: each leases channels of the client's
 # pool; past this they queue for channels anyway.
 IN_FLIGHT = 16
+# Files of one directory that go as one tree transfer: below this each goes
+# through the single-file engine, side by side (the tree's set-up, its limits
+# learnt and its channels opened, costs more than it saves on a few files).
+TREE_FROM = 8
 
 
 @dataclass
@@ -95,16 +99,25 @@ async def _remote_types(fs: SSHPipeFileSystem, found: Plan, paths: list[str]) ->
     return {**found.types, **{info["name"]: info["type"] for info in infos}}
 
 
-def _by_directory(pairs: list[tuple[str, str]]) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
-    """Sources that keep their names, by destination directory; and the renamed ones."""
-    groups: dict[str, list[str]] = {}
-    renamed: list[tuple[str, str]] = []
+def _by_directory(
+    pairs: list[tuple[str, str]], dirname: Any
+) -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """Sources keeping their names, by destination directory, where TREE_FROM or more
+    land together; and the pairs to copy one by one."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    singles: list[tuple[str, str]] = []
     for source, dest in pairs:
         if posixpath.basename(source) == os.path.basename(dest):
-            groups.setdefault(os.path.dirname(dest), []).append(source)
+            groups.setdefault(dirname(dest), []).append((source, dest))
         else:
-            renamed.append((source, dest))
-    return groups, renamed
+            singles.append((source, dest))
+    trees = {}
+    for where, members in groups.items():
+        if len(members) >= TREE_FROM:
+            trees[where] = [source for source, _ in members]
+        else:
+            singles.extend(members)
+    return trees, singles
 
 
 async def run_gets(fs: SSHPipeFileSystem, found: Plan) -> None:
@@ -115,51 +128,48 @@ async def run_gets(fs: SSHPipeFileSystem, found: Plan) -> None:
             os.makedirs(lpath, exist_ok=True)
         else:
             files.append((rpath, lpath))
-    groups, renamed = _by_directory(files)
+    trees, singles = _by_directory(files, os.path.dirname)
     client = fs.client
 
-    async def group(where: str, sources: list[str]) -> None:
+    async def tree(where: str, sources: list[str]) -> None:
         with oserrors():
-            if len(sources) == 1:
-                await client.get(sources[0], os.path.join(where, posixpath.basename(sources[0])))
-            else:
-                await client.get(sources, where, fail_fast=True)
+            await client.get(sources, where, fail_fast=True)
 
     async def single(rpath: str, lpath: str) -> None:
         with oserrors():
             await client.get(rpath, lpath)
 
-    await bounded(
-        [*(group(w, s) for w, s in groups.items()), *(single(r, l) for r, l in renamed)]
-    )
+    await bounded([*(tree(w, s) for w, s in trees.items()), *(single(*pair) for pair in singles)])
 
 
 async def run_puts(fs: SSHPipeFileSystem, found: Plan) -> None:
-    groups, renamed = _by_directory([(l, r) for l, r in found.pairs])
+    trees, singles = _by_directory(found.pairs, posixpath.dirname)
     client = fs.client
     # Every destination directory made first, once (fsspec makes only those
-    # its sources had): an upload into a missing one would fail.
-    await bounded(fs._makedirs(where, exist_ok=True) for where in groups)
+    # its sources had): uploads racing to make a shared one would trip.
+    wheres = {*trees, *(posixpath.dirname(r) for _, r in singles)}
+    await bounded(fs._makedirs(where, exist_ok=True) for where in sorted(wheres))
 
-    async def group(where: str, sources: list[str]) -> None:
+    async def tree(where: str, sources: list[str]) -> None:
         with oserrors():
-            if len(sources) == 1:
-                await client.put(sources[0], posixpath.join(where, os.path.basename(sources[0])))
-            else:
-                await client.put(sources, where, fail_fast=True)
+            await client.put(sources, where, fail_fast=True)
 
-    await bounded(
-        [*(group(w, s) for w, s in groups.items()), *(put_one(fs, l, r) for l, r in renamed)]
-    )
+    async def single(lpath: str, rpath: str) -> None:
+        with oserrors():
+            await client.put(lpath, rpath)
+
+    await bounded([*(tree(w, s) for w, s in trees.items()), *(single(*pair) for pair in singles)])
 
 
 async def run_copies(fs: SSHPipeFileSystem, found: Plan) -> None:
     types = await _remote_types(fs, found, [s for s, _ in found.pairs])
-    dirs = sorted(d for s, d in found.pairs if types.get(s) == "directory")
-    await bounded(fs._makedirs(d, exist_ok=True) for d in dirs)
-    await bounded(
-        copy_one(fs, s, d) for s, d in found.pairs if types.get(s) != "directory"
-    )
+    files = [(s, d) for s, d in found.pairs if types.get(s) != "directory"]
+    # The directories, and those the files land in, made first (copies racing
+    # to make a shared parent would trip over each other).
+    dirs = {d for s, d in found.pairs if types.get(s) == "directory"}
+    dirs |= {posixpath.dirname(d) for _, d in files}
+    await bounded(fs._makedirs(d, exist_ok=True) for d in sorted(dirs))
+    await bounded(copy_one(fs, s, d) for s, d in files)
 
 
 async def _with_parent(fs: SSHPipeFileSystem, dest: str, action: Any) -> None:
@@ -191,22 +201,62 @@ async def copy_one(fs: SSHPipeFileSystem, src: str, dst: str) -> None:
 
 
 async def pipe_one(fs: SSHPipeFileSystem, path: str, data: bytes, mode: str) -> None:
+    """Write ``data`` as the file at ``path`` ("create": only if there is none, atomically:
+    the OPEN's exclusive flag decides, not a look first)."""
     client = fs.client
-    if mode == "create" and await client.exists(path):
-        raise FileExistsError(path)
 
-    async def one_piece() -> AsyncIterator[bytes]:
-        yield data
+    async def write() -> None:
+        async with client.open(path, "xb" if mode == "create" else "wb") as file:
+            await file.write(data)
 
     with oserrors():
-        await _with_parent(fs, path, lambda: client.put_stream(one_piece(), path))
+        await _with_parent(fs, path, write)
 
 
 async def cat_one(fs: SSHPipeFileSystem, path: str, start: int | None, end: int | None) -> bytes:
-    pieces = []
+    """The file's bytes, or only those of ``[start, end)`` (negative: from the end)."""
+    client = fs.client
     with oserrors():
-        async with contextlib.aclosing(fs.client.stream(path)) as stream:
-            async for piece in stream:
-                pieces.append(piece)
-    data = b"".join(pieces)
-    return data[start:end]
+        if start is None and end is None:
+            pieces = []
+            async with contextlib.aclosing(client.stream(path)) as stream:
+                async for piece in stream:
+                    pieces.append(piece)
+            return b"".join(pieces)
+        async with client.open(path, read_ahead=0) as file:
+            offset, length = _span(start, end, file.size)
+            return await file.pread(offset, length) if length > 0 else b""
+
+
+async def cat_ranges(
+    fs: SSHPipeFileSystem, paths: list[str], starts: list[int | None], ends: list[int | None]
+) -> list[bytes | BaseException]:
+    """Each ``[start, end)``: one OPEN per file, every range of a file's READs sent at once."""
+    by_path: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        by_path.setdefault(path, []).append(i)
+    out: list[bytes | BaseException] = [b""] * len(paths)
+    client = fs.client
+
+    async def one_file(path: str, indexes: list[int]) -> None:
+        try:
+            with oserrors():
+                async with client.open(path, read_ahead=0) as file:
+                    spans = [_span(starts[i], ends[i], file.size) for i in indexes]
+                    found = await file.read_ranges([(o, max(n, 0)) for o, n in spans])
+            for i, data in zip(indexes, found, strict=True):
+                out[i] = data
+        except (OSError, SSHPipeError) as exc:
+            for i in indexes:
+                out[i] = exc
+
+    await bounded(one_file(p, ix) for p, ix in by_path.items())
+    return out
+
+
+def _span(start: int | None, end: int | None, size: int | None) -> tuple[int, int]:
+    """(offset, length) of Python's ``[start:end]`` on a file of ``size`` bytes."""
+    total = size or 0
+    first = 0 if start is None else (max(total + start, 0) if start < 0 else start)
+    last = total if end is None else (max(total + end, 0) if end < 0 else min(end, total))
+    return first, last - first

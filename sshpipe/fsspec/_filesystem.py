@@ -29,7 +29,9 @@ from ._oserrors import as_oserror, oserrors, translated
 
 if TYPE_CHECKING:
     from .._client import Client
+    from .._remotefile import RemoteFile
     from .._remotestat import RemoteStat
+    from ._file import SSHPipeFile
 
 Info = dict[str, Any]
 
@@ -154,7 +156,7 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             _bulk.seen(info)
         return infos
 
-    async def _walk(  # type: ignore[override]
+    async def _walk(
         self,
         path: str,
         maxdepth: int | None = None,
@@ -254,15 +256,15 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         **kwargs: Any,
     ) -> None:
         """A rename on the server where it is one path (no bytes move); else copy, then rm."""
-        if isinstance(path1, str) and isinstance(path2, str) and maxdepth is None:
-            if not glob.has_magic(path1):
-                src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
-                if src == dst:
-                    return
-                if path2.endswith("/") or await self._isdir(dst):
-                    dst = posixpath.join(dst, posixpath.basename(src))
-                await self.client.rename(src, dst, overwrite=True)
+        one = isinstance(path1, str) and isinstance(path2, str) and maxdepth is None
+        if one and not glob.has_magic(path1):
+            src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
+            if src == dst:
                 return
+            if path2.endswith("/") or await self._isdir(dst):
+                dst = posixpath.join(dst, posixpath.basename(src))
+            await self.client.rename(src, dst, overwrite=True)
+            return
         await self._copy(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
         await self._rm(path1, recursive=recursive)
 
@@ -319,6 +321,64 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     ) -> bytes:
         return await _bulk.cat_one(self, self._strip_protocol(path), start, end)
 
+    async def _cat_ranges(
+        self,
+        paths: list[str],
+        starts: Any,
+        ends: Any,
+        max_gap: int | None = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> list[Any]:
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        n = len(paths)
+        starts = list(starts) if isinstance(starts, list | tuple) else [starts] * n
+        ends = list(ends) if isinstance(ends, list | tuple) else [ends] * n
+        if len(starts) != n or len(ends) != n:
+            raise ValueError("paths, starts and ends differ in length")
+        out = await _bulk.cat_ranges(self, self._strip_protocol(paths), starts, ends)
+        if on_error != "return":
+            for item in out:
+                if isinstance(item, BaseException):
+                    raise item
+        return out
+
+    async def _open_remote(self, path: str, mode: str) -> RemoteFile:
+        """The remote file under an ``open()``, opened (errors as OSErrors)."""
+        where = self._strip_protocol(path)
+        with oserrors():
+            # fsspec's cache reads ahead (whole blocks): the remote file need not.
+            return await self.client.open(where, mode, read_ahead=0)
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SSHPipeFile:
+        from ._file import SSHPipeFile
+
+        if not autocommit:
+            raise NotImplementedError("sshpipe files commit as they close (autocommit only)")
+        return SSHPipeFile(
+            self,
+            self._strip_protocol(path),
+            mode,
+            block_size=block_size or self.blocksize,
+            cache_options=cache_options,
+            **kwargs,
+        )
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        """An empty file at ``path`` (one OPEN and CLOSE; an existing one is emptied)."""
+        if not truncate and self.exists(path):
+            raise NotImplementedError("touch without truncate: SFTP sets no time here")
+        self.pipe_file(path, b"")
+
     # -- identity --------------------------------------------------------------
 
     def ukey(self, path: str) -> str:
@@ -364,7 +424,7 @@ def _split(where: str, infos: list[Info]) -> tuple[Info, Info, dict[str, str]]:
 
 
 def _ancestors(path: str) -> list[str]:
-    out = []
+    out: list[str] = []
     while True:
         parent = posixpath.dirname(path)
         if parent == path or not parent:
