@@ -1,10 +1,15 @@
 """The buffered file ``SSHPipeFileSystem.open`` returns, over a :class:`sshpipe.RemoteFile`.
 
-fsspec's ``AbstractBufferedFile`` keeps the position and the cache: with its
-"readahead" cache, small sequential reads (``read_csv``'s, a line at a time)
-are served from one block fetched ahead, and a block is one ``pread``: all
-its READs in flight at once. Writes are buffered a block at a time and
-streamed through the remote file's pipelined writer.
+Two read-aheads, one over the other. fsspec's "readahead" cache, with a
+small block (READ_BLOCK), serves a reader's small sequential reads
+(``read_csv``'s, a line at a time) from memory without a trip to the event
+loop thread each. Beneath it the remote file's own window (``core.readahead``)
+grows while the fetches run on sequentially, so each block is already on its
+way when asked for, and drops to nothing on a seek: a reader that jumps about
+(pyarrow reading two columns of a parquet file) moves its ranges and a small
+block more, never a big block per jump. Writes are buffered a block at a
+time (the filesystem's ``blocksize``) and streamed through the remote file's
+pipelined writer.
 
 The remote file is opened when this file is made, not at the first read or
 write: "xb" fails with ``FileExistsError`` at ``open()``, as a local file
@@ -22,7 +27,13 @@ from ._oserrors import oserrors
 
 if TYPE_CHECKING:
     from .._remotefile import RemoteFile
+    from .._stats import RemoteFileStats
     from ._filesystem import SSHPipeFileSystem
+
+
+# fsspec's cache block for readers: 128 KiB, what a jump over-reads at most;
+# the remote file's window beneath grows to megabytes on a sequential run.
+READ_BLOCK = 128 * 1024
 
 
 class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is untyped
@@ -32,6 +43,7 @@ class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is unty
         self, fs: SSHPipeFileSystem, path: str, mode: str = "rb", **kwargs: Any
     ) -> None:
         self._remote: RemoteFile | None = None
+        self._stats: RemoteFileStats | None = None
         remote = sync(fs.loop, fs._open_remote, path, mode)
         self._remote = remote
         if mode == "rb":
@@ -44,15 +56,25 @@ class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is unty
         if mode == "ab":
             self.loc = remote.tell()
 
+    @property
+    def stats(self) -> RemoteFileStats | None:
+        """The remote file's requests and bytes so far (kept after close)."""
+        return self._stats if self._remote is None else self._remote.stats
+
     def _fetch_range(self, start: int, end: int) -> bytes:
         if end <= start:
             return b""
-        return bytes(sync(self.fs.loop, self._pread, start, end - start))
+        return bytes(sync(self.fs.loop, self._read, start, end - start))
 
-    async def _pread(self, start: int, n: int) -> bytes:
-        assert self._remote is not None
+    async def _read(self, start: int, n: int) -> bytes:
+        """``n`` bytes at ``start`` through the remote file's position, where its
+        read-ahead sees whether the reads run on sequentially."""
+        remote = self._remote
+        assert remote is not None
         with oserrors():
-            return await self._remote.pread(start, n)
+            if remote.tell() != start:
+                remote.seek(start)
+            return await remote.read(n)
 
     def _initiate_upload(self) -> None:
         """Nothing to do: the remote file was opened for writing with this one."""
@@ -75,5 +97,7 @@ class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is unty
             super().close()  # a writer's last chunk, and its close
         finally:
             remote, self._remote = self._remote, None
-            if remote is not None and not remote.closed:
-                sync(self.fs.loop, remote.aclose)
+            if remote is not None:
+                if not remote.closed:
+                    sync(self.fs.loop, remote.aclose)
+                self._stats = remote.stats

@@ -13,10 +13,11 @@ from typing import Any
 import fsspec
 import pytest
 
+import sshpipe
 from sshpipe.fsspec import SSHPipeFileSystem
 from sshpipe.testing.sshd import SSHServerInfo
 
-__all__ = ["register", "sshpipe_fs", "storage_options"]
+__all__ = ["opened", "register", "sshpipe_fs", "storage_options"]
 
 
 def register() -> None:
@@ -47,3 +48,19 @@ def sshpipe_fs(openssh: SSHServerInfo) -> Iterator[SSHPipeFileSystem]:
     assert isinstance(fs, SSHPipeFileSystem)
     yield fs
     fs.close()
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every RemoteFile the filesystem opens, to read its counters afterwards."""
+    files: list[Any] = []
+    original = sshpipe.Client.open
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
+        made = original(self, *args, **kwargs)
+        if args:  # a path: a RemoteFile (without one, open() connects)
+            files.append(made)
+        return made
+
+    monkeypatch.setattr(sshpipe.Client, "open", recording)
+    return files
