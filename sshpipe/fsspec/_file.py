@@ -18,6 +18,8 @@ does, and a read knows the size from the OPEN (no STAT more).
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from typing import TYPE_CHECKING, Any
 
 from fsspec.asyn import sync
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 # fsspec's cache block for readers: 128 KiB, what a jump over-reads at most;
 # the remote file's window beneath grows to megabytes on a sequential run.
 READ_BLOCK = 128 * 1024
+# Seconds a close waits for the server (a reader's CLOSE; a writer's last
+# acknowledgements): a link gone silent must not hang the caller.
+CLOSE_TIMEOUT = 30.0
 
 
 class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is untyped
@@ -98,6 +103,13 @@ class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is unty
         finally:
             remote, self._remote = self._remote, None
             if remote is not None:
-                if not remote.closed:
-                    sync(self.fs.loop, remote.aclose)
+                if not remote.closed and _loop_can_answer(self.fs.loop):
+                    sync(self.fs.loop, remote.aclose, timeout=CLOSE_TIMEOUT)
                 self._stats = remote.stats
+
+
+def _loop_can_answer(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether a close can be waited for: not while the interpreter shuts down (a file
+    left open, closed by ``__del__``, e.g. pyarrow's), when fsspec's loop thread is
+    stopped and a wait would never end. The handle then goes with its connection."""
+    return not sys.is_finalizing() and loop.is_running()
