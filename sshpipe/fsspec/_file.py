@@ -103,13 +103,31 @@ class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is unty
         finally:
             remote, self._remote = self._remote, None
             if remote is not None:
-                if not remote.closed and _loop_can_answer(self.fs.loop):
-                    sync(self.fs.loop, remote.aclose, timeout=CLOSE_TIMEOUT)
+                if not remote.closed:
+                    _close_remote(remote, self.fs.loop)
                 self._stats = remote.stats
 
 
-def _loop_can_answer(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether a close can be waited for: not while the interpreter shuts down (a file
-    left open, closed by ``__del__``, e.g. pyarrow's), when fsspec's loop thread is
-    stopped and a wait would never end. The handle then goes with its connection."""
-    return not sys.is_finalizing() and loop.is_running()
+def _close_remote(remote: RemoteFile, loop: asyncio.AbstractEventLoop) -> None:
+    """Close ``remote`` on ``loop``, waiting for it where a wait can end.
+
+    A file left open is closed by ``__del__`` whenever the garbage collector
+    gets to it (pyarrow leaves its files to it): on the loop's own thread,
+    where waiting would block the loop, it closes as a task; at interpreter
+    exit, when fsspec's loop thread has stopped, it is left to go with its
+    connection.
+    """
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        task = loop.create_task(remote.aclose())
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+    elif running is None and not sys.is_finalizing() and loop.is_running():
+        sync(loop, remote.aclose, timeout=CLOSE_TIMEOUT)
+
+
+# Closes started by _close_remote on the loop, referenced until they end.
+_CLOSING: set[asyncio.Task[None]] = set()
