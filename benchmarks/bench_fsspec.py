@@ -115,8 +115,8 @@ def measure(
 def table(results: list[Result], data: dict[str, Any]) -> str:
     sizes = {
         "get": size_label(data["get_size"]),
-        "parquet": f"{size_label(data['parquet_size'])} (2 of 10 columns)",
-        "csv": size_label(data["csv_size"]),
+        "parquet": f"{data['parquet_size'] / 1e6:.0f} MB (2 of 10 columns)",
+        "csv": f"{data['csv_size'] / 1e6:.0f} MB",
     }
     names = {"get": "get (whole file)", "parquet": "parquet read", "csv": "read_csv"}
     lines = [
