@@ -1,0 +1,17 @@
+"""fsspec's ``sshpipe://`` filesystem (``pip install "sshpipe[fsspec]"``).
+
+- ``_filesystem``: ``SSHPipeFileSystem``, the fsspec ``AsyncFileSystem``;
+- ``_bulk``: many files at once (fsspec's plan, the client's tree pipeline);
+- ``_file``: the buffered file ``open()`` returns, over a remote file handle;
+- ``_clients``: one client per event loop, made on first use;
+- ``_options``: storage options and URLs; ``_oserrors``: errors as OSErrors.
+
+The only package that imports fsspec (an optional extra). May import the
+public API (``sshpipe.connect``, ``Client``), ``_errors``, ``_remotestat``.
+"""
+
+from __future__ import annotations
+
+from ._filesystem import SSHPipeFileSystem
+
+__all__ = ["SSHPipeFileSystem"]

@@ -1,0 +1,96 @@
+"""One :class:`sshpipe.Client` per event loop, made on first use, closed with the filesystem.
+
+A client belongs to the loop it was first used on (its connections live
+there). fsspec runs sync calls on its own loop thread, ``asynchronous=True``
+callers on theirs, and Dask ships the filesystem to worker processes: so the
+filesystem keeps one client per loop, made lazily (unpickling connects to
+nothing; the first call does), and forgets them all in a forked child, whose
+copies of the parent's sockets are not its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._client import Client
+
+# How long close() waits for a client on another loop to say goodbye to its
+# server: a server gone silent must not hang the caller's exit.
+CLOSE_TIMEOUT = 10.0
+
+
+class LoopClients:
+    """The clients of one filesystem, by event loop."""
+
+    def __init__(self, factory: Callable[[], Client]) -> None:
+        self._factory = factory
+        self._pid = os.getpid()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __len__(self) -> int:
+        self._forget_after_fork()
+        return len(self._by_loop)
+
+    def _forget_after_fork(self) -> None:
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._by_loop = weakref.WeakKeyDictionary()
+
+    def current(self) -> Client:
+        """The running loop's client, made (not connected: its first call connects) if new."""
+        self._forget_after_fork()
+        loop = asyncio.get_running_loop()
+        client = self._by_loop.get(loop)
+        if client is None:
+            client = self._by_loop[loop] = self._factory()
+        return client
+
+    async def aclose_current(self) -> None:
+        """Close this loop's client, and ask the others' loops to close theirs."""
+        self._forget_after_fork()
+        here = asyncio.get_running_loop()
+        mine = self._by_loop.pop(here, None)
+        self.close_others(here)
+        if mine is not None:
+            await mine.aclose()
+
+    def close_others(self, here: asyncio.AbstractEventLoop | None) -> None:
+        """Close every client not on ``here``: each on its own loop, waited for at most
+        CLOSE_TIMEOUT (a loop that no longer runs has taken its sockets with it)."""
+        self._forget_after_fork()
+        for loop, client in list(self._by_loop.items()):
+            if loop is here:
+                continue
+            del self._by_loop[loop]
+            if loop.is_closed() or not loop.is_running():
+                continue
+            future = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+            with contextlib.suppress(Exception):
+                future.result(CLOSE_TIMEOUT)
+
+
+def close_all(clients: LoopClients) -> None:
+    """Close every client from outside any of their loops (``close()``, the finalizer)."""
+    try:
+        here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    clients.close_others(here)
+    if here is not None:
+        # Called from a coroutine on a client's own loop: it cannot be waited
+        # for here without blocking that loop, so it closes as a task.
+        task = here.create_task(clients.aclose_current())
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
+
+
+# Tasks of close_all() kept referenced until they end (asyncio holds only weak ones).
+_PENDING: set[asyncio.Task[None]] = set()
