@@ -46,8 +46,55 @@ _VIEW_CHANNELS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def accept_views(chan: Any) -> None:
-    """The channel's session takes its data as memoryviews: the fast receive may feed it."""
+    """One of our SFTP channels: views of received data, writes cut without copies.
+
+    The fast receive may feed its session memoryviews, and what it writes
+    goes out as views of the caller's bytes, one CHANNEL_DATA packet each
+    (``_direct_write``).
+    """
     _VIEW_CHANNELS.add(chan)
+    if all(
+        hasattr(chan, name)
+        for name in ("write", "_send_state", "_send_buf", "_encoding", "_send_chan",
+                     "_send_window", "_send_pktsize", "_conn")
+    ):  # fmt: skip
+        chan.write = _direct_write(chan, chan.write)
+
+
+def _direct_write(chan: Any, stock: Any) -> Any:
+    """asyncssh's channel write, less its copies while the peer's window has room.
+
+    asyncssh copies what is written into its send buffer, copies each packet's
+    share out of it, and copies it twice more building the packet; here each
+    packet's share is a view of the caller's bytes, joined once by the
+    connection's ``send_packet``. Anything the window cannot take yet is
+    written the stock way (asyncssh buffers it and sends it as window comes).
+    """
+
+    def write(data: bytes, datatype: int | None = None) -> None:
+        if (
+            datatype is not None
+            or chan._send_state != "open"
+            or chan._send_buf
+            or chan._encoding
+            or chan._send_chan is None
+        ):
+            stock(data, datatype)  # and asyncssh raises what it raises
+            return
+        size = len(data)
+        now = min(size, chan._send_window)
+        if now:
+            chan._send_window -= now
+            view = memoryview(data)[:now]  # what the window takes, no more
+            send, step = chan._conn.send_packet, chan._send_pktsize
+            head = chan._send_chan.to_bytes(4, "big")
+            for start in range(0, now, step):
+                piece = view[start : start + step]
+                send(MSG_CHANNEL_DATA, head, len(piece).to_bytes(4, "big"), piece, handler=chan)
+        if now < size:
+            stock(data[now:], None)
+
+    return write
 
 
 def _aead(enc: object) -> AESGCM | None:
