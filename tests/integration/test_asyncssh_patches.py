@@ -221,6 +221,37 @@ async def test_gcm_channel_data_reaches_the_session_as_views_and_no_ignore_is_se
         await link.close()
 
 
+async def test_writes_past_the_peer_window_reach_the_file_whole_and_in_order(
+    link: SSHLink, openssh_peer: Peer, tmp_path: Path
+) -> None:
+    # Blocks not a multiple of the packet size, all at once: the 2 MiB window
+    # sshd grants runs out inside a write, whose rest asyncssh sends later.
+    sftp = await open_sftp(link)
+    block = 261149
+    payload = os.urandom(5 * SSHD_SESSION_WINDOW + 777)
+    target = openssh_peer.root / f"window-{tmp_path.name}.bin"
+    handle = await sftp.open(str(target), codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC)
+    direct = link._conn._channels[max(link._conn._channels)].write  # type: ignore[attr-defined]
+    assert getattr(direct, "__qualname__", "").startswith("_direct_write")
+    replies: list[codec.Reply | BaseException] = []
+    done = asyncio.Event()
+    count = -(-len(payload) // block)
+
+    def got(reply: codec.Reply | BaseException) -> None:
+        replies.append(reply)
+        if len(replies) == count:
+            done.set()
+
+    for offset in range(0, len(payload), block):
+        sftp.send_write(handle, offset, payload[offset : offset + block], got)
+    await asyncio.wait_for(done.wait(), 30)
+    assert all(isinstance(r, codec.Status) and r.code == codec.FX_OK for r in replies)
+    await sftp.close_handle(handle, str(target))
+    assert target.read_bytes() == payload
+    target.unlink()
+    sftp.close()
+
+
 async def test_one_loop_turn_of_requests_is_one_transport_write(
     link: SSHLink, openssh_peer: Peer
 ) -> None:
