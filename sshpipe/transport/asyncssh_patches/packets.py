@@ -56,9 +56,11 @@ def accept_views(chan: Any) -> None:
     if all(
         hasattr(chan, name)
         for name in ("write", "_send_state", "_send_buf", "_encoding", "_send_chan",
-                     "_send_window", "_send_pktsize", "_conn")
+                     "_send_window", "_send_pktsize", "_conn", "_send_buf_len")
     ):  # fmt: skip
         chan.write = _direct_write(chan, chan.write)
+        if callable(getattr(chan, "_flush_send_buf", None)):
+            chan._flush_send_buf = _lean_flush(chan, chan._flush_send_buf)
 
 
 def _direct_write(chan: Any, stock: Any) -> Any:
@@ -92,9 +94,42 @@ def _direct_write(chan: Any, stock: Any) -> Any:
                 piece = view[start : start + step]
                 send(MSG_CHANNEL_DATA, head, len(piece).to_bytes(4, "big"), piece, handler=chan)
         if now < size:
-            stock(data[now:], None)
+            stock(memoryview(data)[now:], None)  # asyncssh keeps a copy: one
 
     return write
+
+
+def _lean_flush(chan: Any, stock: Any) -> Any:
+    """asyncssh's send-buffer flush, one copy per packet where it made three.
+
+    What the window could not take waits in asyncssh's buffer (bytearrays);
+    each packet's share is cut out once and joined once by ``send_packet``.
+    asyncssh's own flush then does the rest (it finds nothing the window
+    takes, and resumes the writer, sends a pending EOF or close).
+    """
+
+    def flush() -> None:
+        pending = chan._send_buf
+        head = chan._send_chan.to_bytes(4, "big") if chan._send_chan is not None else b""
+        while pending and chan._send_window and head:
+            buf, datatype = pending[0]
+            if datatype is not None:
+                break  # extended data: asyncssh's way
+            size = min(len(buf), chan._send_window, chan._send_pktsize)
+            if size < len(buf):
+                piece = buf[:size]
+                del buf[:size]  # O(1) off a bytearray's front
+            else:
+                piece = buf  # out of the buffer: nobody changes it now
+                del pending[0]
+            chan._send_buf_len -= size
+            chan._send_window -= size
+            chan._conn.send_packet(
+                MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), piece, handler=chan
+            )
+        stock()
+
+    return flush
 
 
 def _aead(enc: object) -> AESGCM | None:
