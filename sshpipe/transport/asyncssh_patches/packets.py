@@ -15,8 +15,9 @@ With AES-GCM, the connection authenticated and no compression:
 - received: the packet is decrypted straight out of the input buffer (one
   ``AESGCM`` per key), and CHANNEL_DATA for one of our SFTP channels goes to
   its session as a view of the plaintext: no copy between the socket and the
-  SFTP reply parser. Every other packet goes through asyncssh's own
-  ``_recv_packet``, handed the plaintext already decrypted;
+  SFTP reply parser; its WINDOW_ADJUSTs are counted in as asyncssh would.
+  Every other packet goes through asyncssh's own ``_recv_packet``, handed the
+  plaintext already decrypted;
 - sent: one join of the payload (and the padding), one ``AESGCM`` per key,
   header and ciphertext written as they are, no ``MSG_IGNORE``.
 
@@ -33,7 +34,7 @@ import weakref
 from typing import Any
 
 import asyncssh
-from asyncssh.constants import MSG_CHANNEL_DATA, MSG_USERAUTH_LAST
+from asyncssh.constants import MSG_CHANNEL_DATA, MSG_CHANNEL_WINDOW_ADJUST, MSG_USERAUTH_LAST
 from asyncssh.crypto.cipher import GCMCipher
 from asyncssh.encryption import GCMEncryption
 from cryptography.exceptions import InvalidTag
@@ -228,33 +229,50 @@ class AeadPackets:
         finally:
             view.release()  # before the buffer is resized
         cipher._update_iv()
-        if not self._deliver(plain):
-            # Not channel data for us: asyncssh's own path, on the plaintext.
+        chan = self._ours(plain)
+        if chan is None:
+            # Not for one of our channels: asyncssh's own path, on the plaintext.
             conn._recv_encryption = _Decrypted(conn, enc, plain)
             return bool(self._stock_pkthdr())
+        # As asyncssh: consumed before it is acted on (which may close the connection).
         del buf[:end]
-        conn._finish_recv_packet(MSG_CHANNEL_DATA, conn._recv_seq)
+        seq = conn._recv_seq
+        if plain[1] == MSG_CHANNEL_DATA:
+            datalen = len(plain) - plain[0] - _DATA_HEAD
+            chan._recv_window -= datalen
+            chan._deliver_data(memoryview(plain)[_DATA_HEAD : _DATA_HEAD + datalen], None)
+        else:  # the server's window grew: what waited for it goes
+            chan._send_window += int.from_bytes(plain[6:10], "big")
+            chan._flush_send_buf()
+        conn._finish_recv_packet(plain[1], seq)
         return True
 
-    def _deliver(self, plain: bytes) -> bool:
-        """Hand CHANNEL_DATA for one of our open channels to its session; False if not."""
+    def _ours(self, plain: bytes) -> Any:
+        """The open channel of ours a CHANNEL_DATA or WINDOW_ADJUST is for; None if not that.
+
+        Anything asyncssh would refuse (past the window, a closed channel, a
+        malformed packet) is left to it, to raise what it raises.
+        """
         end = len(plain) - plain[0]
-        if end < _DATA_HEAD or plain[1] != MSG_CHANNEL_DATA or not self._quiet():
-            return False
+        if end < _DATA_HEAD or not self._quiet():
+            return None
+        pkttype = plain[1]
+        if pkttype != MSG_CHANNEL_DATA and pkttype != MSG_CHANNEL_WINDOW_ADJUST:
+            return None
         chan = self._conn._channels.get(int.from_bytes(plain[2:6], "big"))
+        if chan not in _VIEW_CHANNELS or chan._recv_state != "open":
+            return None
+        if pkttype == MSG_CHANNEL_WINDOW_ADJUST:
+            return chan if end == _DATA_HEAD else None
         datalen = int.from_bytes(plain[6:10], "big")
         if (
-            chan not in _VIEW_CHANNELS
-            or _DATA_HEAD + datalen != end
+            _DATA_HEAD + datalen != end
             or not 0 < datalen <= chan._recv_window
-            or chan._recv_state != "open"
             or chan._send_state in ("close_pending", "closed")
             or chan._recv_paused
         ):
-            return False  # asyncssh decides (and raises what it raises)
-        chan._recv_window -= datalen
-        chan._deliver_data(memoryview(plain)[_DATA_HEAD:end], None)
-        return True
+            return None
+        return chan
 
     # -- send ---------------------------------------------------------------
 
