@@ -4,7 +4,9 @@
 Record a whole command with ``py-spy record --native -r 100 --format raw -o
 get.txt -- python -m sshpipe get ...`` (a sshd on loopback), then:
 
-    python benchmarks/profile_split.py get.txt [more.txt ...] [--cpu SECONDS]
+    python benchmarks/profile_split.py get.txt [more.txt ...] [--cpu SECONDS ...]
+
+(``.gz`` files are read as they are: ``results/cpu/profiles/`` keeps them so.)
 
 Each sample goes to the first part, from the innermost frame outwards, that
 one of its frames belongs to (the cipher before asyncssh's Python that called
@@ -17,6 +19,7 @@ the CPU the process used; ``--cpu`` (its user + system seconds, from
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 from collections import Counter
 from pathlib import Path
@@ -57,7 +60,9 @@ def part_of(frames: list[str]) -> str:
 def split(path: Path) -> Counter[str]:
     """Samples per part (idle ones left out)."""
     counts: Counter[str] = Counter()
-    for line in path.read_text().splitlines():
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode()
+    for line in text.splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit() or any(idle in stack for idle in IDLE):
             continue
