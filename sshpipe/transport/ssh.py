@@ -68,7 +68,8 @@ class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
         self._chan = chan
-        self._tuning = ChannelTuning(chan, self._window, self._patches)
+        # The SFTP reply parser reads memoryviews as it reads bytes.
+        self._tuning = ChannelTuning(chan, self._window, self._patches, views=True)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None and self.sftp is not None:

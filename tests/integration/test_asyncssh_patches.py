@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -60,6 +61,7 @@ async def test_every_patch_applies_on_the_installed_asyncssh(link: SSHLink) -> N
         patches.PEER_WINDOW,
         patches.SIGNED_FIRST,
         patches.PIPELINED_AUTH,
+        patches.AEAD_PACKETS,
     }
 
 
@@ -145,6 +147,108 @@ async def test_the_receive_buffer_stays_ours_while_data_flows(
     # asyncssh assigns its buffer afresh after every packet (``buf = buf[n:]``):
     # still ours after packets went through means every one was consumed by it.
     assert type(link._conn._inpbuf).__name__ == "_InputBuffer"  # type: ignore[attr-defined]
+    sftp.close()
+
+
+async def _read_through(link: SSHLink, path: Path, block: int) -> tuple[bytes, list[type]]:
+    """The file read in ``block``-sized READs all in flight; the types the pipe was fed."""
+    sftp = await open_sftp(link)
+    pipe = link._conn._channels[max(link._conn._channels)]._session  # type: ignore[attr-defined]
+    fed: list[type] = []
+    feed = sftp.data_received
+
+    def counted(data: bytes) -> None:
+        fed.append(type(data))
+        feed(data)
+
+    sftp.data_received = counted  # type: ignore[method-assign]
+    assert pipe.sftp is sftp
+    handle = await sftp.open(str(path), codec.FXF_READ)
+    size = path.stat().st_size
+    replies: dict[int, codec.Reply | BaseException] = {}
+    done = asyncio.Event()
+    for offset in range(0, size, block):
+
+        def got(reply: codec.Reply | BaseException, offset: int = offset) -> None:
+            replies[offset] = reply
+            if len(replies) * block >= size:
+                done.set()
+
+        sftp.send_read(handle, offset, block, got)
+    await asyncio.wait_for(done.wait(), 30)
+    parts = [replies[offset] for offset in sorted(replies)]
+    assert all(isinstance(part, codec.Data) for part in parts)
+    sftp.close()
+    return b"".join(part.to_bytes() for part in parts if isinstance(part, codec.Data)), fed
+
+
+@pytest.mark.parametrize("cipher", ["aes128-gcm@openssh.com", "chacha20-poly1305@openssh.com"])
+async def test_gcm_channel_data_reaches_the_session_as_views_and_no_ignore_is_sent(
+    openssh_peer: Peer, tmp_path: Path, cipher: str
+) -> None:
+    config = dataclasses.replace(openssh_peer.client().connect_config, ciphers=(cipher,))
+    link = await open_link(config)
+    try:
+        conn: Any = link._conn  # type: ignore[attr-defined]
+        stock_packets: list[int] = []
+        recv_packet = conn._recv_packet
+
+        def counted_recv_packet() -> bool:
+            stock_packets.append(1)
+            return bool(recv_packet())
+
+        conn._recv_packet = counted_recv_packet  # asyncssh's handler switch picks this up
+        source = openssh_peer.root / f"aead-{tmp_path.name}.bin"
+        payload = os.urandom(1024 * 1024 + 123)
+        source.write_bytes(payload)
+        sent_before = conn._send_seq
+        data, fed = await _read_through(link, source, 32768)
+        assert data == payload
+        if cipher.startswith("aes"):
+            # Every DATA reply came as views, none through asyncssh's own path
+            # but the control packets (channel open, INIT, OPEN...): a few.
+            assert memoryview in fed and bytes not in fed[4:]
+            assert len(stock_packets) < 10
+            # One packet per request (and window adjust), none preceded by an IGNORE.
+            requests = 34 + 3  # 33 READs and INIT, OPEN, CLOSE; the open itself
+            assert conn._send_seq - sent_before < requests + 16
+        else:  # another cipher: asyncssh's own code, bytes and IGNOREs
+            assert memoryview not in fed
+            assert len(stock_packets) >= 33
+            assert conn._send_seq - sent_before >= 2 * 34
+        source.unlink()
+    finally:
+        await link.close()
+
+
+async def test_writes_past_the_peer_window_reach_the_file_whole_and_in_order(
+    link: SSHLink, openssh_peer: Peer, tmp_path: Path
+) -> None:
+    # Blocks not a multiple of the packet size, all at once: the 2 MiB window
+    # sshd grants runs out inside a write, whose rest asyncssh sends later.
+    sftp = await open_sftp(link)
+    block = 261149
+    payload = os.urandom(5 * SSHD_SESSION_WINDOW + 777)
+    target = openssh_peer.root / f"window-{tmp_path.name}.bin"
+    handle = await sftp.open(str(target), codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC)
+    direct = link._conn._channels[max(link._conn._channels)].write  # type: ignore[attr-defined]
+    assert getattr(direct, "__qualname__", "").startswith("_direct_write")
+    replies: list[codec.Reply | BaseException] = []
+    done = asyncio.Event()
+    count = -(-len(payload) // block)
+
+    def got(reply: codec.Reply | BaseException) -> None:
+        replies.append(reply)
+        if len(replies) == count:
+            done.set()
+
+    for offset in range(0, len(payload), block):
+        sftp.send_write(handle, offset, payload[offset : offset + block], got)
+    await asyncio.wait_for(done.wait(), 30)
+    assert all(isinstance(r, codec.Status) and r.code == codec.FX_OK for r in replies)
+    await sftp.close_handle(handle, str(target))
+    assert target.read_bytes() == payload
+    target.unlink()
     sftp.close()
 
 

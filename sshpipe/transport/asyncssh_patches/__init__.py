@@ -5,7 +5,10 @@ These make a transfer faster without changing what goes on the wire:
 - ``input_buffer``: the connection's receive buffer consumed in O(1);
 - ``batched_send``: one loop iteration's packets written in one ``writelines``;
 - ``window_top_up``: a channel's receive window granted again each eighth;
-- ``peer_window``: the send window the server granted, read for the flow controller.
+- ``peer_window``: the send window the server granted, read for the flow controller;
+- ``aead_packets``: AES-GCM packets decrypted out of the receive buffer and
+  channel data handed over as views, sent without asyncssh's copies and
+  ``MSG_IGNORE`` packets (``packets.py``).
 
 These cut round trips from the log-in (``prepare_handshake``, before the key
 exchange), each allowed by RFC 4252:
@@ -41,6 +44,8 @@ import asyncssh.auth
 from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
+from .packets import AeadPackets, accept_views
+
 logger = logging.getLogger("sshpipe.ssh")
 
 # Releases whose connection.py and channel.py were read for these patches:
@@ -54,6 +59,7 @@ WINDOW_TOP_UP = "window_top_up"
 PEER_WINDOW = "peer_window"
 SIGNED_FIRST = "signed_first"
 PIPELINED_AUTH = "pipelined_auth"
+AEAD_PACKETS = "aead_packets"
 CHANNEL_PATCHES = frozenset({WINDOW_TOP_UP, PEER_WINDOW})
 
 
@@ -92,6 +98,11 @@ class _InputBuffer:
 
     def __bool__(self) -> bool:
         return bool(self._data)
+
+    @property
+    def data(self) -> bytearray:
+        """The bytes themselves (``packets.AeadPackets`` consumes packets off them)."""
+        return self._data
 
     def __iadd__(self, data: bytes) -> _InputBuffer:
         self._data += data
@@ -166,8 +177,10 @@ def tune_connection(
         )
         return frozenset()
     applied = set(CHANNEL_PATCHES)
+    buffer: _InputBuffer | None = None
     if isinstance(getattr(conn, "_inpbuf", None), bytes):
-        conn._inpbuf = _InputBuffer(conn._inpbuf)  # type: ignore[assignment]
+        buffer = _InputBuffer(conn._inpbuf)
+        conn._inpbuf = buffer  # type: ignore[assignment]
         applied.add(INPUT_BUFFER)
     else:
         _skipped(INPUT_BUFFER)
@@ -175,6 +188,12 @@ def tune_connection(
         applied.add(BATCHED_SEND)
     else:
         _skipped(BATCHED_SEND)
+    # It reads packets straight out of our buffer: only on top of it.
+    if buffer is not None and AeadPackets.fits(conn):
+        AeadPackets(conn, buffer.data, BATCHED_SEND in applied).install()
+        applied.add(AEAD_PACKETS)
+    else:
+        _skipped(AEAD_PACKETS)
     return frozenset(applied)
 
 
@@ -189,10 +208,17 @@ class ChannelTuning:
 
     Args:
         enabled: the patches in force on the connection (``tune_connection``).
+        views: the channel's session takes its data as memoryviews as well
+            as bytes: ``aead_packets`` may hand it views of the plaintext.
     """
 
     def __init__(
-        self, chan: asyncssh.SSHClientChannel[bytes], window: int, enabled: frozenset[str]
+        self,
+        chan: asyncssh.SSHClientChannel[bytes],
+        window: int,
+        enabled: frozenset[str],
+        *,
+        views: bool = False,
     ) -> None:
         self._chan = chan
         self._window = window
@@ -208,6 +234,8 @@ class ChannelTuning:
                 _skipped(patch)
         self.applied = frozenset(applied)
         self._top_up = WINDOW_TOP_UP in applied
+        if views and AEAD_PACKETS in enabled:
+            accept_views(chan)
 
     def after_data(self) -> None:
         """Call after each delivery of data: asyncssh has counted it off the window."""

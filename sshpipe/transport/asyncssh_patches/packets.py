@@ -1,0 +1,312 @@
+"""AES-GCM packets in and out without asyncssh's per-packet copies (``aead_packets``).
+
+Profiled on loopback (``benchmarks/results/cpu``), asyncssh spends more on
+each 32 KiB SSH packet than the cipher does. A received packet's payload is
+copied six times before the session sees it (into the input buffer, sliced
+out of it, header and body joined, body and tag joined, the padding cut off,
+the channel data cut out of the packet) and a new ``AESGCM`` (its key
+schedule) is built for every packet each way; each packet sent is preceded by
+an encrypted ``MSG_IGNORE`` of its own (a guard for CBC modes, which GCM does
+not need: OpenSSH sends none), so an upload encrypts and sends twice the
+packets.
+
+With AES-GCM, the connection authenticated and no compression:
+
+- received: the packet is decrypted straight out of the input buffer (one
+  ``AESGCM`` per key), and CHANNEL_DATA for one of our SFTP channels goes to
+  its session as a view of the plaintext: no copy between the socket and the
+  SFTP reply parser; its WINDOW_ADJUSTs are counted in as asyncssh would.
+  Every other packet goes through asyncssh's own ``_recv_packet``, handed the
+  plaintext already decrypted;
+- sent: one join of the payload (and the padding), one ``AESGCM`` per key,
+  header and ciphertext written as they are, no ``MSG_IGNORE``.
+
+Anything else (other ciphers, the key exchange and log-in, a rekey due,
+packet-level debug logging) runs asyncssh's code unchanged. What goes on the
+wire is what asyncssh would send, less the ``MSG_IGNORE`` packets.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from typing import Any
+
+import asyncssh
+from asyncssh.constants import MSG_CHANNEL_DATA, MSG_CHANNEL_WINDOW_ADJUST, MSG_USERAUTH_LAST
+from asyncssh.crypto.cipher import GCMCipher
+from asyncssh.encryption import GCMEncryption
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+_TAG = 16  # AES-GCM's tag, after the ciphertext
+_DATA_HEAD = 10  # padding length, type, recipient channel, data length
+# Channels whose session takes a memoryview for its data (our SFTP pipes).
+_VIEW_CHANNELS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def accept_views(chan: Any) -> None:
+    """One of our SFTP channels: views of received data, writes cut without copies.
+
+    The fast receive may feed its session memoryviews, and what it writes
+    goes out as views of the caller's bytes, one CHANNEL_DATA packet each
+    (``_direct_write``).
+    """
+    _VIEW_CHANNELS.add(chan)
+    if all(
+        hasattr(chan, name)
+        for name in ("write", "_send_state", "_send_buf", "_encoding", "_send_chan",
+                     "_send_window", "_send_pktsize", "_conn", "_send_buf_len")
+    ):  # fmt: skip
+        chan.write = _direct_write(chan, chan.write)
+        if callable(getattr(chan, "_flush_send_buf", None)):
+            chan._flush_send_buf = _lean_flush(chan, chan._flush_send_buf)
+
+
+def _direct_write(chan: Any, stock: Any) -> Any:
+    """asyncssh's channel write, less its copies while the peer's window has room.
+
+    asyncssh copies what is written into its send buffer, copies each packet's
+    share out of it, and copies it twice more building the packet; here each
+    packet's share is a view of the caller's bytes, joined once by the
+    connection's ``send_packet``. Anything the window cannot take yet is
+    written the stock way (asyncssh buffers it and sends it as window comes).
+    """
+
+    def write(data: bytes, datatype: int | None = None) -> None:
+        if (
+            datatype is not None
+            or chan._send_state != "open"
+            or chan._send_buf
+            or chan._encoding
+            or chan._send_chan is None
+        ):
+            stock(data, datatype)  # and asyncssh raises what it raises
+            return
+        size = len(data)
+        now = min(size, chan._send_window)
+        if now:
+            chan._send_window -= now
+            view = memoryview(data)[:now]  # what the window takes, no more
+            send, step = chan._conn.send_packet, chan._send_pktsize
+            head = chan._send_chan.to_bytes(4, "big")
+            for start in range(0, now, step):
+                piece = view[start : start + step]
+                send(MSG_CHANNEL_DATA, head, len(piece).to_bytes(4, "big"), piece, handler=chan)
+        if now < size:
+            stock(memoryview(data)[now:], None)  # asyncssh keeps a copy: one
+
+    return write
+
+
+def _lean_flush(chan: Any, stock: Any) -> Any:
+    """asyncssh's send-buffer flush, one copy per packet where it made three.
+
+    What the window could not take waits in asyncssh's buffer (bytearrays);
+    each packet's share is cut out once and joined once by ``send_packet``.
+    asyncssh's own flush then does the rest (it finds nothing the window
+    takes, and resumes the writer, sends a pending EOF or close).
+    """
+
+    def flush() -> None:
+        pending = chan._send_buf
+        head = chan._send_chan.to_bytes(4, "big") if chan._send_chan is not None else b""
+        while pending and chan._send_window and head:
+            buf, datatype = pending[0]
+            if datatype is not None:
+                break  # extended data: asyncssh's way
+            size = min(len(buf), chan._send_window, chan._send_pktsize)
+            if size < len(buf):
+                piece = buf[:size]
+                del buf[:size]  # O(1) off a bytearray's front
+            else:
+                piece = buf  # out of the buffer: nobody changes it now
+                del pending[0]
+            chan._send_buf_len -= size
+            chan._send_window -= size
+            chan._conn.send_packet(
+                MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), piece, handler=chan
+            )
+        stock()
+
+    return flush
+
+
+def _aead(enc: object) -> AESGCM | None:
+    """An ``AESGCM`` for asyncssh's GCM encryption object; None for any other cipher."""
+    if type(enc) is not GCMEncryption:
+        return None
+    cipher = getattr(enc, "_cipher", None)
+    if type(cipher) is not GCMCipher or not callable(getattr(cipher, "_update_iv", None)):
+        return None
+    key = getattr(cipher, "_key", None)
+    if not isinstance(key, bytes) or not isinstance(getattr(cipher, "_iv", None), bytes):
+        return None
+    return AESGCM(key)
+
+
+class _Decrypted:
+    """Stands in for the receive cipher for one packet decrypted already.
+
+    asyncssh's ``_recv_pkthdr``/``_recv_packet`` then slice and dispatch it
+    as ever; the real cipher is put back as soon as the packet is handed over.
+    """
+
+    def __init__(self, conn: Any, real: object, plain: bytes) -> None:
+        self._conn = conn
+        self._real = real
+        self._plain = plain
+
+    def decrypt_header(self, seq: int, first_block: bytes, header_len: int) -> tuple[bytes, bytes]:
+        return first_block, first_block[:header_len]
+
+    def decrypt_packet(self, *args: object) -> bytes:
+        if self._conn._recv_encryption is self:
+            self._conn._recv_encryption = self._real
+        return self._plain
+
+
+class AeadPackets:
+    """The fast receive (``recv_pkthdr``) and send (``send_packet``) of one connection."""
+
+    def __init__(self, conn: Any, buffer: bytearray, batched: bool) -> None:
+        self._conn = conn
+        self._buf = buffer
+        self._batched = batched
+        self._stock_pkthdr = conn._recv_pkthdr
+        self._stock_send = conn.send_packet
+        self._recv_enc: object = None
+        self._recv_aead: AESGCM | None = None
+        self._send_enc: object = None
+        self._send_aead: AESGCM | None = None
+
+    @classmethod
+    def fits(cls, conn: Any) -> bool:
+        names = (
+            "_recv_pkthdr", "_recv_encryption", "_recv_seq", "_max_recv_pktlen", "_channels",
+            "_finish_recv_packet", "_decompressor", "_auth_complete", "_logger", "send_packet",
+            "_send_encryption", "_send_seq", "_send_blocksize", "_send_enchdrlen", "_compressor",
+            "_kex_complete", "_rekey_bytes", "_rekey_bytes_sent", "_rekey_seconds", "_send",
+        )  # fmt: skip
+        return all(hasattr(conn, name) for name in names)
+
+    def install(self) -> None:
+        # asyncssh sets ``_recv_handler = self._recv_pkthdr`` after each
+        # packet: an instance attribute of that name is the one it picks.
+        self._conn._recv_pkthdr = self.recv_pkthdr
+        self._conn.send_packet = self.send_packet
+
+    def _quiet(self) -> bool:
+        # asyncssh's debug levels 2 and 3 log every data packet: stock path then.
+        return int(getattr(self._conn._logger, "_debug_level", 3)) < 2
+
+    # -- receive ------------------------------------------------------------
+
+    def recv_pkthdr(self) -> bool:
+        conn = self._conn
+        enc = conn._recv_encryption
+        if enc is not self._recv_enc:
+            self._recv_enc, self._recv_aead = enc, _aead(enc)
+        aead = self._recv_aead
+        if aead is None or conn._decompressor is not None or not conn._auth_complete:
+            return bool(self._stock_pkthdr())
+        buf = self._buf
+        if len(buf) < 4:
+            return False
+        pktlen = int.from_bytes(buf[:4], "big")
+        if pktlen > conn._max_recv_pktlen:
+            raise asyncssh.ProtocolError("Max packet size exceeded")
+        end = 4 + pktlen + _TAG
+        if len(buf) < end:
+            return False
+        cipher = enc._cipher
+        view = memoryview(buf)
+        try:
+            plain = aead.decrypt(cipher._iv, view[4:end], view[:4])
+        except InvalidTag:
+            raise asyncssh.MACError("MAC verification failed") from None
+        finally:
+            view.release()  # before the buffer is resized
+        cipher._update_iv()
+        chan = self._ours(plain)
+        if chan is None:
+            # Not for one of our channels: asyncssh's own path, on the plaintext.
+            conn._recv_encryption = _Decrypted(conn, enc, plain)
+            return bool(self._stock_pkthdr())
+        # As asyncssh: consumed before it is acted on (which may close the connection).
+        del buf[:end]
+        seq = conn._recv_seq
+        if plain[1] == MSG_CHANNEL_DATA:
+            datalen = len(plain) - plain[0] - _DATA_HEAD
+            chan._recv_window -= datalen
+            chan._deliver_data(memoryview(plain)[_DATA_HEAD : _DATA_HEAD + datalen], None)
+        else:  # the server's window grew: what waited for it goes
+            chan._send_window += int.from_bytes(plain[6:10], "big")
+            chan._flush_send_buf()
+        conn._finish_recv_packet(plain[1], seq)
+        return True
+
+    def _ours(self, plain: bytes) -> Any:
+        """The open channel of ours a CHANNEL_DATA or WINDOW_ADJUST is for; None if not that.
+
+        Anything asyncssh would refuse (past the window, a closed channel, a
+        malformed packet) is left to it, to raise what it raises.
+        """
+        end = len(plain) - plain[0]
+        if end < _DATA_HEAD or not self._quiet():
+            return None
+        pkttype = plain[1]
+        if pkttype != MSG_CHANNEL_DATA and pkttype != MSG_CHANNEL_WINDOW_ADJUST:
+            return None
+        chan = self._conn._channels.get(int.from_bytes(plain[2:6], "big"))
+        if chan not in _VIEW_CHANNELS or chan._recv_state != "open":
+            return None
+        if pkttype == MSG_CHANNEL_WINDOW_ADJUST:
+            return chan if end == _DATA_HEAD else None
+        datalen = int.from_bytes(plain[6:10], "big")
+        if (
+            _DATA_HEAD + datalen != end
+            or not 0 < datalen <= chan._recv_window
+            or chan._send_state in ("close_pending", "closed")
+            or chan._recv_paused
+        ):
+            return None
+        return chan
+
+    # -- send ---------------------------------------------------------------
+
+    def send_packet(self, pkttype: int, *args: bytes, handler: Any = None) -> None:
+        conn = self._conn
+        enc = conn._send_encryption
+        if enc is not self._send_enc:
+            self._send_enc, self._send_aead = enc, _aead(enc)
+        aead = self._send_aead
+        if (
+            aead is None
+            or pkttype <= MSG_USERAUTH_LAST
+            or not (conn._auth_complete and conn._kex_complete)
+            or conn._compressor is not None
+            or conn._rekey_bytes_sent >= conn._rekey_bytes
+            or (conn._rekey_seconds and time.monotonic() >= conn._rekey_time)
+            or not self._quiet()
+        ):
+            self._stock_send(pkttype, *args, handler=handler)
+            return
+        size = 1 + sum(map(len, args))
+        blocksize = conn._send_blocksize
+        padlen = -(conn._send_enchdrlen + size) % blocksize
+        if padlen < 4:
+            padlen += blocksize
+        plain = b"".join((bytes((padlen, pkttype)), *args, os.urandom(padlen)))
+        header = len(plain).to_bytes(4, "big")
+        cipher = enc._cipher
+        sealed = aead.encrypt(cipher._iv, plain, header)
+        cipher._update_iv()
+        if self._batched:  # the batch is one writelines: no need to join them
+            conn._send(header)
+            conn._send(sealed)
+        else:
+            conn._send(header + sealed)
+        conn._send_seq = (conn._send_seq + 1) & 0xFFFFFFFF
+        conn._rekey_bytes_sent += len(plain)
