@@ -44,6 +44,29 @@ class SetupPhase:
     round_trips: float
 
 
+@dataclass(frozen=True, slots=True)
+class CompressionReport:
+    """What ``Compression auto`` did with one file (``TransferStats.compression``).
+
+    Attributes:
+        used: its requests went (some or all) over the compressed connection.
+        algorithm: that connection's ("zlib@openssh.com"), "none" if not used.
+        compressed_bytes: payload bytes moved compressed.
+        ratio: zlib-6's ratio on the sampled blocks (None: not sampled).
+        link_rate: payload bytes/s the plain connection delivered (steady).
+        compressed_rate: payload bytes/s achieved compressed (None: not measured).
+        reason: the policy's last word, as ``-v`` logs it.
+    """
+
+    used: bool
+    algorithm: str
+    compressed_bytes: int
+    ratio: float | None
+    link_rate: float | None
+    compressed_rate: float | None
+    reason: str
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TransferStats:
     """Counters of one finished transfer.
@@ -81,6 +104,8 @@ class TransferStats:
         setup: the phases before the first byte and after the last, in
             order; the connection's and channel's only for the transfer that
             opened them (a reused channel cost nothing).
+        compression: what ``Compression auto`` did (None: compression was
+            forced on or off, or the file was too short to decide).
     """
 
     bytes: int
@@ -106,6 +131,7 @@ class TransferStats:
     reconnects: int = 0
     resumed_bytes: int = 0
     setup: tuple[SetupPhase, ...] = ()
+    compression: CompressionReport | None = None
 
     @property
     def throughput(self) -> float:

@@ -91,6 +91,8 @@ class ReadPump(Pump):
             plan.on_data(rng, outcome.length)
             self.budget.reply(rng.length, outcome.length)
             self.arrived.append((rng.offset, outcome.chunks, outcome.length))
+            if self.switch is not None and self.switch.sampling:
+                self.switch.feed(outcome.chunks)
         elif outcome is EOF:
             plan.on_eof(rng)
             self.budget.reply(rng.length, 0)

@@ -73,6 +73,8 @@ class WritePump(Pump):
         self.budget.send(len(data))
         self._sent(lane, len(data))
         self.unacked[offset] = len(data)
+        if self.switch is not None and self.switch.sampling:
+            self.switch.feed(data)
         self.sent_bytes = max(self.sent_bytes, offset + len(data))
         reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
         try:

@@ -158,6 +158,11 @@ class ChannelPool:
             slot.link.abort()
 
     @property
+    def compression(self) -> str:
+        """The compression its first connection agreed on ("none" before any)."""
+        return self._slots[0].link.compression if self._slots else "none"
+
+    @property
     def connections(self) -> int:
         """SSH connections open now."""
         return len(self._slots)

@@ -1,0 +1,238 @@
+"""Moving one file's remaining requests to the compressed connection (``Compression auto``).
+
+A file starts on the plain connection. Its first blocks are sampled (zlib-6
+on what arrives or leaves) while the flow controller measures the link; once
+the controller has found the link's rate (its steady phase), the policy
+(``core.compresspolicy``) is asked. When it says compress, the file is opened
+on channels of the compressed connection (``RoutedLease.move``) and the plain
+lanes get no new request (their cap goes to 0; what is in flight drains): no
+byte is sent twice. The controller probes again, since the link now carries
+more payload per byte. After a few round trips compressed, the rate achieved
+is checked against the plain one (the server's zlib is unknown): slower, and
+the file goes back, once (``MAX_SWITCHES``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from .._errors import SSHPipeError
+from .._stats import CompressionReport
+from ..core.compresspolicy import (
+    SAMPLE_BYTES,
+    Decision,
+    Measured,
+    Route,
+    ZlibCost,
+    compressed_rate_estimate,
+    decide,
+    ratio_of,
+)
+from ..core.text import printable
+from ..transport.compressroute import RoutedLease
+from ..transport.pool import Lease
+from ..transport.sftp import SFTPSession
+
+if TYPE_CHECKING:
+    from .lanes import Lane
+    from .pump import Pump
+
+logger = logging.getLogger("sshpipe.compress")
+
+# Seconds compressed before the achieved rate is judged: enough rounds for
+# the controller's new startup (a few RTTs) at any RTT sshpipe meets.
+_JUDGE_AFTER = 1.0
+_JUDGE_RTTS = 10
+
+
+class Switch:
+    """One file's route, decided from its first blocks and the measured link."""
+
+    def __init__(self, lease: RoutedLease, cost: ZlibCost) -> None:
+        self.lease = lease
+        self.cost = cost
+        self.route = Route.PLAIN
+        self.switches = 0
+        self._samples: list[bytes] = []
+        self._sampled = 0
+        self.ratio: float | None = None
+        self.link_rate: float | None = None
+        self.compressed_rate: float | None = None
+        self.reason = "not decided: the file ended first"
+        self.delivered = 0
+        self.compressed_bytes = 0
+        self._compressed: set[SFTPSession] = set()
+        self._pending: Decision | None = None
+        # The compressed connection is opened at once, beside the file's first
+        # requests: on a thin link its dozen round trips, queued behind this
+        # file's data (the first guess is 1 Gbit/s x RTT: 2 s of a 20 Mbit/s
+        # link), came after the file had ended.
+        self._warm = lease.route.offered is not True
+        self._moving = False
+        self._decided_plain = False
+        self._moved_at = 0.0
+        self._bytes_at_move = 0
+        self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
+        self.wake = asyncio.Event()
+        self.group: asyncio.TaskGroup | None = None  # ``switching``'s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, pump: Pump) -> None:
+        """The pump runs: replies feed the switch, and its mover waits for a decision."""
+        pump.switch = self
+        self.wake.set()  # the warm-up
+        if self.group is not None:
+            self._task = self.group.create_task(self.run(pump))
+
+    async def stop(self) -> None:
+        """No move is under way after this returns (before the handles close)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    @property
+    def sampling(self) -> bool:
+        return self.ratio is None
+
+    def feed(self, chunks: list[bytes | memoryview] | bytes) -> None:
+        """Blocks of the file as they arrive (a get) or leave (a put)."""
+        pieces = [chunks] if isinstance(chunks, bytes) else chunks
+        for piece in pieces:
+            take = bytes(piece[: SAMPLE_BYTES - self._sampled])
+            self._samples.append(take)
+            self._sampled += len(take)
+        if self._sampled >= SAMPLE_BYTES:
+            self.ratio = ratio_of(self._samples)
+            self._samples = []
+
+
+    def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
+        """A reply came (``Pump._sample``): maybe time to ask the policy."""
+        self.delivered += delivered
+        if lane.sftp in self._compressed:
+            self.compressed_bytes += delivered
+        if self._pending is not None or self._moving:
+            return
+        ctrl = pump.controller
+        if self.route is Route.PLAIN:
+            if self._decided_plain or ctrl.phase != "steady" or self.ratio is None:
+                return
+            self.link_rate = ctrl.max_rate
+            size = ctrl.limits.size
+            remaining = None if size is None else max(0, size - self.delivered)
+            measured = Measured(
+                ratio=self.ratio, link_rate=self.link_rate, rtt=ctrl.min_rtt, remaining=remaining
+            )
+        else:
+            elapsed = now - self._moved_at
+            if elapsed < max(_JUDGE_AFTER, _JUDGE_RTTS * ctrl.min_rtt) or self.switches > 1:
+                return
+            self.compressed_rate = (self.compressed_bytes - self._bytes_at_move) / elapsed
+            measured = Measured(
+                ratio=self.ratio,
+                link_rate=self.link_rate,
+                rtt=ctrl.min_rtt,
+                compressed_rate=self.compressed_rate,
+            )
+        decision = decide(self.route, measured, self.cost, switches=self.switches)
+        self._log(pump, decision)
+        if decision.route is not self.route:
+            self._pending = decision
+            self.wake.set()
+        elif self.route is Route.PLAIN:
+            self._decided_plain = True  # once: a file is not weighed again and again
+        else:
+            self.switches = 2  # judged compressed and kept: no more moves
+
+    def _log(self, pump: Pump, decision: Decision) -> None:
+        self.reason = decision.reason
+        logger.info("%s: compression auto: %s", printable(pump.handles.path), decision.reason)
+
+    async def run(self, pump: Pump) -> None:
+        """Carry out the moves the policy asks for, while the pump runs."""
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self._warm:
+                self._warm = False
+                await self.lease.warm()  # no compression offered: for the move to see
+            decision, self._pending = self._pending, None
+            if decision is None:
+                continue
+            self._moving = True
+            try:
+                await self._move(pump, decision.route is Route.COMPRESSED)
+            except SSHPipeError as exc:  # the file goes on where it is
+                self.reason = f"stays {self.route.value}: {exc}"
+                logger.info("compression auto: %s", self.reason)
+                self._decided_plain = True
+                self.switches = 2
+            finally:
+                self._moving = False
+
+    async def _move(self, pump: Pump, compressed: bool) -> None:
+        live = [lane for lane in pump.handles.lanes if lane.cap > 0]
+        fresh = await self.lease.move(max(1, len(live)), compressed=compressed)
+        if compressed and not fresh:
+            self.reason = "stays plain: the server offers no compression"
+            self._decided_plain = True
+            return
+        for sftp in fresh:
+            self._compressed.add(sftp)
+            await pump.handles.add(sftp)
+        for lane in pump.handles.lanes:  # the other route's lanes drain, get nothing new
+            cap = self._cap_of.setdefault(id(lane), lane.cap)
+            lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
+        self.route = Route.COMPRESSED if compressed else Route.PLAIN
+        self.switches += 1
+        self._moved_at, self._bytes_at_move = time.monotonic(), self.compressed_bytes
+        if compressed and self.ratio is not None and self.link_rate:
+            expected = compressed_rate_estimate(self.link_rate, self.ratio, self.cost)
+            pump.controller.reprobe(self._moved_at, gain=expected / self.link_rate)
+        pump.add_lane(pump.handles.lanes[-1])
+        pump.fill()
+
+    def report(self) -> CompressionReport:
+        used = bool(self._compressed)
+        return CompressionReport(
+            used=used,
+            algorithm=self.lease.route.algorithm if used else "none",
+            compressed_bytes=self.compressed_bytes,
+            ratio=self.ratio,
+            link_rate=self.link_rate,
+            compressed_rate=self.compressed_rate,
+            reason=self.reason,
+        )
+
+
+@contextlib.asynccontextmanager
+async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
+    """A switch for a routed lease (None for any other), its mover stopped on leaving.
+
+    As ``grower.growing``: the block's error is caught inside the TaskGroup
+    (whose only task, stopped first, never fails) and raised again outside it.
+    """
+    if not isinstance(lease, RoutedLease):
+        yield None
+        return
+    switch = Switch(lease, await lease.route.cost())
+    lease.report = switch.report
+    failure: BaseException | None = None
+    async with asyncio.TaskGroup() as group:
+        switch.group = group
+        try:
+            yield switch
+        except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
+            failure = exc
+        await switch.stop()
+    if failure is not None:
+        try:
+            raise failure
+        finally:
+            failure = None  # no reference cycle through the traceback

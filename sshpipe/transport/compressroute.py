@@ -1,0 +1,189 @@
+"""``Compression auto``: a compressed connection beside the plain ones, and leases that move.
+
+SSH compression is fixed per connection at key exchange (RFC 4253 §6.2), so
+nothing is toggled: ``CompressRoute`` keeps a second ``ChannelPool`` whose
+connections offer zlib@openssh.com, then zlib, then "none", so that a server
+offering no compression still connects and is then known to offer none
+(said once at ``-v``; auto means off for the rest of the client's life).
+The second pool shares the first's byte budget, server caps, log-in memory
+and temp-file list: one client, two kinds of connection.
+
+``RoutedLease`` is a transfer's lease on both: its channels are the plain
+pool's until ``move`` gives it compressed ones (the transfer's remaining
+requests go there, ``transfer.compressswitch``); growth then comes from the
+route it is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+from .._config import TransferConfig
+from .._errors import SSHPipeError
+from .._stats import CompressionReport
+from ..core.compresspolicy import ZlibCost
+from .pacing import Pacer
+from .pool import ChannelPool
+from .poollease import PoolLease
+from .sftp import SFTPSession
+from .sshoptions import CompressionMode, compression_mode
+from .zlibprobe import zlib_cost
+
+__all__ = ["CompressRoute", "RoutedLease"]
+
+logger = logging.getLogger("sshpipe.compress")
+
+
+class CompressRoute:
+    """The compressed pool of a client whose compression is auto, opened on first need."""
+
+    def __init__(self, plain: ChannelPool) -> None:
+        self.plain = plain
+        self._zlib: ChannelPool | None = None
+        self.offered: bool | None = None  # does the server compress (None: not asked yet)
+        self.algorithm = "none"
+        self._opening = asyncio.Lock()
+        self._mode: CompressionMode | None = None
+
+    async def mode(self) -> CompressionMode:
+        """The client's setting, ssh_config read once (off the loop)."""
+        if self._mode is None:
+            mode = await asyncio.to_thread(compression_mode, self.plain.connect_config)
+            self._mode = mode
+            return mode
+        return self._mode
+
+    async def cost(self) -> ZlibCost:
+        return await zlib_cost()
+
+    async def pool(self) -> ChannelPool | None:
+        """The compressed pool, connected; None when the server offers no compression."""
+        async with self._opening:
+            if self.offered is False:
+                return None
+            if self._zlib is None:
+                cfg = replace(self.plain.connect_config, compression=True, control_path=None)
+                pool = ChannelPool(cfg, self.plain.config)
+                pool.client_bytes = self.plain.client_bytes  # the one memory budget
+                pool.server_caps = self.plain.server_caps
+                pool.auth_memory = self.plain.auth_memory
+                pool.left_temps = self.plain.left_temps
+                try:
+                    await pool.open()
+                except SSHPipeError as exc:
+                    logger.info("compression auto: no compressed connection (%s): off", exc)
+                    self.offered = False
+                    return None
+                self.algorithm = pool.compression
+                if self.algorithm == "none":
+                    logger.info("compression auto: the server offers no compression: off")
+                    self.offered = False
+                    await pool.aclose()
+                    return None
+                self.offered = True
+                logger.info("compression auto: compressed connection up (%s)", self.algorithm)
+                self._zlib = pool
+            return self._zlib
+
+    async def aclose(self) -> None:
+        zlib, self._zlib = self._zlib, None
+        if zlib is not None:
+            await zlib.aclose()
+
+    def abort(self) -> None:
+        if self._zlib is not None:
+            self._zlib.abort()
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, config: TransferConfig, *, at_start: Callable[[float], int] | None = None
+    ) -> AsyncIterator[RoutedLease]:
+        """A plain lease that may move to the compressed pool (``RoutedLease.move``)."""
+        async with contextlib.AsyncExitStack() as stack:
+            plain = await stack.enter_async_context(self.plain.lease(config, at_start=at_start))
+            yield RoutedLease(self, config, plain, stack)
+
+
+class RoutedLease:
+    """A transfer's lease on the plain pool, and on the compressed one once moved there."""
+
+    def __init__(
+        self,
+        route: CompressRoute,
+        config: TransferConfig,
+        plain: PoolLease,
+        stack: contextlib.AsyncExitStack,
+    ) -> None:
+        self.route = route
+        self._config = config
+        self._plain = plain
+        self._zlib: PoolLease | None = None
+        self._stack = stack
+        self.compressed = False  # where new channels come from
+        self.max_channels = plain.max_channels
+        self.can_grow = plain.can_grow
+        self.pacer: Pacer | None = plain.pacer
+        # What the transfer's switch did (``transfer.compressswitch``), for its stats.
+        self.report: Callable[[], CompressionReport] | None = None
+
+    def __repr__(self) -> str:
+        return f"<RoutedLease compressed={self.compressed} channels={len(self.channels)}>"
+
+    @property
+    def _active(self) -> PoolLease:
+        return self._zlib if self.compressed and self._zlib is not None else self._plain
+
+    @property
+    def channels(self) -> list[SFTPSession]:
+        """The channels of the route in use (the other's lanes only drain)."""
+        return self._active.channels
+
+    @channels.setter
+    def channels(self, channels: list[SFTPSession]) -> None:
+        self._active.channels = channels
+
+    @property
+    def all_channels(self) -> list[SFTPSession]:
+        return self._plain.channels + (self._zlib.channels if self._zlib is not None else [])
+
+    def connections_of(self, channels: list[SFTPSession]) -> int:
+        plain = [s for s in channels if s in self._plain.channels]
+        zlib = [s for s in channels if s not in plain]
+        count = self._plain.connections_of(plain) if plain else 0
+        if zlib and self._zlib is not None:
+            count += self._zlib.connections_of(zlib)
+        return max(count, 1)
+
+    async def add(
+        self, count: int, ready: Callable[[SFTPSession], None] | None = None
+    ) -> list[SFTPSession]:
+        return await self._active.add(count, ready)
+
+    async def recover(self, *, stalled: bool) -> None:
+        await self._active.recover(stalled=stalled)
+
+    async def warm(self) -> None:
+        """Open the compressed connection and an idle channel on it, ahead of a move."""
+        pool = await self.route.pool()
+        if pool is not None:
+            await pool.warm(self._config, 1)
+
+    async def move(self, count: int, *, compressed: bool) -> list[SFTPSession]:
+        """Route new work to the compressed pool (or back): up to ``count`` channels there,
+        new ones the first time; [] when the compressed pool cannot be had."""
+        if compressed and self._zlib is None:
+            pool = await self.route.pool()
+            if pool is None:
+                return []
+            self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
+            fresh = list(self._zlib.channels)
+            self.compressed = True
+            if count > len(fresh):
+                fresh += await self._zlib.add(count - len(fresh))
+            return fresh
+        self.compressed = compressed and self._zlib is not None
+        return []
