@@ -33,8 +33,9 @@ from ..core.compresspolicy import (
     decide,
     ratio_of,
 )
+from ..core.flowcontrol import FlowController
 from ..core.text import printable
-from ..transport.compressroute import RoutedLease
+from ..transport.compressroute import EAGER_RTT, RoutedLease
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
@@ -48,6 +49,8 @@ logger = logging.getLogger("sshpipe.compress")
 # the controller's new startup (a few RTTs) at any RTT sshpipe meets.
 _JUDGE_AFTER = 1.0
 _JUDGE_RTTS = 10
+# Rounds (about an RTT each) after which the best one's rate is the link's.
+_KNOWN_ROUNDS = 6
 
 
 class Switch:
@@ -68,14 +71,16 @@ class Switch:
         self.compressed_bytes = 0
         self._compressed: set[SFTPSession] = set()
         self._pending: Decision | None = None
-        # The compressed connection is opened at once, beside the file's first
-        # requests: on a thin link its dozen round trips, queued behind this
-        # file's data (the first guess is 1 Gbit/s x RTT: 2 s of a 20 Mbit/s
-        # link), came after the file had ended.
-        self._warm = lease.route.offered is not True
+        # On a WAN the file is opened on a compressed channel as soon as the
+        # connection (opened with the lease: ``CompressRoute.lease``) is up,
+        # its lane parked (cap 0): the move is then instant. Waiting for the
+        # policy, the OPEN's round trip queued behind the file's own data.
+        self._warm = lease.route.offered is not False and lease.rtt >= EAGER_RTT
         self._moving = False
+        self._used = False  # some of its requests were routed compressed
         self._decided_plain = False
         self._moved_at = 0.0
+        self._first_compressed: float | None = None  # the first compressed reply's time
         self._bytes_at_move = 0
         self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
         self.wake = asyncio.Event()
@@ -115,13 +120,19 @@ class Switch:
     def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
         """A reply came (``Pump._sample``): maybe time to ask the policy."""
         self.delivered += delivered
-        if lane.sftp in self._compressed:
+        if lane.sftp in self._compressed and delivered:
+            if self._first_compressed is None:
+                # Judged from its first reply: until then the plain lanes' requests
+                # issued before the move (the first guess's, seconds of a thin
+                # link) held the byte budget.
+                self._first_compressed = now
+                self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
         if self._pending is not None or self._moving:
             return
         ctrl = pump.controller
         if self.route is Route.PLAIN:
-            if self._decided_plain or ctrl.phase != "steady" or self.ratio is None:
+            if self._decided_plain or self.ratio is None or not _link_known(ctrl):
                 return
             self.link_rate = ctrl.max_rate
             size = ctrl.limits.size
@@ -130,8 +141,10 @@ class Switch:
                 ratio=self.ratio, link_rate=self.link_rate, rtt=ctrl.min_rtt, remaining=remaining
             )
         else:
-            elapsed = now - self._moved_at
-            if elapsed < max(_JUDGE_AFTER, _JUDGE_RTTS * ctrl.min_rtt) or self.switches > 1:
+            if self._first_compressed is None or self.switches > 1:
+                return
+            elapsed = now - self._first_compressed
+            if elapsed < max(_JUDGE_AFTER, _JUDGE_RTTS * ctrl.min_rtt):
                 return
             self.compressed_rate = (self.compressed_bytes - self._bytes_at_move) / elapsed
             measured = Measured(
@@ -161,7 +174,8 @@ class Switch:
             self.wake.clear()
             if self._warm:
                 self._warm = False
-                await self.lease.warm()  # no compression offered: for the move to see
+                with contextlib.suppress(SSHPipeError):  # the move will see what is missing
+                    await self._park(pump, await self.lease.prepare())
             decision, self._pending = self._pending, None
             if decision is None:
                 continue
@@ -176,30 +190,44 @@ class Switch:
             finally:
                 self._moving = False
 
+    async def _park(self, pump: Pump, channels: list[SFTPSession]) -> None:
+        """Open the file on compressed ``channels``, their lanes given no request yet."""
+        for sftp in channels:
+            self._compressed.add(sftp)
+            lane = await pump.handles.add(sftp)
+            # No await since the lane was appended: the pump never saw its cap.
+            self._cap_of[id(lane)], lane.cap = lane.cap, 0
+
     async def _move(self, pump: Pump, compressed: bool) -> None:
         live = [lane for lane in pump.handles.lanes if lane.cap > 0]
         fresh = await self.lease.move(max(1, len(live)), compressed=compressed)
-        if compressed and not fresh:
+        if fresh is None:
             self.reason = "stays plain: the server offers no compression"
             self._decided_plain = True
             return
-        for sftp in fresh:
-            self._compressed.add(sftp)
-            await pump.handles.add(sftp)
+        await self._park(pump, fresh)
         for lane in pump.handles.lanes:  # the other route's lanes drain, get nothing new
             cap = self._cap_of.setdefault(id(lane), lane.cap)
             lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
         self.route = Route.COMPRESSED if compressed else Route.PLAIN
+        self._used = self._used or compressed
         self.switches += 1
-        self._moved_at, self._bytes_at_move = time.monotonic(), self.compressed_bytes
+        self._moved_at, self._first_compressed = time.monotonic(), None
         if compressed and self.ratio is not None and self.link_rate:
             expected = compressed_rate_estimate(self.link_rate, self.ratio, self.cost)
             pump.controller.reprobe(self._moved_at, gain=expected / self.link_rate)
         pump.add_lane(pump.handles.lanes[-1])
         pump.fill()
+        logger.info(
+            "%s: compression auto: %d lane(s) now %s, after %d bytes",
+            printable(pump.handles.path),
+            sum(1 for lane in pump.handles.lanes if lane.cap > 0),
+            self.route.value,
+            self.delivered,
+        )
 
     def report(self) -> CompressionReport:
-        used = bool(self._compressed)
+        used = self._used
         return CompressionReport(
             used=used,
             algorithm=self.lease.route.algorithm if used else "none",
@@ -209,6 +237,15 @@ class Switch:
             compressed_rate=self.compressed_rate,
             reason=self.reason,
         )
+
+
+def _link_known(ctrl: FlowController) -> bool:
+    """The controller has seen the link's rate: steady, or rounds enough of a full pipe.
+
+    An upload at 20 Mbit/s stayed in startup for 8 of its 8 MiB (the first
+    guess filled the link from the first round): its rate was known long before.
+    """
+    return ctrl.max_rate > 0 and (ctrl.phase == "steady" or ctrl.rounds >= _KNOWN_ROUNDS)
 
 
 @contextlib.asynccontextmanager

@@ -33,7 +33,13 @@ from .sftp import SFTPSession
 from .sshoptions import CompressionMode, compression_mode
 from .zlibprobe import zlib_cost
 
-__all__ = ["CompressRoute", "RoutedLease"]
+__all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease"]
+
+# The log-in RTT from which the compressed connection opens with the file's
+# first request rather than on the policy's word: 5 ms, where the flow
+# controller's first guess (1 Gbit/s x RTT: 625 KB) is a quarter second of a
+# 20 Mbit/s link's queue. Below it (a LAN, loopback) it opens when wanted.
+EAGER_RTT = 0.005
 
 logger = logging.getLogger("sshpipe.compress")
 
@@ -102,10 +108,41 @@ class CompressRoute:
     async def lease(
         self, config: TransferConfig, *, at_start: Callable[[float], int] | None = None
     ) -> AsyncIterator[RoutedLease]:
-        """A plain lease that may move to the compressed pool (``RoutedLease.move``)."""
-        async with contextlib.AsyncExitStack() as stack:
-            plain = await stack.enter_async_context(self.plain.lease(config, at_start=at_start))
-            yield RoutedLease(self, config, plain, stack)
+        """A plain lease that may move to the compressed pool (``RoutedLease.move``).
+
+        On a WAN (log-in RTT from ``EAGER_RTT``) the compressed connection is
+        opened at once, beside the plain channel: once the file's first
+        requests fill the link's queue, each of its dozen round trips waits
+        behind them (at 20 Mbit/s and 40 ms, opened when the policy spoke, it
+        came up after a 5 MiB file had ended). As ``grower.growing``, the
+        block's error is caught inside the TaskGroup and raised again outside.
+        """
+        await self.plain.open()
+        eager = self.offered is None and self.plain.rtt_estimate >= EAGER_RTT
+        failure: BaseException | None = None
+        async with asyncio.TaskGroup() as group:
+            warming = group.create_task(self._warm(config)) if eager else None
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    plain = await stack.enter_async_context(
+                        self.plain.lease(config, at_start=at_start)
+                    )
+                    yield RoutedLease(self, config, plain, stack)
+            except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
+                failure = exc
+            if warming is not None:
+                warming.cancel()  # a short file is not held up by a log-in it did not need
+        if failure is not None:
+            try:
+                raise failure
+            finally:
+                failure = None  # no reference cycle through the traceback
+
+    async def _warm(self, config: TransferConfig) -> None:
+        pool = await self.pool()
+        if pool is not None:
+            with contextlib.suppress(SSHPipeError):  # the move will see what is missing
+                await pool.warm(config, 1)
 
 
 class RoutedLease:
@@ -132,6 +169,11 @@ class RoutedLease:
 
     def __repr__(self) -> str:
         return f"<RoutedLease compressed={self.compressed} channels={len(self.channels)}>"
+
+    @property
+    def rtt(self) -> float:
+        """Seconds of one round trip, from the plain connection's log-in."""
+        return self.route.plain.rtt_estimate
 
     @property
     def _active(self) -> PoolLease:
@@ -166,24 +208,26 @@ class RoutedLease:
     async def recover(self, *, stalled: bool) -> None:
         await self._active.recover(stalled=stalled)
 
-    async def warm(self) -> None:
-        """Open the compressed connection and an idle channel on it, ahead of a move."""
+    async def prepare(self) -> list[SFTPSession]:
+        """This transfer's first channels on the compressed pool, not routed to yet
+        (the transfer opens its file on them ahead of a move); [] once had, or
+        when the server offers no compression."""
+        if self._zlib is not None:
+            return []
         pool = await self.route.pool()
-        if pool is not None:
-            await pool.warm(self._config, 1)
+        if pool is None:
+            return []
+        self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
+        return list(self._zlib.channels)
 
-    async def move(self, count: int, *, compressed: bool) -> list[SFTPSession]:
-        """Route new work to the compressed pool (or back): up to ``count`` channels there,
-        new ones the first time; [] when the compressed pool cannot be had."""
+    async def move(self, count: int, *, compressed: bool) -> list[SFTPSession] | None:
+        """New channels come from the compressed pool (or the plain one again), with up
+        to ``count`` there: the channels new to the transfer; None when the server
+        offers no compression."""
+        fresh = await self.prepare() if compressed else []
         if compressed and self._zlib is None:
-            pool = await self.route.pool()
-            if pool is None:
-                return []
-            self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
-            fresh = list(self._zlib.channels)
-            self.compressed = True
-            if count > len(fresh):
-                fresh += await self._zlib.add(count - len(fresh))
-            return fresh
-        self.compressed = compressed and self._zlib is not None
-        return []
+            return None
+        self.compressed = compressed
+        if self._zlib is not None and compressed and count > len(self._zlib.channels):
+            fresh += await self._zlib.add(count - len(self._zlib.channels))
+        return fresh

@@ -498,8 +498,12 @@ class ChannelPool:
         finally:
             self._give_back(config, lease.channels)
 
-    def _rtt_estimate(self) -> float:
+    @property
+    def rtt_estimate(self) -> float:
         """The round trip the first connection's log-in took (0 if none is open)."""
+        return self._rtt_estimate()
+
+    def _rtt_estimate(self) -> float:
         return self._slots[0].link.rtt_estimate if self._slots else 0.0
 
     async def warm(self, config: TransferConfig, count: int) -> None:
