@@ -48,6 +48,7 @@ from ._keys import HostKey, PrivateKey
 from ._prompt import Prompt
 from ._remotestat import RemoteStat
 from ._stats import (
+    CompressionReport,
     FlowPhase,
     Progress,
     SetupPhase,
@@ -90,6 +91,7 @@ __all__ = [
     "ChannelRefused",
     "Client",
     "ClosedError",
+    "CompressionReport",
     "ConnectConfig",
     "ConnectError",
     "ConnectTimeout",

@@ -340,14 +340,16 @@ class Client(RemoteOps):
             raise UsageError("resume works on single files and trees (-r), not several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
-        from ._engine import lefttemps
+        from ._engine import RoutedPool, lefttemps
 
         pool = await self._ready()
         async with pool.lease(config) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
             if uploads:
                 await lefttemps.sweep(pool, lease.channels[0])
-            run = kind(lease, pool, options, config, sources, dest)
+            route = await self._auto_route()
+            routed = pool if route is None else RoutedPool(route)
+            run = kind(lease, routed, options, config, sources, dest)
             return await run.run()
 
     async def stream(

@@ -110,9 +110,9 @@ class ClientBase:
         return self._pool
 
     async def _auto_route(self) -> CompressRoute | None:
-        """The compression route when compression is auto and the server may offer it."""
+        """The compression route when compression is auto (the server may offer none)."""
         route = self._route
-        if route is None or route.offered is False or await route.mode() != "auto":
+        if route is None or await route.mode() != "auto":
             return None
         return route
 

@@ -16,7 +16,7 @@ from .transfer.progress import stream_reporting, tracked
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
 from .transport import remoteops
-from .transport.compressroute import CompressRoute
+from .transport.compressroute import CompressRoute, RoutedPool
 from .transport.pool import ChannelPool
 from .transport.remotefs import glob as remote_glob
 from .tree.item import TreeOptions
@@ -24,6 +24,7 @@ from .tree.item import TreeOptions
 __all__ = [
     "ChannelPool",
     "CompressRoute",
+    "RoutedPool",
     "TreeOptions",
     "channels_at_start",
     "download",

@@ -79,7 +79,9 @@ class Measured:
     not sampled yet); ``link_rate``: payload bytes/s delivered uncompressed
     (None: not measured yet); ``compressed_rate``: payload bytes/s achieved
     on the compressed connection (None: not tried); ``remaining``: payload
-    bytes still to move (None: unknown, taken as plenty).
+    bytes still to move (None: unknown, taken as plenty); ``ready``: the
+    compressed connection is up with the file open on it (a move costs
+    nothing then).
     """
 
     ratio: float | None
@@ -87,6 +89,7 @@ class Measured:
     rtt: float
     remaining: int | None = None
     compressed_rate: float | None = None
+    ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +161,8 @@ def decide(now: Route, measured: Measured, cost: ZlibCost, *, switches: int = 0)
         )
     if measured.remaining is not None:
         saved = measured.remaining / link - measured.remaining / expected
-        setup = SETUP_RTTS * measured.rtt + SETUP_FIXED
-        if saved < setup:
+        setup = 0.0 if measured.ready else SETUP_RTTS * measured.rtt + SETUP_FIXED
+        if saved < setup or saved <= 0:
             return Decision(
                 now, f"stays plain: {saved:.2f} s saved < {setup:.2f} s to set compression up"
             )

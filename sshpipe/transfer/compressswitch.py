@@ -71,16 +71,23 @@ class Switch:
         self.compressed_bytes = 0
         self._compressed: set[SFTPSession] = set()
         self._pending: Decision | None = None
+        self._decided_plain = lease.route.offered is False or lease.hint is Route.PLAIN
+        if lease.route.offered is False:
+            self.reason = "off: the server offers no compression"
+        elif lease.hint is Route.PLAIN:
+            self.reason = "stays plain: its name says compressed already"
         # On a WAN the file is opened on a compressed channel as soon as the
         # connection (opened with the lease: ``CompressRoute.lease``) is up,
         # its lane parked (cap 0): the move is then instant. Waiting for the
         # policy, the OPEN's round trip queued behind the file's own data.
-        self._warm = lease.route.offered is not False and lease.rtt >= EAGER_RTT
+        self._warm = not self._decided_plain and lease.rtt >= EAGER_RTT
         self._moving = False
         self._used = False  # some of its requests were routed compressed
-        self._decided_plain = False
         self._moved_at = 0.0
+        self._first_reply = 0.0
         self._first_compressed: float | None = None  # the first compressed reply's time
+        self._started_compressed: float | None = None  # the first ever (for the report)
+        self._last_compressed = 0.0
         self._bytes_at_move = 0
         self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
         self.wake = asyncio.Event()
@@ -103,7 +110,8 @@ class Switch:
 
     @property
     def sampling(self) -> bool:
-        return self.ratio is None
+        """Its blocks are still wanted for the ratio (not once decided without it)."""
+        return self.ratio is None and not self._decided_plain
 
     def feed(self, chunks: list[bytes | memoryview] | bytes) -> None:
         """Blocks of the file as they arrive (a get) or leave (a put)."""
@@ -116,9 +124,10 @@ class Switch:
             self.ratio = ratio_of(self._samples)
             self._samples = []
 
-
     def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
         """A reply came (``Pump._sample``): maybe time to ask the policy."""
+        if not self.delivered:
+            self._first_reply = now
         self.delivered += delivered
         if lane.sftp in self._compressed and delivered:
             if self._first_compressed is None:
@@ -126,19 +135,33 @@ class Switch:
                 # issued before the move (the first guess's, seconds of a thin
                 # link) held the byte budget.
                 self._first_compressed = now
+                self._started_compressed = self._started_compressed or now
                 self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
+            self._last_compressed = now
         if self._pending is not None or self._moving:
             return
         ctrl = pump.controller
         if self.route is Route.PLAIN:
-            if self._decided_plain or self.ratio is None or not _link_known(ctrl):
+            if self._decided_plain or self.ratio is None:
                 return
-            self.link_rate = ctrl.max_rate
+            if _link_known(ctrl) and now > self._first_reply:
+                # The mean since the first reply, not the best round's (5 MB/s
+                # on a 2.5 MB/s link: replies come in bursts).
+                rate = self.delivered / (now - self._first_reply)
+                self.link_rate = self.lease.route.link_rate = rate
+            elif self.lease.route.link_rate is not None:
+                self.link_rate = self.lease.route.link_rate  # an earlier file's: weighed now
+            else:
+                return
             size = ctrl.limits.size
             remaining = None if size is None else max(0, size - self.delivered)
             measured = Measured(
-                ratio=self.ratio, link_rate=self.link_rate, rtt=ctrl.min_rtt, remaining=remaining
+                ratio=self.ratio,
+                link_rate=self.link_rate,
+                rtt=ctrl.min_rtt,
+                remaining=remaining,
+                ready=bool(self._compressed),
             )
         else:
             if self._first_compressed is None or self.switches > 1:
@@ -227,14 +250,18 @@ class Switch:
         )
 
     def report(self) -> CompressionReport:
-        used = self._used
+        used, began = self._used, self._started_compressed
+        achieved = self.compressed_rate
+        if began is not None and self._last_compressed > began:
+            achieved = self.compressed_bytes / (self._last_compressed - began)
         return CompressionReport(
             used=used,
             algorithm=self.lease.route.algorithm if used else "none",
+            plain_bytes=self.delivered - self.compressed_bytes,
             compressed_bytes=self.compressed_bytes,
             ratio=self.ratio,
             link_rate=self.link_rate,
-            compressed_rate=self.compressed_rate,
+            compressed_rate=achieved,
             reason=self.reason,
         )
 

@@ -25,7 +25,7 @@ from dataclasses import replace
 from .._config import TransferConfig
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
-from ..core.compresspolicy import ZlibCost
+from ..core.compresspolicy import Route, ZlibCost
 from .pacing import Pacer
 from .pool import ChannelPool
 from .poollease import PoolLease
@@ -33,7 +33,7 @@ from .sftp import SFTPSession
 from .sshoptions import CompressionMode, compression_mode
 from .zlibprobe import zlib_cost
 
-__all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease"]
+__all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
 
 # The log-in RTT from which the compressed connection opens with the file's
 # first request rather than on the policy's word: 5 ms, where the flow
@@ -54,6 +54,9 @@ class CompressRoute:
         self.algorithm = "none"
         self._opening = asyncio.Lock()
         self._mode: CompressionMode | None = None
+        # The plain link's payload rate the last file measured: a tree's next
+        # files are weighed by it before they measure their own.
+        self.link_rate: float | None = None
 
     async def mode(self) -> CompressionMode:
         """The client's setting, ssh_config read once (off the loop)."""
@@ -145,6 +148,26 @@ class CompressRoute:
                 await pool.warm(config, 1)
 
 
+class RoutedPool:
+    """What a tree sees of a client whose compression is auto: its big files' leases routed.
+
+    Each big file decides for itself (``transfer.compressswitch``), those whose
+    name says compressed already (``RoutedLease.hint``) staying plain: text
+    goes compressed while media go plain, at the same time, under the one byte
+    budget both pools share.
+    """
+
+    def __init__(self, route: CompressRoute) -> None:
+        self.route = route
+        self.server_caps = route.plain.server_caps
+
+    def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[RoutedLease]:
+        return self.route.lease(config)
+
+    async def warm(self, config: TransferConfig, count: int) -> None:
+        await self.route.plain.warm(config, count)
+
+
 class RoutedLease:
     """A transfer's lease on the plain pool, and on the compressed one once moved there."""
 
@@ -166,6 +189,7 @@ class RoutedLease:
         self.pacer: Pacer | None = plain.pacer
         # What the transfer's switch did (``transfer.compressswitch``), for its stats.
         self.report: Callable[[], CompressionReport] | None = None
+        self.hint: Route | None = None  # PLAIN: its name says compressed already
 
     def __repr__(self) -> str:
         return f"<RoutedLease compressed={self.compressed} channels={len(self.channels)}>"

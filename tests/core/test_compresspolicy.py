@@ -59,6 +59,11 @@ def test_from_compressed(achieved: float | None, switches: int, expected: Route)
     assert decision.route is expected, decision.reason
 
 
+def test_a_ready_connection_costs_no_set_up() -> None:
+    measured = Measured(ratio=5.5, link_rate=2.5 * MB, rtt=0.04, remaining=200_000, ready=True)
+    assert decide(Route.PLAIN, measured, ZLIB_37).route is Route.COMPRESSED
+
+
 def test_no_third_move_from_plain() -> None:
     measured = Measured(ratio=5.5, link_rate=2.5 * MB, rtt=0.04)
     assert decide(Route.PLAIN, measured, ZLIB_37, switches=2).route is Route.PLAIN

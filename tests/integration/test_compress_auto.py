@@ -6,6 +6,7 @@ Speed is the benchmark's (benchmarks/bench_compress.py), not asserted here.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 
 import sshpipe
 from sshpipe.linkemu import LinkSpec
-from tests.support.peers import EmulatedLink, Peer
+from sshpipe.testing.embedded import embedded_server
+from tests.support.peers import EmulatedLink, Peer, from_embedded
 
 pytestmark = [pytest.mark.openssh]
 
@@ -82,3 +84,52 @@ async def test_forced_settings_do_not_route(
         stats = await client.get(far.remote("text.csv"), tmp_path / "text.csv")
     assert (tmp_path / "text.csv").read_bytes() == text
     assert stats.compression is None
+
+
+async def test_a_server_without_compression_means_off_said_once(
+    tmp_path: Path, emulated_link: EmulatedLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = _text(SIZE // 4)
+    async with embedded_server(tmp_path / "plain", compression_algs=["none"]) as server:
+        peer = from_embedded(server)
+        (peer.root / "text.csv").write_bytes(text)
+        caplog.set_level(logging.INFO, logger="sshpipe.compress")
+        async with emulated_link(peer, SLOW) as (_, far), _client(far, "auto") as client:
+            reports = []
+            for copy in ("one.csv", "two.csv"):
+                stats = await client.get(far.remote("text.csv"), tmp_path / copy)
+                assert (tmp_path / copy).read_bytes() == text
+                reports.append(stats.compression)
+    for report in reports:
+        assert report is not None and not report.used and report.compressed_bytes == 0
+    said = [r.getMessage() for r in caplog.records if "offers no compression" in r.getMessage()]
+    assert len(said) == 1, said
+
+
+async def test_a_mixed_tree_uses_both_connections(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path
+) -> None:
+    # A 12 MiB budget makes files past 2 MiB big (their own leases, decided each).
+    config = sshpipe.TransferConfig(max_bytes_in_flight=12 * 1024 * 1024)
+    files = {
+        "logs/text.csv": _text(SIZE * 3 // 4),
+        "media/packed.gz": os.urandom(SIZE // 3),  # compressed by its name: never sampled
+        "media/noise.bin": os.urandom(SIZE // 3),  # by its sample
+        "small.txt": _text(4096),
+    }
+    tree = openssh_peer.root / "tree"
+    for name, data in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes(data)
+    async with emulated_link(openssh_peer, SLOW) as (_, far):
+        client = _client(far, "auto")
+        client.config = config
+        async with client:
+            stats = await client.get(far.remote("tree"), tmp_path / "copy", recursive=True)
+    for name, data in files.items():
+        assert (tmp_path / "copy" / name).read_bytes() == data, name
+    reports = {path.rsplit("/", 1)[-1]: report for path, report in stats.compression}
+    assert set(reports) == {"text.csv", "packed.gz", "noise.bin"}
+    assert reports["text.csv"].used and reports["text.csv"].compressed_bytes > 0
+    assert not reports["packed.gz"].used and reports["packed.gz"].ratio is None
+    assert not reports["noise.bin"].used and reports["noise.bin"].compressed_bytes == 0
