@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
 from ..core.compresspolicy import (
+    MIN_RATIO,
     SAMPLE_BYTES,
     Decision,
     Measured,
@@ -49,6 +50,9 @@ logger = logging.getLogger("sshpipe.compress")
 # the controller's new startup (a few RTTs) at any RTT sshpipe meets.
 _JUDGE_AFTER = 1.0
 _JUDGE_RTTS = 10
+# What incompressible data is weighed with when zlib was never probed: its
+# ratio alone decides (below MIN_RATIO), so the rates do not matter.
+_ANY_COST = ZlibCost(compress=1.0, decompress=1.0)
 # Rounds (about an RTT each) after which the best one's rate is the link's.
 _KNOWN_ROUNDS = 6
 
@@ -56,9 +60,12 @@ _KNOWN_ROUNDS = 6
 class Switch:
     """One file's route, decided from its first blocks and the measured link."""
 
-    def __init__(self, lease: RoutedLease, cost: ZlibCost) -> None:
+    def __init__(self, lease: RoutedLease, cost: ZlibCost | None) -> None:
         self.lease = lease
+        # zlib's rates here: probed (in the mover) only once a file shrinks, so
+        # random data and a first file's start never wait for the probe.
         self.cost = cost
+        self._probe = False
         self.route = Route.PLAIN
         self.switches = 0
         self._samples: list[bytes] = []
@@ -123,6 +130,9 @@ class Switch:
         if self._sampled >= SAMPLE_BYTES:
             self.ratio = ratio_of(self._samples)
             self._samples = []
+            if self.cost is None and self.ratio is not None and self.ratio >= MIN_RATIO:
+                self._probe = True
+                self.wake.set()
 
     def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
         """A reply came (``Pump._sample``): maybe time to ask the policy."""
@@ -145,10 +155,18 @@ class Switch:
         if self.route is Route.PLAIN:
             if self._decided_plain or self.ratio is None:
                 return
+            if self.cost is None:
+                if self.ratio >= MIN_RATIO:
+                    return  # the probe is under way: weighed at a reply after it
+                self.cost = _ANY_COST  # incompressible: zlib's speed cannot matter
             if _link_known(ctrl) and now > self._first_reply:
-                # The mean since the first reply, not the best round's (5 MB/s
-                # on a 2.5 MB/s link: replies come in bursts).
-                rate = self.delivered / (now - self._first_reply)
+                # The better of the best round's rate and the mean since the first
+                # reply. Too high is the safe error (the best round read 5 MB/s on
+                # a 2.5 MB/s link: replies come in bursts; the policy's margin
+                # still compresses there); too low is not (an upload's mean read
+                # 1.3 MB/s at 1 Gbit/s while it ramped up, and went compressed).
+                mean = self.delivered / (now - self._first_reply)
+                rate = max(ctrl.max_rate, mean)
                 self.link_rate = self.lease.route.link_rate = rate
             elif self.lease.route.link_rate is not None:
                 self.link_rate = self.lease.route.link_rate  # an earlier file's: weighed now
@@ -176,6 +194,7 @@ class Switch:
                 rtt=ctrl.min_rtt,
                 compressed_rate=self.compressed_rate,
             )
+        assert self.cost is not None  # set above for plain, before any move for compressed
         decision = decide(self.route, measured, self.cost, switches=self.switches)
         self._log(pump, decision)
         if decision.route is not self.route:
@@ -195,6 +214,9 @@ class Switch:
         while True:
             await self.wake.wait()
             self.wake.clear()
+            if self._probe:
+                self._probe = False
+                self.cost = await self.lease.route.cost()
             if self._warm:
                 self._warm = False
                 with contextlib.suppress(SSHPipeError):  # the move will see what is missing
@@ -236,7 +258,7 @@ class Switch:
         self._used = self._used or compressed
         self.switches += 1
         self._moved_at, self._first_compressed = time.monotonic(), None
-        if compressed and self.ratio is not None and self.link_rate:
+        if compressed and self.ratio is not None and self.link_rate and self.cost is not None:
             expected = compressed_rate_estimate(self.link_rate, self.ratio, self.cost)
             pump.controller.reprobe(self._moved_at, gain=expected / self.link_rate)
         pump.add_lane(pump.handles.lanes[-1])
@@ -285,7 +307,7 @@ async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
     if not isinstance(lease, RoutedLease):
         yield None
         return
-    switch = Switch(lease, await lease.route.cost())
+    switch = Switch(lease, lease.route.known_cost())
     lease.report = switch.report
     failure: BaseException | None = None
     async with asyncio.TaskGroup() as group:

@@ -31,7 +31,7 @@ from .pool import ChannelPool
 from .poollease import PoolLease
 from .sftp import SFTPSession
 from .sshoptions import CompressionMode, compression_mode
-from .zlibprobe import zlib_cost
+from .zlibprobe import cached_zlib_cost, zlib_cost
 
 __all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
 
@@ -67,7 +67,12 @@ class CompressRoute:
         return self._mode
 
     async def cost(self) -> ZlibCost:
+        """zlib's rates on this machine (probed once per process, off the loop)."""
         return await zlib_cost()
+
+    @staticmethod
+    def known_cost() -> ZlibCost | None:
+        return cached_zlib_cost()
 
     async def pool(self) -> ChannelPool | None:
         """The compressed pool, connected; None when the server offers no compression."""
