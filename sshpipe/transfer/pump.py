@@ -128,6 +128,15 @@ class Pump:
             self.budget.max_bytes = self.controller.budget
             if self.controller.channels > len(self.handles.lanes):
                 self.want_lanes.set()
+        if self.switch is not None and self.switch.cap is not None:
+            # Compression auto's probe train: a few blocks until the route is
+            # chosen, so the rest is not all asked for on the wrong connection.
+            self.budget.max_bytes = min(self.budget.max_bytes, self.switch.cap)
+
+    def resync(self) -> None:
+        """The budget again from the controller (and the switch's cap), then more requests."""
+        self._sync_budget()
+        self.fill()
 
     def _sample(self, lane: Lane, length: int, delivered: int, sent: float) -> None:
         """A request of ``length`` bytes on ``lane`` was answered with ``delivered`` bytes."""
