@@ -113,6 +113,8 @@ class Switch:
         self._last_compressed = 0.0
         self._bytes_at_move = 0
         self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
+        # Compressed channels the file is open on that no request was routed to.
+        self.idle: set[SFTPSession] = set()
         self.wake = asyncio.Event()
         self.group: asyncio.TaskGroup | None = None  # ``switching``'s
         self._task: asyncio.Task[None] | None = None
@@ -304,6 +306,7 @@ class Switch:
         """Open the file on compressed ``channels``, their lanes given no request yet."""
         for sftp in channels:
             self._compressed.add(sftp)
+            self.idle.add(sftp)
             lane = await pump.handles.add(sftp)
             # No await since the lane was appended: the pump never saw its cap.
             self._cap_of[id(lane)], lane.cap = lane.cap, 0
@@ -321,6 +324,8 @@ class Switch:
             lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
         self.route = Route.COMPRESSED if compressed else Route.PLAIN
         self._used = self._used or compressed
+        if compressed:
+            self.idle.clear()
         self.switches += 1
         self._moved_at, self._first_compressed = time.monotonic(), None
         if compressed and self._moved_at > self._first_reply and self._first_reply:
@@ -373,7 +378,9 @@ async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
     As ``grower.growing``: the block's error is caught inside the TaskGroup
     (whose only task, stopped first, never fails) and raised again outside it.
     """
-    if not isinstance(lease, RoutedLease):
+    if not isinstance(lease, RoutedLease) or lease.pacer is not None:
+        # Under a rate limit (-l) the bucket counts payload bytes: compression
+        # could not carry more of them, only cost CPU.
         yield None
         return
     switch = Switch(lease, lease.route.known_cost())

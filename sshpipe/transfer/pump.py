@@ -197,11 +197,17 @@ class Pump:
         while self.unanswered:
             await self.wait()
 
+    def carriers(self) -> list[SFTPSession]:
+        """The channels that held a lane, less those Compression auto opened the file
+        on and never routed a request to (its parked lanes): for the stats."""
+        idle = self.switch.idle if self.switch is not None else set()
+        return [sftp for sftp in self.handles.used if sftp not in idle]
+
     def flow_stats(self, lease: Lease) -> FlowStats:
         ctl = self.controller
         first = lease.channels[0]
         return {
-            "connections": lease.connections_of(self.handles.used),
+            "connections": lease.connections_of(self.carriers()),
             "rtt_initial": first.init_rtt,
             "rtt_min": ctl.min_rtt,
             "rtt_smoothed": ctl.srtt,

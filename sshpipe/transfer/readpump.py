@@ -137,7 +137,7 @@ class ReadPump(Pump):
             short_writes_reissued=0,
             peak_requests_in_flight=self.budget.peak_requests,
             peak_bytes_in_flight=self.budget.peak_bytes,
-            channels=len(self.handles.used),
+            channels=len(self.carriers()),
             block_size=self.plan.block_size,
             size_changed=self.plan.changed,
         )

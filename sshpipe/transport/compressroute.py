@@ -126,7 +126,11 @@ class CompressRoute:
         block's error is caught inside the TaskGroup and raised again outside.
         """
         await self.plain.open()
-        eager = self.offered is None and self.plain.rtt_estimate >= EAGER_RTT
+        eager = (
+            self.offered is None
+            and config.rate_limit is None  # the switch stays out of rate-limited copies
+            and self.plain.rtt_estimate >= EAGER_RTT
+        )
         failure: BaseException | None = None
         async with asyncio.TaskGroup() as group:
             warming = group.create_task(self._warm(config)) if eager else None
