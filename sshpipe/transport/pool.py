@@ -486,7 +486,7 @@ class ChannelPool:
         first = config.channels or 1
         if config.channels is None and at_start is not None:
             await self.open()
-            early = at_start(self._rtt_estimate()) - first
+            early = at_start(self.rtt_estimate) - first
             if early > 0:
                 async with leased_with_spares(self, config, first, early) as lease:
                     yield lease
@@ -501,9 +501,6 @@ class ChannelPool:
     @property
     def rtt_estimate(self) -> float:
         """The round trip the first connection's log-in took (0 if none is open)."""
-        return self._rtt_estimate()
-
-    def _rtt_estimate(self) -> float:
         return self._slots[0].link.rtt_estimate if self._slots else 0.0
 
     async def warm(self, config: TransferConfig, count: int) -> None:

@@ -340,9 +340,8 @@ class TreeRun(abc.ABC):
         with tracking(self.account) as moved:
             async with self.big_turn() as end_turn, self.big_lease(item) as lease:
                 stats = await self.move_big(lease, item, end_turn, moved)
-                report = getattr(lease, "report", None)  # Compression auto's (RoutedLease)
-                if report is not None:
-                    self.compression.append((item.source, report()))
+                if isinstance(lease, RoutedLease) and lease.report is not None:
+                    self.compression.append((item.source, lease.report()))
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)
             await self.big_done(item)
