@@ -100,6 +100,7 @@ class Switch:
         self._used = False  # some of its requests were routed compressed
         self._moved_at = 0.0
         self._first_reply = 0.0
+        self._cpu_at_first = 0.0  # this process's CPU seconds at the first reply
         self._plain_mean: float | None = None  # payload bytes/s plain until the move
         # The probe train: its byte cap (None: not capped), and its replies' times.
         self.cap: int | None = None
@@ -160,6 +161,7 @@ class Switch:
         """A reply came (``Pump._sample``): maybe time to ask the policy."""
         if not self.delivered:
             self._first_reply = now
+            self._cpu_at_first = time.process_time()
         self.delivered += delivered
         if delivered and self.train_rate is None:
             self._time_train(now, delivered)
@@ -202,12 +204,15 @@ class Switch:
                 return
             size = ctrl.limits.size
             remaining = None if size is None else max(0, size - self.delivered)
+            cpu = time.process_time() - self._cpu_at_first
             measured = Measured(
                 ratio=self.ratio,
                 link_rate=self.link_rate,
                 rtt=ctrl.min_rtt,
                 remaining=remaining,
                 ready=bool(self._compressed),
+                cpu_per_byte=cpu / self.delivered if cpu > 0 and self.delivered else None,
+                upload=pump.handles.write,
             )
         else:
             if self._first_compressed is None or self.switches > 1:
@@ -333,7 +338,9 @@ class Switch:
                 self._moved_at - self._first_reply
             )
         if compressed and self.ratio is not None and self.link_rate and self.cost is not None:
-            expected = compressed_rate_estimate(self.link_rate, self.ratio, self.cost)
+            expected = compressed_rate_estimate(
+                self.link_rate, self.ratio, self.cost
+            )  # no CPU term: the target is only grown
             pump.controller.reprobe(self._moved_at, gain=expected / self.link_rate)
         pump.add_lane(pump.handles.lanes[-1])
         pump.fill()

@@ -59,6 +59,26 @@ def test_from_compressed(achieved: float | None, switches: int, expected: Route)
     assert decision.route is expected, decision.reason
 
 
+@pytest.mark.parametrize(
+    ("link", "cpu_per_byte", "upload", "expected"),
+    [
+        (20 * MB, 1 / (20 * MB), True, Route.PLAIN),  # CPU-bound already: zlib only adds
+        (20 * MB, 1 / (20 * MB), False, Route.PLAIN),  # inflating is cheap, the server's zlib not
+        (2.5 * MB, 1 / (100 * MB), True, Route.COMPRESSED),  # link-bound: CPU to spare
+        (2.5 * MB, 1 / (100 * MB), False, Route.COMPRESSED),
+    ],
+)
+def test_the_cpu_already_spent_counts(
+    link: float, cpu_per_byte: float, upload: bool, expected: Route
+) -> None:
+    measured = Measured(
+        ratio=4.4, link_rate=link, rtt=0.02, cpu_per_byte=cpu_per_byte, upload=upload
+    )
+    cost = ZlibCost(compress=30e6, decompress=240e6)
+    decision = decide(Route.PLAIN, measured, cost)
+    assert decision.route is expected, decision.reason
+
+
 def test_a_ready_connection_costs_no_set_up() -> None:
     measured = Measured(ratio=5.5, link_rate=2.5 * MB, rtt=0.04, remaining=200_000, ready=True)
     assert decide(Route.PLAIN, measured, ZLIB_37).route is Route.COMPRESSED
