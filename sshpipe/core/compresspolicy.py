@@ -172,11 +172,8 @@ def decide(now: Route, measured: Measured, cost: ZlibCost, *, switches: int = 0)
     gain = expected / link
     if gain < ENTER_GAIN:
         bound = "CPU" if expected < link * ratio else "ratio"
-        cpu = (
-            f", CPU {measured.cpu_per_byte * link * 100:.0f} % busy"
-            if measured.cpu_per_byte
-            else ""
-        )
+        spent = measured.cpu_per_byte
+        cpu = f", our CPU {_rate(1 / spent)} plain" if spent else ""
         return Decision(
             now,
             f"stays plain: link {_rate(link)}, zlib {_rate(min(cost.compress, cost.decompress))}"
