@@ -242,7 +242,7 @@ class TreeStats:
         resumed_files: with ``resume``, files an earlier run of the same copy
             finished, left alone (counted in ``files_done``, not in ``bytes``).
         compression: (source path, what ``Compression auto`` did) for each big
-            file (past a third of the byte budget: the small files go plain).
+            file (past a sixth of the byte budget: the small files go plain).
     """
 
     files: int
