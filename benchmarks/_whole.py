@@ -70,6 +70,7 @@ class Setting:
     rate_mbit: float | None
     sizes: tuple[int, ...]
     role: str = "matrix"  # "matrix", "thin" (the 20 Mbit/s check) or "loopback"
+    data: str = "random, incompressible"  # what the source files hold (the tables say it)
 
     @property
     def rate_mb_per_s(self) -> float | None:

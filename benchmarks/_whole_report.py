@@ -56,7 +56,7 @@ def format_header(machine: dict[str, str], matrix: Matrix, where: str) -> str:
             lines.append(f"  - {client.name}: `{shlex.join(client.extra_args)}`")
     for setting in matrix.settings:
         sizes = ", ".join(size_label(s) for s in setting.sizes)
-        lines.append(f"- **{setting.label}**: {sizes} (random, incompressible)")
+        lines.append(f"- **{setting.label}**: {sizes} ({setting.data})")
     lines.append(
         "- **whole s**, **MB/s**: the whole command, process start to exit "
         "(MB/s = size / whole s, 10^6 B/s); **vs sftp**: MB/s over "

@@ -48,6 +48,7 @@ from ._keys import HostKey, PrivateKey
 from ._prompt import Prompt
 from ._remotestat import RemoteStat
 from ._stats import (
+    CompressionReport,
     FlowPhase,
     Progress,
     RemoteFileStats,
@@ -96,6 +97,7 @@ __all__ = [
     "ChannelRefused",
     "Client",
     "ClosedError",
+    "CompressionReport",
     "ConnectConfig",
     "ConnectError",
     "ConnectTimeout",

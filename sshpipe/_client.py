@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from typing import TYPE_CHECKING, Literal, overload
@@ -158,12 +159,16 @@ class Client(RemoteOps):
 
             async def get_one(tally: FileTally | None) -> TransferStats:
                 at_start = channels_at_start(cfg, size=None, write=False)
-                async with pool.lease(cfg, at_start=at_start) as lease:
+                route = await self._auto_route()
+                leasing = pool.lease if route is None else route.lease
+                async with leasing(cfg, at_start=at_start) as lease:
                     if preserve:
                         from .tree.get import download_preserving
 
-                        return await download_preserving(lease, path, dest, cfg, tally)
-                    return await download(lease, path, dest, cfg, tally=tally)
+                        stats = await download_preserving(lease, path, dest, cfg, tally)
+                    else:
+                        stats = await download(lease, path, dest, cfg, tally=tally)
+                    return _reported(stats, lease)
 
             return await tracked(progress, path, get_one)
         await imported("sshpipe.tree.get")
@@ -291,13 +296,17 @@ class Client(RemoteOps):
         if preserve:
             await imported("sshpipe.tree.put")
         at_start = channels_at_start(cfg, size=_size_of(local), write=True)
-        async with pool.lease(cfg, at_start=at_start) as lease:
+        route = await self._auto_route()
+        leasing = pool.lease if route is None else route.lease
+        async with leasing(cfg, at_start=at_start) as lease:
             await lefttemps.sweep(pool, lease.channels[0])
             if preserve:
                 from .tree.put import upload_preserving
 
-                return await upload_preserving(lease, local, remote, cfg, tally)
-            return await upload(lease, local, remote, cfg, tally=tally)
+                stats = await upload_preserving(lease, local, remote, cfg, tally)
+            else:
+                stats = await upload(lease, local, remote, cfg, tally=tally)
+            return _reported(stats, lease)
 
     async def glob(self, pattern: StrPath) -> list[str]:
         """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
@@ -331,14 +340,16 @@ class Client(RemoteOps):
             raise UsageError("resume works on single files and trees (-r), not several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
-        from ._engine import lefttemps
+        from ._engine import RoutedPool, lefttemps
 
         pool = await self._ready()
         async with pool.lease(config) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
             if uploads:
                 await lefttemps.sweep(pool, lease.channels[0])
-            run = kind(lease, pool, options, config, sources, dest)
+            route = await self._auto_route()
+            routed = pool if route is None else RoutedPool(route)
+            run = kind(lease, routed, options, config, sources, dest)
             return await run.run()
 
     async def stream(
@@ -445,3 +456,11 @@ def _size_of(path: str) -> int | None:
         return os.stat(path).st_size
     except (OSError, ValueError):
         return None
+
+
+def _reported(stats: TransferStats, lease: object) -> TransferStats:
+    """``stats`` with what Compression auto did, when its lease was routed."""
+    report = getattr(lease, "report", None)
+    if report is None:
+        return stats
+    return dataclasses.replace(stats, compression=report())

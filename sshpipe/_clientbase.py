@@ -17,6 +17,7 @@ from ._config import ConnectConfig, TransferConfig
 from ._errors import ClosedError, UsageError
 
 if TYPE_CHECKING:
+    from .transport.compressroute import CompressRoute
     from .transport.pool import ChannelPool
 
 # The engine (asyncssh, cryptography and the transfer modules: 0.3 s and more
@@ -46,6 +47,7 @@ class ClientBase:
         # Tasks entering at once wait for one log-in, not one each.
         self._opening = asyncio.Lock()
         self.left_temps: tuple[str, ...] = ()  # see ``aclose``
+        self._route: CompressRoute | None = None  # Compression auto's, made with the pool
 
     def __repr__(self) -> str:
         if self._pool is not None:
@@ -101,8 +103,18 @@ class ClientBase:
             from ._engine import ChannelPool
 
             if self._pool is None:  # another task may have made it meanwhile
+                from ._engine import CompressRoute
+
                 self._pool = ChannelPool(self.connect_config, self.config)
+                self._route = CompressRoute(self._pool)
         return self._pool
+
+    async def _auto_route(self) -> CompressRoute | None:
+        """The compression route when compression is auto (the server may offer none)."""
+        route = self._route
+        if route is None or await route.mode() != "auto":
+            return None
+        return route
 
     async def _connect(self) -> None:
         """Connect and authenticate (``open()``, ``async with``; a transfer does it too).
@@ -134,6 +146,8 @@ class ClientBase:
 
         try:
             await self._pool.aclose()  # first: a cancelled upload's REMOVE may be settling
+            if self._route is not None:
+                await self._route.aclose()
         finally:
             self.left_temps = tuple(lefttemps.keep(self._pool))
 
@@ -147,6 +161,8 @@ class ClientBase:
         """
         if self._pool is not None:
             self._pool.abort()
+        if self._route is not None:
+            self._route.abort()
 
     @property
     def connections(self) -> int:

@@ -278,8 +278,12 @@ class ConnectConfig:
             (AES-GCM first with AES instructions, chacha20-poly1305 first
             without; ``DEFAULT_CIPHERS`` when unreadable). "none" is refused
             from either.
-        compression: offer zlib compression (helps slow links, halves fast
-            ones); None means ssh_config's Compression, else off.
+        compression: "auto" (the default) chooses per file: an uncompressed
+            connection, and a compressed one (zlib@openssh.com, else zlib)
+            opened beside it for files that shrink on a link slower than
+            zlib; True compresses every connection (helps slow links, halves
+            fast ones), False none. None means ssh_config's Compression
+            (yes/no), else "auto".
         proxy_jump: jump hosts, ``[user@]host[:port]`` separated by commas
             (``ssh -J``): the connection is tunnelled through each in turn,
             and each is checked and logged in as a host of its own (its own
@@ -315,7 +319,7 @@ class ConnectConfig:
     ssh_config: tuple[str, ...] | None = None
     connect_timeout: float | None = None
     ciphers: tuple[str, ...] | None = None
-    compression: bool | None = None
+    compression: bool | Literal["auto"] | None = None
     proxy_jump: str | None = None
     ssh_options: tuple[tuple[str, str], ...] = ()
     control_path: str | None = None
@@ -331,6 +335,8 @@ class ConnectConfig:
             )
         if self.connect_timeout is not None and not self.connect_timeout > 0:
             raise UsageError("connect_timeout must be positive")
+        if self.compression not in (None, True, False, "auto"):
+            raise UsageError(f"compression must be 'auto', True or False, not {self.compression!r}")
         if self.prompt is not None and not callable(self.prompt):
             raise UsageError(f"prompt must be a callable, not {type(self.prompt).__name__}")
         _positive("password_prompts", self.password_prompts, maximum=100)

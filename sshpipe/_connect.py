@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from ._client import Client
 from ._config import (
@@ -35,7 +36,7 @@ def connect(
     strict_host_key_checking: HostKeyPolicy | None = None,
     ssh_config: StrPath | Sequence[StrPath] | None = None,
     connect_timeout: float | None = None,
-    compression: bool | None = None,
+    compression: bool | Literal["auto"] | None = None,
     ciphers: tuple[str, ...] | list[str] | None = None,
     proxy_jump: str | None = None,
     ssh_options: Mapping[str, str] | Sequence[tuple[str, str]] = (),
@@ -76,7 +77,10 @@ def connect(
         ssh_config: OpenSSH config files to read (default ~/.ssh/config).
         connect_timeout: seconds for TCP connect plus handshake (default:
             ssh_config's ConnectTimeout, else 30).
-        compression: offer zlib compression (default: ssh_config's, else no).
+        compression: "auto" chooses per file (a compressed connection beside
+            the plain one, for data that shrinks on a link slower than zlib);
+            True compresses everything, False nothing (default: ssh_config's
+            Compression, else "auto").
         ciphers: encryption algorithms in preference order (default:
             ssh_config's Ciphers, else an order chosen from the CPU's flags:
             AES-GCM first with AES instructions, chacha20-poly1305 first

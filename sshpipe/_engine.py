@@ -16,12 +16,15 @@ from .transfer.progress import stream_reporting, tracked
 from .transfer.stream import stream
 from .transfer.upload import upload, upload_stream
 from .transport import remoteops
+from .transport.compressroute import CompressRoute, RoutedPool
 from .transport.pool import ChannelPool
 from .transport.remotefs import glob as remote_glob
 from .tree.item import TreeOptions
 
 __all__ = [
     "ChannelPool",
+    "CompressRoute",
+    "RoutedPool",
     "TreeOptions",
     "channels_at_start",
     "download",

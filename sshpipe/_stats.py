@@ -44,6 +44,45 @@ class SetupPhase:
     round_trips: float
 
 
+@dataclass(frozen=True, slots=True)
+class CompressionReport:
+    """What ``Compression auto`` did with one file (``TransferStats.compression``).
+
+    Attributes:
+        used: its requests went (some or all) over the compressed connection.
+        algorithm: that connection's ("zlib@openssh.com"), "none" if not used.
+        plain_bytes: payload bytes moved over the plain connection.
+        compressed_bytes: payload bytes moved over the compressed one.
+        ratio: zlib-6's ratio on the sampled blocks (None: not sampled).
+        link_rate: payload bytes/s the plain connection delivered, as the
+            policy saw it (None: the file ended before it was measured).
+        compressed_rate: payload bytes/s achieved compressed, from its first
+            reply to its last (None: not used).
+        reason: the policy's last word, as ``-v`` logs it.
+    """
+
+    used: bool
+    algorithm: str
+    plain_bytes: int
+    compressed_bytes: int
+    ratio: float | None
+    link_rate: float | None
+    compressed_rate: float | None
+    reason: str
+
+    def summary(self) -> str:
+        """The summary line's words for it."""
+        if not self.used:
+            return f"not compressed ({self.reason})"
+        rate = f", {self.compressed_rate / 1e6:.1f} MB/s" if self.compressed_rate else ""
+        ratio = f", zlib ratio {self.ratio:.1f}" if self.ratio else ""
+        plain = f" at {self.link_rate / 1e6:.1f} MB/s" if self.link_rate else ""
+        return (
+            f"{self.compressed_bytes} bytes compressed ({self.algorithm}{ratio}{rate}),"
+            f" {self.plain_bytes} plain{plain}"
+        )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TransferStats:
     """Counters of one finished transfer.
@@ -81,6 +120,8 @@ class TransferStats:
         setup: the phases before the first byte and after the last, in
             order; the connection's and channel's only for the transfer that
             opened them (a reused channel cost nothing).
+        compression: what ``Compression auto`` did (None: compression was
+            forced on or off, or the file was too short to decide).
     """
 
     bytes: int
@@ -106,6 +147,7 @@ class TransferStats:
     reconnects: int = 0
     resumed_bytes: int = 0
     setup: tuple[SetupPhase, ...] = ()
+    compression: CompressionReport | None = None
 
     @property
     def throughput(self) -> float:
@@ -199,6 +241,8 @@ class TreeStats:
             "hash-remote"); "none" when not asked (or no file).
         resumed_files: with ``resume``, files an earlier run of the same copy
             finished, left alone (counted in ``files_done``, not in ``bytes``).
+        compression: (source path, what ``Compression auto`` did) for each big
+            file (past a sixth of the byte budget: the small files go plain).
     """
 
     files: int
@@ -216,6 +260,7 @@ class TreeStats:
     verified: Verified = "none"
     resumed_files: int = 0
     entries: int = 0
+    compression: tuple[tuple[str, CompressionReport], ...] = ()
 
     @property
     def throughput(self) -> float:
@@ -233,6 +278,7 @@ class TreeStats:
             "skipped_paths": list(self.skipped_paths),
             "throughput": self.throughput,
             "files_per_second": self.files_per_second,
+            "compression": [{"path": path, **asdict(report)} for path, report in self.compression],
         }
 
 

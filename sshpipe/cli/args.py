@@ -135,7 +135,12 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         metavar="[user@]host[:port][,...]",
         help="connect through these jump hosts, as ssh -J (beats ProxyJump; none: directly)",
     )
-    parser.add_argument("-C", dest="compression", action="store_true", help="enable compression")
+    parser.add_argument(
+        "-C",
+        dest="compression",
+        action="store_true",
+        help="compress every connection (default: -o Compression=auto, per file)",
+    )
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")
 
 

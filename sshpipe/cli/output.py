@@ -92,6 +92,7 @@ def report(
             f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
             f"{stats.connections} connection(s), RTT {stats.rtt_min * 1000:.1f} ms"
             + (f"; verified: {stats.verified}" if stats.verified != "none" else "")
+            + (f"; {stats.compression.summary()}" if stats.compression is not None else "")
         )
 
 
@@ -163,6 +164,13 @@ def report_tree(
             skipped += f", {stats.resumed_files} already copied by an earlier run"
         if stats.verified != "none":
             skipped += f", verified: {stats.verified}"
+        if stats.compression:
+            used = [report for _, report in stats.compression if report.used]
+            packed = sum(report.compressed_bytes for report in used)
+            skipped += (
+                f", {len(used)} of {len(stats.compression)} big files compressed"
+                f" ({human_bytes(packed)})"
+            )
         print(
             f"{printable(' '.join(sources))} -> {printable(target)}: {stats.files_done} files "
             f"({human_bytes(stats.bytes)}), {stats.directories} directories, "

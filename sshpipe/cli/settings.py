@@ -110,7 +110,8 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
         elif key == "connect_timeout":
             kwargs.setdefault("connect_timeout", float(_positive_int_option(name, value)))
         elif key == "compression":
-            kwargs.setdefault("compression", _yes_no(name, value))
+            auto = value.lower() == "auto"  # ours: OpenSSH knows yes and no
+            kwargs.setdefault("compression", "auto" if auto else _yes_no(name, value))
         elif key == "batch_mode":
             kwargs.setdefault(key, _yes_no(name, value))
         elif key == "password_prompts":

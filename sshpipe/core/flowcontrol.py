@@ -147,6 +147,14 @@ class FlowController:
         self.limits = replace(self.limits, size=size)
         self.target = self._cap(self.target)
 
+    def reprobe(self, now: float, *, gain: float) -> None:
+        """The link now carries ``gain`` times more payload per byte (it went compressed):
+        scale the target and look for the new rate as at the start (startup again)."""
+        self._rates.clear()
+        self.phase, self._full_rate, self._stalls = "startup", 0.0, 0
+        self.target = self._cap(int(self.target * max(gain, 1.0)))
+        self._round = _Round(start=now)
+
     @property
     def max_rate(self) -> float:
         """Bytes/s: the best of the last RATE_WINDOW rounds that were not limited."""

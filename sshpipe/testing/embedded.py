@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +156,7 @@ async def embedded_server(
     session_factory: SessionFactory | None = None,
     session_refused: Callable[[], None] = lambda: None,
     reuse_keys: bool = False,
+    compression_algs: Sequence[str] | None = None,
 ) -> AsyncIterator[EmbeddedServer]:
     """Run the server for the duration of the ``async with`` block.
 
@@ -178,6 +179,8 @@ async def embedded_server(
             (an ``SFTPOnlySession`` subclass that sees its bytes); SFTP only.
         reuse_keys: take the host and client keys a server left in
             ``workdir`` (a restart: the same command still logs in).
+        compression_algs: what it offers (default asyncssh's: zlib@openssh.com,
+            zlib, none); ``["none"]`` is a server without compression.
 
     Raises:
         ValueError: a session option together with ``process_factory`` or
@@ -210,6 +213,8 @@ async def embedded_server(
         sessions["process_factory"] = process_factory
     if server_version is not None:
         sessions["server_version"] = server_version
+    if compression_algs is not None:
+        sessions["compression_algs"] = list(compression_algs)
     server = await asyncssh.listen(
         host,
         port,

@@ -29,6 +29,7 @@ from ..core.timeline import Timeline, describe, in_round_trips
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
+from .compressswitch import Switch, switching
 from .grower import Grower, growing, make_controller
 from .lanes import Handles, Lane, cancelled, initial_channels
 
@@ -77,6 +78,7 @@ class Pump:
         # Told each count of payload bytes done (written locally, or acknowledged
         # by the server): a tree's progress follows its big files as they go.
         self.on_moved: Callable[[int], None] | None = None
+        self.switch: Switch | None = None  # Compression auto's (``compressswitch``)
         # When the file was open and the pump started, and when its first
         # request was answered (time.monotonic): the set-up's last phases.
         self.opened_at = time.monotonic()
@@ -126,6 +128,15 @@ class Pump:
             self.budget.max_bytes = self.controller.budget
             if self.controller.channels > len(self.handles.lanes):
                 self.want_lanes.set()
+        if self.switch is not None and self.switch.cap is not None:
+            # Compression auto's probe train: a few blocks until the route is
+            # chosen, so the rest is not all asked for on the wrong connection.
+            self.budget.max_bytes = min(self.budget.max_bytes, self.switch.cap)
+
+    def resync(self) -> None:
+        """The budget again from the controller (and the switch's cap), then more requests."""
+        self._sync_budget()
+        self.fill()
 
     def _sample(self, lane: Lane, length: int, delivered: int, sent: float) -> None:
         """A request of ``length`` bytes on ``lane`` was answered with ``delivered`` bytes."""
@@ -136,7 +147,11 @@ class Pump:
         self.on_wire -= length
         now = time.monotonic()
         self.first_reply_at = self.first_reply_at or now
-        if self.controller.on_reply(now, rtt=now - sent, delivered=delivered, in_flight=in_flight):
+        rtt = now - sent
+        ended = self.controller.on_reply(now, rtt=rtt, delivered=delivered, in_flight=in_flight)
+        if self.switch is not None:
+            self.switch.on_sample(self, lane, delivered, now)
+        if ended:
             self._sync_budget()
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
@@ -182,11 +197,17 @@ class Pump:
         while self.unanswered:
             await self.wait()
 
+    def carriers(self) -> list[SFTPSession]:
+        """The channels that held a lane, less those Compression auto opened the file
+        on and never routed a request to (its parked lanes): for the stats."""
+        idle = self.switch.idle if self.switch is not None else set()
+        return [sftp for sftp in self.handles.used if sftp not in idle]
+
     def flow_stats(self, lease: Lease) -> FlowStats:
         ctl = self.controller
         first = lease.channels[0]
         return {
-            "connections": lease.connections_of(self.handles.used),
+            "connections": lease.connections_of(self.carriers()),
             "rtt_initial": first.init_rtt,
             "rtt_min": ctl.min_rtt,
             "rtt_smoothed": ctl.srtt,
@@ -261,6 +282,7 @@ class Setup:
         self._shared = shared
         self.pump: Pump | None = None
         self._budget: FlightBudget | None = None
+        self.switch: Switch | None = None
 
     @property
     def channels(self) -> list[SFTPSession]:
@@ -289,6 +311,8 @@ class Setup:
         """The file is open: the pump runs, and the grower may add lanes to it."""
         self.pump = pump
         self.grower.attach(pump)
+        if self.switch is not None:
+            self.switch.start(pump)
         return pump
 
     async def finish(self, error: BaseException | None) -> None:
@@ -307,6 +331,8 @@ class Setup:
         if pump is None:
             return  # the file never opened: nothing in flight, no handle
         pump.stop_pacing()
+        if self.switch is not None:
+            await self.switch.stop()  # no lane is added while the handles close
         if error is not None:
             pump.fail(error)
         if cancelled(error):
@@ -347,8 +373,9 @@ async def pumping(
     big files).
     """
     controller = make_controller(config, lease, sizing, size=size)
-    async with growing(lease, controller) as grower:
+    async with switching(lease) as switch, growing(lease, controller) as grower:
         setup = Setup(lease, config, sizing, controller, grower, shared)
+        setup.switch = switch
         try:
             yield setup
         except BaseException as exc:

@@ -91,6 +91,8 @@ class ReadPump(Pump):
             plan.on_data(rng, outcome.length)
             self.budget.reply(rng.length, outcome.length)
             self.arrived.append((rng.offset, outcome.chunks, outcome.length))
+            if self.switch is not None and self.switch.sampling:
+                self.switch.feed(outcome.chunks)
         elif outcome is EOF:
             plan.on_eof(rng)
             self.budget.reply(rng.length, 0)
@@ -135,7 +137,7 @@ class ReadPump(Pump):
             short_writes_reissued=0,
             peak_requests_in_flight=self.budget.peak_requests,
             peak_bytes_in_flight=self.budget.peak_bytes,
-            channels=len(self.handles.used),
+            channels=len(self.carriers()),
             block_size=self.plan.block_size,
             size_changed=self.plan.changed,
         )

@@ -73,6 +73,8 @@ class WritePump(Pump):
         self.budget.send(len(data))
         self._sent(lane, len(data))
         self.unacked[offset] = len(data)
+        if self.switch is not None and self.switch.sampling:
+            self.switch.feed(data)
         self.sent_bytes = max(self.sent_bytes, offset + len(data))
         reply = partial(self._on_reply, offset, len(data), lane, time.monotonic())
         try:
@@ -130,6 +132,6 @@ class WritePump(Pump):
             short_writes_reissued=0,
             peak_requests_in_flight=self.budget.peak_requests,
             peak_bytes_in_flight=self.budget.peak_bytes,
-            channels=len(self.handles.used),
+            channels=len(self.carriers()),
             block_size=self.block_size,
         )

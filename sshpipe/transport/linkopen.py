@@ -29,6 +29,7 @@ class Link(Protocol):
     """What the pool uses of a link: ``ssh.SSHLink`` and ``muxclient.MuxLink`` both are one."""
 
     rtt_estimate: float
+    compression: str  # the algorithm agreed on at key exchange ("none", "zlib@openssh.com")
     refuses_exec: bool
 
     @property

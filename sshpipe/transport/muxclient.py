@@ -252,6 +252,7 @@ class MuxLink:
         self.replies = ReplyClock(time.monotonic())
         self.setup: list[tuple[str, float]] = []
         self.rtt_estimate = float(answer.get("rtt", 0.0))
+        self.compression = "none"  # the master's connection: routed compression goes direct
         self.refuses_exec = bool(answer.get("refuses_exec", False))
         self.limits = _limits(answer)
         self.master_pid = int(answer.get("pid", 0))

@@ -158,6 +158,11 @@ class ChannelPool:
             slot.link.abort()
 
     @property
+    def compression(self) -> str:
+        """The compression its first connection agreed on ("none" before any)."""
+        return self._slots[0].link.compression if self._slots else "none"
+
+    @property
     def connections(self) -> int:
         """SSH connections open now."""
         return len(self._slots)
@@ -481,7 +486,7 @@ class ChannelPool:
         first = config.channels or 1
         if config.channels is None and at_start is not None:
             await self.open()
-            early = at_start(self._rtt_estimate()) - first
+            early = at_start(self.rtt_estimate) - first
             if early > 0:
                 async with leased_with_spares(self, config, first, early) as lease:
                     yield lease
@@ -493,7 +498,8 @@ class ChannelPool:
         finally:
             self._give_back(config, lease.channels)
 
-    def _rtt_estimate(self) -> float:
+    @property
+    def rtt_estimate(self) -> float:
         """The round trip the first connection's log-in took (0 if none is open)."""
         return self._slots[0].link.rtt_estimate if self._slots else 0.0
 

@@ -135,6 +135,7 @@ class SSHLink:
         # first channel opened on it, whose transfer reports it.
         self.setup: list[tuple[str, float]] = []
         self.rtt_estimate = 0.0  # seconds of one round trip, from the log-in
+        self.compression = "none"  # the algorithm agreed on at key exchange
         # The server refused an exec once (an SFTP-only one: paramiko, ProFTPD):
         # its sessions run no command more, and --verify hashes the copy for no
         # sha256sum (``transfer.verify.plan_for``).
@@ -447,6 +448,7 @@ async def _log_in(
     ):
         timeline.mark(name, at or timeline.last)
     link.setup = timeline.phases
+    link.compression = conn.get_extra_info("send_compression", "none") or "none"
     if logger.isEnabledFor(logging.INFO):
         log_negotiated(conn, link.label, policy.negotiated, timeline.phases)
     # The log-in is one round trip when the key is signed at once (two when

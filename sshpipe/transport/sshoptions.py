@@ -19,7 +19,7 @@ import os
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import asyncssh
 
@@ -37,7 +37,9 @@ from .hostkeys import known_hosts_files, load_known_hosts
 from .keys import client_keys, locked_keys
 from .sshconfig import config_files, options_text, own_options
 
-__all__ = ["Prepared", "read_options"]
+__all__ = ["Prepared", "compression_mode", "read_options"]
+
+CompressionMode = Literal["auto", "yes", "no"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,6 +69,24 @@ class Prepared:
     batch_mode: bool
 
 
+def compression_mode(cfg: ConnectConfig, own: dict[str, str] | None = None) -> CompressionMode:
+    """``cfg.compression``, else ssh_config's Compression (yes/no: OpenSSH's words), else auto.
+
+    ``own``: ssh_config's values (``own_options``), when already read; else
+    they are read (blocking: off the loop).
+    """
+    if cfg.compression == "auto":
+        return "auto"
+    if cfg.compression is not None:
+        return "yes" if cfg.compression else "no"
+    if own is None:
+        own = own_options(cfg.ssh_config, cfg.host, cfg.username, options=cfg.ssh_options)
+    value = own.get("compression")
+    if value is None:
+        return "auto"
+    return "yes" if value.lower() in ("yes", "true") else "no"
+
+
 def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepared:
     """Everything read and decided for ``cfg``: blocking, call it in a thread.
 
@@ -94,10 +114,11 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         kwargs["encryption_algs"] = list(cfg.ciphers)
     elif "ciphers" not in own:
         kwargs["encryption_algs"] = list(default_ciphers().order)  # from the CPU's flags
-    if cfg.compression is not None:
-        kwargs["compression_algs"] = ["zlib@openssh.com", "none"] if cfg.compression else ["none"]
-    elif "compression" not in own:
-        kwargs["compression_algs"] = ["none"]
+    # Forced on: zlib@openssh.com (sshd's, delayed until after log-in), else
+    # zlib, else none. "auto" connects uncompressed: ``compressroute`` opens
+    # the compressed connection beside it when the policy says so.
+    compressed = compression_mode(cfg, own) == "yes"
+    kwargs["compression_algs"] = ["zlib@openssh.com", "zlib", "none"] if compressed else ["none"]
     # Never asyncssh's own ProxyJump: its hops would be checked by its rules, not ours.
     kwargs["tunnel"] = None
     if cfg.port is not None:

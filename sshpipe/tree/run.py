@@ -37,8 +37,9 @@ from .._errors import (
     SSHPipeError,
     TransferError,
 )
-from .._stats import TransferStats, TreeStats
+from .._stats import CompressionReport, TransferStats, TreeStats
 from ..core.checkfile import choose_check_file
+from ..core.compresspolicy import route_by_name
 from ..core.flight import SharedBytes
 from ..core.text import printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
@@ -50,6 +51,7 @@ from ..transfer.lanes import sizing_of
 from ..transfer.progress import Reporter, Tally
 from ..transfer.verify import RemoteHash
 from ..transport.commands import RemoteCommands
+from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
 from .channels import Credits, TreeChannels
@@ -122,6 +124,8 @@ class TreeRun(abc.ABC):
         )
         self.big_bytes = SharedBytes(big_budget)
         self.big_turns = asyncio.Semaphore(BIG_ACTIVE)
+        # What Compression auto did with each big file (small ones go plain).
+        self.compression: list[tuple[str, CompressionReport]] = []
         self.account = TreeAccount(started=time.perf_counter())
         cap = self.channels.slots[0].cap * wanted
         self.files_in_flight = max(1, min(FILES_IN_FLIGHT, cap))
@@ -261,6 +265,7 @@ class TreeRun(abc.ABC):
             self.account.stats(time.perf_counter()),
             reconnects=self.recovery.reconnects,
             verified=(self.verifier.weakest if self.verifier is not None else None) or "none",
+            compression=tuple(self.compression),
         )
         if stats.failures:
             raise IncompleteTransfer(stats)
@@ -333,8 +338,10 @@ class TreeRun(abc.ABC):
         """A big file, striped on channels of its own, in its turn at the link."""
         self.account.started_file(item.source, big=True)  # ``_copy`` ends it
         with tracking(self.account) as moved:
-            async with self.big_turn() as end_turn, self.big_lease() as lease:
+            async with self.big_turn() as end_turn, self.big_lease(item) as lease:
                 stats = await self.move_big(lease, item, end_turn, moved)
+                if isinstance(lease, RoutedLease) and lease.report is not None:
+                    self.compression.append((item.source, lease.report()))
             if self.verifier is not None:
                 self.verifier.passed(stats.verified)
             await self.big_done(item)
@@ -363,7 +370,7 @@ class TreeRun(abc.ABC):
             end()
 
     @contextlib.asynccontextmanager
-    async def big_lease(self) -> AsyncIterator[Lease]:
+    async def big_lease(self, item: Item) -> AsyncIterator[Lease]:
         """TreeChannels for a big file from the client's pool.
 
         Its transfer reconnects on its own; getting the channels is ours: a
@@ -379,6 +386,8 @@ class TreeRun(abc.ABC):
                     broken = exc
                 await self.recovery.heal(seen, broken)
             lease.pacer = self.lease.pacer  # one rate limit for the whole tree
+            if isinstance(lease, RoutedLease):
+                lease.hint = route_by_name(item.source)
             yield lease
 
     async def _warm_up(self) -> None:

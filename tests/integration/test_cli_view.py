@@ -56,6 +56,7 @@ FILE_KEYS: dict[str, Any] = {
     "reconnects": int,
     "resumed_bytes": int,
     "setup": list,
+    "compression": dict,  # Compression auto's report (null when -C or -o Compression=no)
     "throughput": float,
     "server": dict,
 }
@@ -79,8 +80,13 @@ TREE_KEYS: dict[str, Any] = {
     "entries": int,
     "throughput": float,
     "files_per_second": float,
+    "compression": list,  # Compression auto's report per big file
     "server": dict,
 }
+COMPRESSION_KEYS = {
+    "used", "algorithm", "plain_bytes", "compressed_bytes", "ratio", "link_rate",
+    "compressed_rate", "reason",
+}  # fmt: skip
 FAILURE_KEYS = {"path": str, "error": str, "exit_code": int}
 SERVER_KEYS = {"software", "symlink_order", "offers", "limits", "learned"}
 
@@ -193,6 +199,8 @@ def test_json_of_a_file_on_a_terminal_is_its_schema_and_nothing_else(
         for phase in shown["setup"]
     )
     assert set(shown["server"]) == SERVER_KEYS
+    assert set(shown["compression"]) == COMPRESSION_KEYS
+    assert shown["compression"]["used"] is False  # loopback: faster than zlib, never decided
 
 
 def test_json_of_a_tree_and_of_a_tree_that_failed(openssh_peer: Peer, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from sshpipe.cli.settings import ssh_kwargs
 from sshpipe.cli.targets import parse_remote
 from sshpipe.transport.cpuflags import default_ciphers
 from sshpipe.transport.sshconfig import own_options
-from sshpipe.transport.sshoptions import Prepared, read_options
+from sshpipe.transport.sshoptions import Prepared, compression_mode, read_options
 
 
 def _prepared(tmp_path: Path, text: str, **fields: Any) -> Prepared:
@@ -52,6 +52,24 @@ def test_ssh_configs_values_are_no_longer_overridden(tmp_path: Path) -> None:
     assert prepared.connect_timeout == 7.0
     assert prepared.strict == "accept-new"
     assert prepared.jumps == [("me", "hop", 2222), (None, "inner", None)]
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "mode"),
+    [
+        (None, "", "auto"),  # the default
+        (None, "Compression yes\n", "yes"),
+        (None, "Compression no\n", "no"),
+        ("auto", "Compression yes\n", "auto"),  # the field beats the file
+        (True, "", "yes"),
+        (False, "Compression yes\n", "no"),
+    ],
+)
+def test_compression_mode(tmp_path: Path, field: bool | str | None, text: str, mode: str) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text(text)
+    cfg = ConnectConfig(host="box", ssh_config=(str(config),), compression=field)  # type: ignore[arg-type]
+    assert compression_mode(cfg) == mode
 
 
 def test_the_api_fields_beat_ssh_config(tmp_path: Path) -> None:
@@ -143,6 +161,8 @@ async def test_a_proxy_jump_loop_ends_in_one_usage_error(tmp_path: Path) -> None
         (["-o", "StrictHostKeyChecking=off"], {"strict_host_key_checking": "no"}),
         (["-C", "-o", "Compression=no"], {"compression": True}),  # -C first, as in ssh
         (["-o", "Compression=no"], {"compression": False}),
+        (["-o", "Compression=AUTO"], {"compression": "auto"}),  # sshpipe's own word
+        ([], {"compression": None}),  # then ssh_config's, else auto (``compression_mode``)
         (["-o", "ConnectTimeout=3", "-o", "ConnectTimeout=9"], {"connect_timeout": 3.0}),
     ],
 )

@@ -14,6 +14,7 @@ PUBLIC = [
     "ChannelRefused",
     "Client",
     "ClosedError",
+    "CompressionReport",
     "ConnectConfig",
     "ConnectError",
     "ConnectTimeout",

@@ -1,0 +1,407 @@
+"""Moving one file's remaining requests to the compressed connection (``Compression auto``).
+
+A file starts on the plain connection. Its first blocks are sampled (zlib-6
+on what arrives or leaves) while the flow controller measures the link; once
+the controller has found the link's rate (its steady phase), the policy
+(``core.compresspolicy``) is asked. When it says compress, the file is opened
+on channels of the compressed connection (``RoutedLease.move``) and the plain
+lanes get no new request (their cap goes to 0; what is in flight drains): no
+byte is sent twice. The controller probes again, since the link now carries
+more payload per byte. After a few round trips compressed, the rate achieved
+is checked against the plain one (the server's zlib is unknown): slower, and
+the file goes back, once (``MAX_SWITCHES``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from .._errors import SSHPipeError
+from .._stats import CompressionReport
+from ..core.compresspolicy import (
+    MIN_RATIO,
+    SAMPLE_BYTES,
+    Decision,
+    Measured,
+    Route,
+    ZlibCost,
+    compressed_rate_estimate,
+    decide,
+    ratio_of,
+)
+from ..core.flowcontrol import FlowController
+from ..core.text import printable
+from ..transport.compressroute import EAGER_RTT, RoutedLease
+from ..transport.pool import Lease
+from ..transport.sftp import SFTPSession
+
+if TYPE_CHECKING:
+    from .lanes import Lane
+    from .pump import Pump
+
+logger = logging.getLogger("sshpipe.compress")
+
+# Seconds compressed before the achieved rate is judged: enough rounds for
+# the controller's new startup (a few RTTs) at any RTT sshpipe meets.
+_JUDGE_AFTER = 1.0
+_JUDGE_RTTS = 10
+# What incompressible data is weighed with when zlib was never probed: its
+# ratio alone decides (below MIN_RATIO), so the rates do not matter.
+_ANY_COST = ZlibCost(compress=1.0, decompress=1.0)
+# Rounds (about an RTT each) after which the best one's rate is the link's.
+_KNOWN_ROUNDS = 6
+# Blocks asked for at once while the route is undecided on a WAN: the probe
+# train. The spacing of their replies is the bottleneck's rate (packet-train
+# dispersion: Jacobson's pathchar, Dovrolis et al. 2004), known within one
+# RTT plus three blocks' time; the first sampled for the ratio. Without it the
+# flow controller's first guess (1 Gbit/s x RTT: 5 MB at 40 ms) went out on
+# the plain connection before anything was known: 2 s of a 20 Mbit/s link.
+TRAIN_BLOCKS = 3
+
+
+class Switch:
+    """One file's route, decided from its first blocks and the measured link."""
+
+    def __init__(self, lease: RoutedLease, cost: ZlibCost | None) -> None:
+        self.lease = lease
+        # zlib's rates here: probed (in the mover) only once a file shrinks, so
+        # random data and a first file's start never wait for the probe.
+        self.cost = cost
+        self._probe = False  # started
+        self._probe_task: asyncio.Task[None] | None = None
+        self.route = Route.PLAIN
+        self.switches = 0
+        self._samples: list[bytes] = []
+        self._sampled = 0
+        self.ratio: float | None = None
+        self.link_rate: float | None = None
+        self.compressed_rate: float | None = None
+        self.reason = "not decided: the file ended first"
+        self.delivered = 0
+        self.compressed_bytes = 0
+        self._compressed: set[SFTPSession] = set()
+        self._pending: Decision | None = None
+        self._decided_plain = lease.route.offered is False or lease.hint is Route.PLAIN
+        if lease.route.offered is False:
+            self.reason = "off: the server offers no compression"
+        elif lease.hint is Route.PLAIN:
+            self.reason = "stays plain: its name says compressed already"
+        # On a WAN the file is opened on a compressed channel as soon as the
+        # connection (opened with the lease: ``CompressRoute.lease``) is up,
+        # its lane parked (cap 0): the move is then instant. Waiting for the
+        # policy, the OPEN's round trip queued behind the file's own data.
+        self._warm = not self._decided_plain and lease.rtt >= EAGER_RTT
+        self._moving = False
+        self._used = False  # some of its requests were routed compressed
+        self._moved_at = 0.0
+        self._first_reply = 0.0
+        self._cpu_at_first = 0.0  # this process's CPU seconds at the first reply
+        self._plain_mean: float | None = None  # payload bytes/s plain until the move
+        # The probe train: its byte cap (None: not capped), and its replies' times.
+        self.cap: int | None = None
+        self._train_first: float | None = None
+        self._train_last = 0.0
+        self._train_bytes = 0  # delivered after the train's first reply
+        self._train_replies = 0
+        self.train_rate: float | None = None
+        self._first_compressed: float | None = None  # the first compressed reply's time
+        self._started_compressed: float | None = None  # the first ever (for the report)
+        self._last_compressed = 0.0
+        self._bytes_at_move = 0
+        self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
+        # Compressed channels the file is open on that no request was routed to.
+        self.idle: set[SFTPSession] = set()
+        self.wake = asyncio.Event()
+        self.group: asyncio.TaskGroup | None = None  # ``switching``'s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, pump: Pump) -> None:
+        """The pump runs: replies feed the switch, and its mover waits for a decision."""
+        pump.switch = self
+        if self._warm:  # a WAN, and the file may go compressed: the probe train first
+            self.cap = TRAIN_BLOCKS * pump.sizing.block
+            pump.resync()
+        self.wake.set()  # the warm-up
+        if self.group is not None:
+            self._task = self.group.create_task(self.run(pump))
+
+    async def stop(self) -> None:
+        """No move is under way after this returns (before the handles close)."""
+        tasks = [t for t in (self._task, self._probe_task) if t is not None]
+        self._task = self._probe_task = None
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    @property
+    def sampling(self) -> bool:
+        """Its blocks are still wanted for the ratio (not once decided without it)."""
+        return self.ratio is None and not self._decided_plain
+
+    def feed(self, chunks: list[bytes | memoryview] | bytes) -> None:
+        """Blocks of the file as they arrive (a get) or leave (a put)."""
+        pieces = [chunks] if isinstance(chunks, bytes) else chunks
+        for piece in pieces:
+            take = bytes(piece[: SAMPLE_BYTES - self._sampled])
+            self._samples.append(take)
+            self._sampled += len(take)
+        if self._sampled >= SAMPLE_BYTES:
+            self.ratio = ratio_of(self._samples)
+            self._samples = []
+            if self.cost is None and self.ratio is not None and self.ratio >= MIN_RATIO:
+                self._start_probe()
+
+    def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
+        """A reply came (``Pump._sample``): maybe time to ask the policy."""
+        if not self.delivered:
+            self._first_reply = now
+            self._cpu_at_first = time.process_time()
+        self.delivered += delivered
+        if delivered and self.train_rate is None:
+            self._time_train(now, delivered)
+        if self.cap is not None and self._decided_plain:
+            self._uncap(pump)
+        if lane.sftp in self._compressed and delivered:
+            if self._first_compressed is None:
+                # Judged from its first reply: until then the plain lanes' requests
+                # issued before the move (the first guess's, seconds of a thin
+                # link) held the byte budget.
+                self._first_compressed = now
+                self._started_compressed = self._started_compressed or now
+                self._bytes_at_move = self.compressed_bytes
+            self.compressed_bytes += delivered
+            self._last_compressed = now
+        if self._pending is not None or self._moving:
+            return
+        ctrl = pump.controller
+        if self.route is Route.PLAIN:
+            if self._decided_plain or self.ratio is None:
+                return
+            if self.cost is None:
+                if self.ratio >= MIN_RATIO:
+                    return  # the probe is under way: weighed at a reply after it
+                self.cost = _ANY_COST  # incompressible: zlib's speed cannot matter
+            if self.train_rate is not None:  # its own probe train's
+                self.link_rate = self.lease.route.link_rate = self.train_rate
+            elif _link_known(ctrl) and now > self._first_reply:
+                # The better of the best round's rate and the mean since the first
+                # reply. Too high is the safe error (the best round read 5 MB/s on
+                # a 2.5 MB/s link: replies come in bursts; the policy's margin
+                # still compresses there); too low is not (an upload's mean read
+                # 1.3 MB/s at 1 Gbit/s while it ramped up, and went compressed).
+                mean = self.delivered / (now - self._first_reply)
+                rate = max(ctrl.max_rate, mean)
+                self.link_rate = self.lease.route.link_rate = rate
+            elif self.lease.route.link_rate is not None:
+                self.link_rate = self.lease.route.link_rate  # an earlier file's: weighed now
+            else:
+                return
+            size = ctrl.limits.size
+            remaining = None if size is None else max(0, size - self.delivered)
+            cpu = time.process_time() - self._cpu_at_first
+            measured = Measured(
+                ratio=self.ratio,
+                link_rate=self.link_rate,
+                rtt=ctrl.min_rtt,
+                remaining=remaining,
+                ready=bool(self._compressed),
+                cpu_per_byte=cpu / self.delivered if cpu > 0 and self.delivered else None,
+                upload=pump.handles.write,
+            )
+        else:
+            if self._first_compressed is None or self.switches > 1:
+                return
+            elapsed = now - self._first_compressed
+            if elapsed < max(_JUDGE_AFTER, _JUDGE_RTTS * ctrl.min_rtt):
+                return
+            self.compressed_rate = (self.compressed_bytes - self._bytes_at_move) / elapsed
+            # Against what plain achieved over its whole stretch, not the estimate
+            # that chose compression (an upload's probe train read 4.7 MB/s on a
+            # 2.5 MB/s link, and 3.6 MB/s compressed looked like a loss).
+            plain = self.link_rate
+            if self._plain_mean is not None and plain is not None:
+                plain = min(plain, self._plain_mean)
+            measured = Measured(
+                ratio=self.ratio,
+                link_rate=plain,
+                rtt=ctrl.min_rtt,
+                compressed_rate=self.compressed_rate,
+            )
+        assert self.cost is not None  # set above for plain, before any move for compressed
+        decision = decide(self.route, measured, self.cost, switches=self.switches)
+        self._log(pump, decision)
+        if decision.route is not self.route:
+            self._pending = decision
+            self.wake.set()
+            if self.cap is not None and self.link_rate:
+                # Until the compressed lanes take over, no more than the pipe: a
+                # queue on the link would hold their OPEN (and a log-in still
+                # under way) back by as much (0.4 s per round trip at 20 Mbit/s).
+                pipe = int(self.link_rate * ctrl.min_rtt) + pump.sizing.block
+                self.cap = min(self.cap, pipe)
+                pump.resync()
+        elif self.route is Route.PLAIN:
+            self._decided_plain = True  # once: a file is not weighed again and again
+            self._uncap(pump)
+        else:
+            self.switches = 2  # judged compressed and kept: no more moves
+
+    def _start_probe(self) -> None:
+        """zlib's rates measured beside the mover (which may be opening a connection)."""
+        if self._probe or self.group is None:
+            return
+        self._probe = True
+
+        async def probe() -> None:
+            self.cost = await self.lease.route.cost()
+
+        self._probe_task = self.group.create_task(probe())
+
+    def _time_train(self, now: float, delivered: int) -> None:
+        """The probe train's replies: the bytes after the first over the time they took."""
+        self._train_replies += 1
+        if self._train_first is None:
+            self._train_first = now
+            return
+        self._train_bytes += delivered
+        self._train_last = now
+        if self._train_replies >= TRAIN_BLOCKS and now > self._train_first:
+            self.train_rate = self._train_bytes / (now - self._train_first)
+
+    def _uncap(self, pump: Pump) -> None:
+        if self.cap is not None:
+            self.cap = None
+            pump.resync()
+
+    def _log(self, pump: Pump, decision: Decision) -> None:
+        self.reason = decision.reason
+        logger.info("%s: compression auto: %s", printable(pump.handles.path), decision.reason)
+
+    async def run(self, pump: Pump) -> None:
+        """Carry out the moves the policy asks for, while the pump runs."""
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self._warm:
+                self._warm = False
+                with contextlib.suppress(SSHPipeError):  # the move will see what is missing
+                    await self._park(pump, await self.lease.prepare())
+            decision, self._pending = self._pending, None
+            if decision is None:
+                continue
+            self._moving = True
+            try:
+                await self._move(pump, decision.route is Route.COMPRESSED)
+            except SSHPipeError as exc:  # the file goes on where it is
+                self.reason = f"stays {self.route.value}: {exc}"
+                logger.info("compression auto: %s", self.reason)
+                self._decided_plain = True
+                self.switches = 2
+            finally:
+                self._moving = False
+                self._uncap(pump)  # moved (or not): the controller's budget again
+
+    async def _park(self, pump: Pump, channels: list[SFTPSession]) -> None:
+        """Open the file on compressed ``channels``, their lanes given no request yet."""
+        for sftp in channels:
+            self._compressed.add(sftp)
+            self.idle.add(sftp)
+            lane = await pump.handles.add(sftp)
+            # No await since the lane was appended: the pump never saw its cap.
+            self._cap_of[id(lane)], lane.cap = lane.cap, 0
+
+    async def _move(self, pump: Pump, compressed: bool) -> None:
+        live = [lane for lane in pump.handles.lanes if lane.cap > 0]
+        fresh = await self.lease.move(max(1, len(live)), compressed=compressed)
+        if fresh is None:
+            self.reason = "stays plain: the server offers no compression"
+            self._decided_plain = True
+            return
+        await self._park(pump, fresh)
+        for lane in pump.handles.lanes:  # the other route's lanes drain, get nothing new
+            cap = self._cap_of.setdefault(id(lane), lane.cap)
+            lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
+        self.route = Route.COMPRESSED if compressed else Route.PLAIN
+        self._used = self._used or compressed
+        if compressed:
+            self.idle.clear()
+        self.switches += 1
+        self._moved_at, self._first_compressed = time.monotonic(), None
+        if compressed and self._moved_at > self._first_reply and self._first_reply:
+            self._plain_mean = (self.delivered - self.compressed_bytes) / (
+                self._moved_at - self._first_reply
+            )
+        if compressed and self.ratio is not None and self.link_rate and self.cost is not None:
+            expected = compressed_rate_estimate(
+                self.link_rate, self.ratio, self.cost
+            )  # no CPU term: the target is only grown
+            pump.controller.reprobe(self._moved_at, gain=expected / self.link_rate)
+        pump.add_lane(pump.handles.lanes[-1])
+        pump.fill()
+        logger.info(
+            "%s: compression auto: %d lane(s) now %s, after %d bytes",
+            printable(pump.handles.path),
+            sum(1 for lane in pump.handles.lanes if lane.cap > 0),
+            self.route.value,
+            self.delivered,
+        )
+
+    def report(self) -> CompressionReport:
+        used, began = self._used, self._started_compressed
+        achieved = self.compressed_rate
+        if began is not None and self._last_compressed > began:
+            achieved = self.compressed_bytes / (self._last_compressed - began)
+        return CompressionReport(
+            used=used,
+            algorithm=self.lease.route.algorithm if used else "none",
+            plain_bytes=self.delivered - self.compressed_bytes,
+            compressed_bytes=self.compressed_bytes,
+            ratio=self.ratio,
+            link_rate=self.link_rate,
+            compressed_rate=achieved,
+            reason=self.reason,
+        )
+
+
+def _link_known(ctrl: FlowController) -> bool:
+    """The controller has seen the link's rate: steady, or rounds enough of a full pipe.
+
+    An upload at 20 Mbit/s stayed in startup for 8 of its 8 MiB (the first
+    guess filled the link from the first round): its rate was known long before.
+    """
+    return ctrl.max_rate > 0 and (ctrl.phase == "steady" or ctrl.rounds >= _KNOWN_ROUNDS)
+
+
+@contextlib.asynccontextmanager
+async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
+    """A switch for a routed lease (None for any other), its mover stopped on leaving.
+
+    As ``grower.growing``: the block's error is caught inside the TaskGroup
+    (whose only task, stopped first, never fails) and raised again outside it.
+    """
+    if not isinstance(lease, RoutedLease) or lease.pacer is not None:
+        # Under a rate limit (-l) the bucket counts payload bytes: compression
+        # could not carry more of them, only cost CPU.
+        yield None
+        return
+    switch = Switch(lease, lease.route.known_cost())
+    lease.report = switch.report
+    failure: BaseException | None = None
+    async with asyncio.TaskGroup() as group:
+        switch.group = group
+        try:
+            yield switch
+        except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
+            failure = exc
+        await switch.stop()
+    if failure is not None:
+        try:
+            raise failure
+        finally:
+            failure = None  # no reference cycle through the traceback

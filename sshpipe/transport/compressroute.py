@@ -1,0 +1,266 @@
+"""``Compression auto``: a compressed connection beside the plain ones, and leases that move.
+
+SSH compression is fixed per connection at key exchange (RFC 4253 §6.2), so
+nothing is toggled: ``CompressRoute`` keeps a second ``ChannelPool`` whose
+connections offer zlib@openssh.com, then zlib, then "none", so that a server
+offering no compression still connects and is then known to offer none
+(said once at ``-v``; auto means off for the rest of the client's life).
+The second pool shares the first's byte budget, server caps, log-in memory
+and temp-file list: one client, two kinds of connection.
+
+``RoutedLease`` is a transfer's lease on both: its channels are the plain
+pool's until ``move`` gives it compressed ones (the transfer's remaining
+requests go there, ``transfer.compressswitch``); growth then comes from the
+route it is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+from .._config import TransferConfig
+from .._errors import SSHPipeError
+from .._stats import CompressionReport
+from ..core.compresspolicy import Route, ZlibCost
+from .pacing import Pacer
+from .pool import ChannelPool
+from .poollease import PoolLease
+from .sftp import SFTPSession
+from .sshoptions import CompressionMode, compression_mode
+from .zlibprobe import cached_zlib_cost, zlib_cost
+
+__all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
+
+# The log-in RTT from which the compressed connection opens with the file's
+# first request rather than on the policy's word: 5 ms, where the flow
+# controller's first guess (1 Gbit/s x RTT: 625 KB) is a quarter second of a
+# 20 Mbit/s link's queue. Below it (a LAN, loopback) it opens when wanted.
+EAGER_RTT = 0.005
+
+logger = logging.getLogger("sshpipe.compress")
+
+
+class CompressRoute:
+    """The compressed pool of a client whose compression is auto, opened on first need."""
+
+    def __init__(self, plain: ChannelPool) -> None:
+        self.plain = plain
+        self._zlib: ChannelPool | None = None
+        self.offered: bool | None = None  # does the server compress (None: not asked yet)
+        self.algorithm = "none"
+        self._opening = asyncio.Lock()
+        self._mode: CompressionMode | None = None
+        # The plain link's payload rate the last file measured: a tree's next
+        # files are weighed by it before they measure their own.
+        self.link_rate: float | None = None
+
+    async def mode(self) -> CompressionMode:
+        """The client's setting, ssh_config read once (off the loop)."""
+        if self._mode is None:
+            mode = await asyncio.to_thread(compression_mode, self.plain.connect_config)
+            self._mode = mode
+            return mode
+        return self._mode
+
+    async def cost(self) -> ZlibCost:
+        """zlib's rates on this machine (probed once per process, off the loop)."""
+        return await zlib_cost()
+
+    @staticmethod
+    def known_cost() -> ZlibCost | None:
+        return cached_zlib_cost()
+
+    async def pool(self) -> ChannelPool | None:
+        """The compressed pool, connected; None when the server offers no compression."""
+        async with self._opening:
+            if self.offered is False:
+                return None
+            if self._zlib is None:
+                cfg = replace(self.plain.connect_config, compression=True, control_path=None)
+                pool = ChannelPool(cfg, self.plain.config)
+                pool.client_bytes = self.plain.client_bytes  # the one memory budget
+                pool.server_caps = self.plain.server_caps
+                pool.auth_memory = self.plain.auth_memory
+                pool.left_temps = self.plain.left_temps
+                try:
+                    await pool.open()
+                except SSHPipeError as exc:
+                    logger.info("compression auto: no compressed connection (%s): off", exc)
+                    self.offered = False
+                    return None
+                self.algorithm = pool.compression
+                if self.algorithm == "none":
+                    logger.info("compression auto: the server offers no compression: off")
+                    self.offered = False
+                    await pool.aclose()
+                    return None
+                self.offered = True
+                logger.info("compression auto: compressed connection up (%s)", self.algorithm)
+                self._zlib = pool
+            return self._zlib
+
+    async def aclose(self) -> None:
+        zlib, self._zlib = self._zlib, None
+        if zlib is not None:
+            await zlib.aclose()
+
+    def abort(self) -> None:
+        if self._zlib is not None:
+            self._zlib.abort()
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, config: TransferConfig, *, at_start: Callable[[float], int] | None = None
+    ) -> AsyncIterator[RoutedLease]:
+        """A plain lease that may move to the compressed pool (``RoutedLease.move``).
+
+        On a WAN (log-in RTT from ``EAGER_RTT``) the compressed connection is
+        opened at once, beside the plain channel: once the file's first
+        requests fill the link's queue, each of its dozen round trips waits
+        behind them (at 20 Mbit/s and 40 ms, opened when the policy spoke, it
+        came up after a 5 MiB file had ended). As ``grower.growing``, the
+        block's error is caught inside the TaskGroup and raised again outside.
+        """
+        await self.plain.open()
+        eager = (
+            self.offered is None
+            and config.rate_limit is None  # the switch stays out of rate-limited copies
+            and self.plain.rtt_estimate >= EAGER_RTT
+        )
+        failure: BaseException | None = None
+        async with asyncio.TaskGroup() as group:
+            warming = group.create_task(self._warm(config)) if eager else None
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    plain = await stack.enter_async_context(
+                        self.plain.lease(config, at_start=at_start)
+                    )
+                    yield RoutedLease(self, config, plain, stack)
+            except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
+                failure = exc
+            if warming is not None:
+                warming.cancel()  # a short file is not held up by a log-in it did not need
+        if failure is not None:
+            try:
+                raise failure
+            finally:
+                failure = None  # no reference cycle through the traceback
+
+    async def _warm(self, config: TransferConfig) -> None:
+        pool = await self.pool()
+        if pool is not None:
+            with contextlib.suppress(SSHPipeError):  # the move will see what is missing
+                await pool.warm(config, 1)
+
+
+class RoutedPool:
+    """What a tree sees of a client whose compression is auto: its big files' leases routed.
+
+    Each big file decides for itself (``transfer.compressswitch``), those whose
+    name says compressed already (``RoutedLease.hint``) staying plain: text
+    goes compressed while media go plain, at the same time, under the one byte
+    budget both pools share.
+    """
+
+    def __init__(self, route: CompressRoute) -> None:
+        self.route = route
+        self.server_caps = route.plain.server_caps
+
+    def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[RoutedLease]:
+        return self.route.lease(config)
+
+    async def warm(self, config: TransferConfig, count: int) -> None:
+        await self.route.plain.warm(config, count)
+
+
+class RoutedLease:
+    """A transfer's lease on the plain pool, and on the compressed one once moved there."""
+
+    def __init__(
+        self,
+        route: CompressRoute,
+        config: TransferConfig,
+        plain: PoolLease,
+        stack: contextlib.AsyncExitStack,
+    ) -> None:
+        self.route = route
+        self._config = config
+        self._plain = plain
+        self._zlib: PoolLease | None = None
+        self._stack = stack
+        self.compressed = False  # where new channels come from
+        self.max_channels = plain.max_channels
+        self.can_grow = plain.can_grow
+        self.pacer: Pacer | None = plain.pacer
+        # What the transfer's switch did (``transfer.compressswitch``), for its stats.
+        self.report: Callable[[], CompressionReport] | None = None
+        self.hint: Route | None = None  # PLAIN: its name says compressed already
+
+    def __repr__(self) -> str:
+        return f"<RoutedLease compressed={self.compressed} channels={len(self.channels)}>"
+
+    @property
+    def rtt(self) -> float:
+        """Seconds of one round trip, from the plain connection's log-in."""
+        return self.route.plain.rtt_estimate
+
+    @property
+    def _active(self) -> PoolLease:
+        return self._zlib if self.compressed and self._zlib is not None else self._plain
+
+    @property
+    def channels(self) -> list[SFTPSession]:
+        """The channels of the route in use (the other's lanes only drain)."""
+        return self._active.channels
+
+    @channels.setter
+    def channels(self, channels: list[SFTPSession]) -> None:
+        self._active.channels = channels
+
+    @property
+    def all_channels(self) -> list[SFTPSession]:
+        return self._plain.channels + (self._zlib.channels if self._zlib is not None else [])
+
+    def connections_of(self, channels: list[SFTPSession]) -> int:
+        plain = [s for s in channels if s in self._plain.channels]
+        zlib = [s for s in channels if s not in plain]
+        count = self._plain.connections_of(plain) if plain else 0
+        if zlib and self._zlib is not None:
+            count += self._zlib.connections_of(zlib)
+        return max(count, 1)
+
+    async def add(
+        self, count: int, ready: Callable[[SFTPSession], None] | None = None
+    ) -> list[SFTPSession]:
+        return await self._active.add(count, ready)
+
+    async def recover(self, *, stalled: bool) -> None:
+        await self._active.recover(stalled=stalled)
+
+    async def prepare(self) -> list[SFTPSession]:
+        """This transfer's first channels on the compressed pool, not routed to yet
+        (the transfer opens its file on them ahead of a move); [] once had, or
+        when the server offers no compression."""
+        if self._zlib is not None:
+            return []
+        pool = await self.route.pool()
+        if pool is None:
+            return []
+        self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
+        return list(self._zlib.channels)
+
+    async def move(self, count: int, *, compressed: bool) -> list[SFTPSession] | None:
+        """New channels come from the compressed pool (or the plain one again), with up
+        to ``count`` there: the channels new to the transfer; None when the server
+        offers no compression."""
+        fresh = await self.prepare() if compressed else []
+        if compressed and self._zlib is None:
+            return None
+        self.compressed = compressed
+        if self._zlib is not None and compressed and count > len(self._zlib.channels):
+            fresh += await self._zlib.add(count - len(self._zlib.channels))
+        return fresh

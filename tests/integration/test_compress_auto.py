@@ -1,0 +1,135 @@
+"""Compression auto against sshd behind a 20 Mbit/s, 40 ms emulated link.
+
+Which connection each file used is read from its stats; every byte is checked.
+Speed is the benchmark's (benchmarks/bench_compress.py), not asserted here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+import sshpipe
+from sshpipe.linkemu import LinkSpec
+from sshpipe.testing.embedded import embedded_server
+from tests.support.peers import EmulatedLink, Peer, from_embedded
+
+pytestmark = [pytest.mark.openssh]
+
+SLOW = LinkSpec(rtt=0.04, rate=20e6)
+SIZE = 8 * 1024 * 1024
+
+
+def _text(size: int) -> bytes:
+    """CSV-like lines (zlib-6 ratio ~4-5): what compression is for."""
+    rows = [
+        f"{i},2026-12-02,host{i % 89},{(i * 7919) % 100003},{i % 97}.5,ok\n"
+        for i in range(size // 30)
+    ]
+    return "".join(rows).encode()[:size]
+
+
+def _client(far: Peer, compression: bool | str | None) -> sshpipe.Client:
+    return sshpipe.connect(
+        f"{far.user}@{far.host}",
+        port=far.port,
+        identity_files=[str(far.client_key)],
+        known_hosts=[str(far.known_hosts)],
+        ssh_config=[],
+        compression=compression,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_text_goes_compressed_and_random_does_not(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, direction: str
+) -> None:
+    # Random data needs only its sample and the link's rate to be judged: 2 MiB.
+    text, noise = _text(SIZE), os.urandom(SIZE // 4)
+    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, None) as client:
+        for name, data in (("text.csv", text), ("noise.bin", noise)):
+            local = tmp_path / f"local-{name}"
+            if direction == "get":
+                (far.root / name).write_bytes(data)
+                stats = await client.get(far.remote(name), local)
+                assert local.read_bytes() == data
+            else:
+                local.write_bytes(data)
+                stats = await client.put(local, far.remote(name))
+                assert (far.root / name).read_bytes() == data
+            report = stats.compression
+            assert report is not None, name
+            assert report.ratio is not None
+            if data is text:
+                assert report.used, report
+                assert report.algorithm == "zlib@openssh.com"
+                assert 0 < report.compressed_bytes < SIZE  # the start went plain
+                assert report.ratio > 3
+            else:
+                assert not report.used, report
+                assert report.compressed_bytes == 0
+                assert report.ratio < 1.05
+
+
+@pytest.mark.parametrize("forced", [True, False])
+async def test_forced_settings_do_not_route(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, forced: bool
+) -> None:
+    text = _text(SIZE // 4)
+    (openssh_peer.root / "text.csv").write_bytes(text)
+    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, forced) as client:
+        stats = await client.get(far.remote("text.csv"), tmp_path / "text.csv")
+    assert (tmp_path / "text.csv").read_bytes() == text
+    assert stats.compression is None
+
+
+async def test_a_server_without_compression_means_off_said_once(
+    tmp_path: Path, emulated_link: EmulatedLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = _text(SIZE // 4)
+    async with embedded_server(tmp_path / "plain", compression_algs=["none"]) as server:
+        peer = from_embedded(server)
+        (peer.root / "text.csv").write_bytes(text)
+        caplog.set_level(logging.INFO, logger="sshpipe.compress")
+        async with emulated_link(peer, SLOW) as (_, far), _client(far, "auto") as client:
+            reports = []
+            for copy in ("one.csv", "two.csv"):
+                stats = await client.get(far.remote("text.csv"), tmp_path / copy)
+                assert (tmp_path / copy).read_bytes() == text
+                reports.append(stats.compression)
+    for report in reports:
+        assert report is not None and not report.used and report.compressed_bytes == 0
+    said = [r.getMessage() for r in caplog.records if "offers no compression" in r.getMessage()]
+    assert len(said) == 1, said
+
+
+async def test_a_mixed_tree_uses_both_connections(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path
+) -> None:
+    # A 12 MiB budget makes files past 2 MiB big (their own leases, decided each).
+    config = sshpipe.TransferConfig(max_bytes_in_flight=12 * 1024 * 1024)
+    files = {
+        "logs/text.csv": _text(SIZE * 3 // 4),
+        "media/packed.gz": os.urandom(SIZE // 3),  # compressed by its name: never sampled
+        "media/noise.bin": os.urandom(SIZE // 3),  # by its sample
+        "small.txt": _text(4096),
+    }
+    tree = openssh_peer.root / "tree"
+    for name, data in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_bytes(data)
+    async with emulated_link(openssh_peer, SLOW) as (_, far):
+        client = _client(far, "auto")
+        client.config = config
+        async with client:
+            stats = await client.get(far.remote("tree"), tmp_path / "copy", recursive=True)
+    for name, data in files.items():
+        assert (tmp_path / "copy" / name).read_bytes() == data, name
+    reports = {path.rsplit("/", 1)[-1]: report for path, report in stats.compression}
+    assert set(reports) == {"text.csv", "packed.gz", "noise.bin"}
+    assert reports["text.csv"].used and reports["text.csv"].compressed_bytes > 0
+    assert not reports["packed.gz"].used and reports["packed.gz"].ratio is None
+    assert not reports["noise.bin"].used and reports["noise.bin"].compressed_bytes == 0
