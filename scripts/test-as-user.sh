@@ -36,7 +36,8 @@ runuser -u "$USER_NAME" -- bash -c "
     # (the root run has them); what differs
     # for a user is permissions, the fixture, paths and state dirs (a put resume's
     # journal: test_interop's resume case; ssh_config, prompts, the mux's socket dir).
-    .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration \
+    # Two workers, the timing-sensitive tests on one of them (as in scripts/test.sh).
+    .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/integration \
         --ignore=tests/integration/test_reconnect.py \
         --ignore=tests/integration/test_resume.py \
         --ignore=tests/integration/test_tree_reconnect.py \

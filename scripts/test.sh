@@ -19,7 +19,12 @@ fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[cli,test]"
 "$VENV/bin/python" -m ruff check sshpipe tests benchmarks
 "$VENV/bin/python" -m mypy
-"$VENV/bin/python" -m pytest "$@"
+# Most tests wait on sockets, sshd and emulated latency, not the CPU: pytest-xdist
+# workers overlap them (each starts its own session servers on free ports, in its
+# own temporary directory). --dist loadgroup keeps the timing-sensitive tests
+# (tests/conftest.py, SERIAL_MARKERS) on one worker, one at a time. Extra
+# arguments come after, so "-n 0" runs everything in this process, serially.
+"$VENV/bin/python" -m pytest -n "${SSHPIPE_TEST_WORKERS:-3}" --dist loadgroup "$@"
 # As root, also prove the sshd fixture and the client work for an ordinary user.
 if [ "$(id -u)" = 0 ] && [ "${SSHPIPE_SKIP_USER_RUN:-0}" != 1 ] && [ $# = 0 ]; then
     echo "== the OpenSSH tests again, as an ordinary user"

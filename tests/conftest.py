@@ -67,14 +67,27 @@ FIXTURE_MARKERS = {
 }
 # pytest-timeout's limit for tests marked slow (the default is in pyproject.toml).
 SLOW_TIMEOUT = 900
+# scripts/test.sh runs the suite on several pytest-xdist workers with
+# ``--dist loadgroup``: tests carrying one of these markers go to a single
+# worker, one after another, in one xdist group, so that two timing-sensitive
+# tests never compete with each other for the link emulator's event loop and
+# the CPU (each still runs beside tests that mostly wait on sockets). ``timing``
+# is set by hand on tests that assert a tight wall-clock bound without the emulator.
+SERIAL_MARKERS = ("linkemu", "timing")
+SERIAL_GROUP = "serial"
 
 
+# tryfirst: xdist's own hook turns the group mark into the node id's "@group"
+# suffix, so the mark must be there before it runs.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in used:
                 item.add_marker(marker)
+        if any(item.get_closest_marker(marker) for marker in SERIAL_MARKERS):
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 

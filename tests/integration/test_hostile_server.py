@@ -330,6 +330,7 @@ async def test_a_listing_that_never_ends_is_refused_in_bounded_memory(
     assert leftover_temps(out) == []
 
 
+@pytest.mark.timing  # stops within 2.5 s
 async def test_ctrl_c_in_an_endless_listing_stops_at_once_with_130(attack: Attack) -> None:
     out = attack.workdir / "out"
     run = await attack.run("get", "-r", attack.spec("/endless"), str(out), interrupt_after=3.0)
@@ -431,6 +432,7 @@ async def test_a_file_that_never_ends_is_copied_in_flat_memory_and_ctrl_c_cleans
     assert os.listdir(out) == []
 
 
+@pytest.mark.timing  # stops within 2.5 s
 @pytest.mark.parametrize("interrupts", [1, 2])
 async def test_ctrl_c_stops_a_command_waiting_on_a_silent_server(
     attack: Attack, interrupts: int

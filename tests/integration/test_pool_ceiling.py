@@ -116,6 +116,7 @@ async def test_200_concurrent_gets_on_one_client_hold_one_byte_budget(
 TINY = sshpipe.TransferConfig(max_connections=1, channels_per_connection=1, queue_timeout=0.3)
 
 
+@pytest.mark.timing  # queue_timeout measured within 0.3..3 s
 async def test_a_pool_at_its_true_limit_waits_queue_timeout_then_raises_pool_exhausted(
     openssh_peer: Peer,
 ) -> None:

@@ -177,6 +177,7 @@ def assert_learned(result: subprocess.CompletedProcess[str], took: float, droppe
     assert took < STALL_BUDGET, f"{took:.1f} s, {dropped} reads dropped"
 
 
+@pytest.mark.timing  # STALL_BUDGET
 async def test_a_file_in_small_blocks_from_a_server_that_answers_only_32_reads(
     tmp_path: Path,
 ) -> None:
@@ -186,6 +187,7 @@ async def test_a_file_in_small_blocks_from_a_server_that_answers_only_32_reads(
     assert_learned(result, time.monotonic() - started, cap.dropped)
 
 
+@pytest.mark.timing  # STALL_BUDGET
 @pytest.mark.parametrize(
     "blocks",
     [
