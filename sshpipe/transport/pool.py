@@ -12,7 +12,7 @@ the same moment see each other's reservations.
 - ``Pool``: what a tree sees (leases for its big files, ``warm`` channels);
   both live in ``poollease``, beside the pool's implementation of a lease;
 - ``ChannelPool``: the implementation behind ``sshpipe.Client``;
-  ``PooledLink`` is one of its SSH connections.
+  ``PooledLink`` (in ``poolshare``) counts the channels on one of its SSH connections.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from functools import partial
 
 from .._config import ConnectConfig, TransferConfig
@@ -32,34 +31,18 @@ from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.sizing import reply_cap
 from .authmemory import AuthMemory
-from .linkopen import Link, open_link
+from .linkopen import open_link
 from .poollease import Lease as Lease
 from .poollease import Pool as Pool
 from .poollease import PoolLease, leased_with_spares
-from .poolshare import BusyChannels, ChannelKey, Room
+from .poolshare import BusyChannels, ChannelKey, PooledLink, Room
 from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.client")
 
-_ChannelKey = ChannelKey
-
-
-def _key(config: TransferConfig) -> _ChannelKey:
+def _key(config: TransferConfig) -> ChannelKey:
     return (config.window, config.max_packet_size, reply_cap(config.block_size))
-
-
-@dataclass(slots=True, eq=False)
-class PooledLink:
-    """One SSH connection of the pool and how many channels it carries."""
-
-    link: Link
-    cap: int  # channels it may carry; lowered when the server refuses one
-    open: int = 0  # channels open on it (idle, busy, or being opened)
-
-    @property
-    def room(self) -> int:
-        return max(0, self.cap - self.open)
 
 
 class ChannelPool:
@@ -74,7 +57,7 @@ class ChannelPool:
         self.config = transfer_config
         self._slots: list[PooledLink] = []
         self._slot_of: dict[SFTPSession, PooledLink] = {}
-        self._idle: dict[_ChannelKey, list[SFTPSession]] = {}
+        self._idle: dict[ChannelKey, list[SFTPSession]] = {}
         self._busy = BusyChannels()  # lent out, and to how many transfers each
         self._settling = Settling()  # given back with replies owed: not reused yet
         self._connecting = 0
@@ -227,7 +210,7 @@ class ChannelPool:
                 ready(sftp)
         return shared
 
-    def _evict_idle(self, *, keep: _ChannelKey) -> bool:
+    def _evict_idle(self, *, keep: ChannelKey) -> bool:
         """Close idle channels opened with other settings; True if there were any."""
         evicted = False
         for key, sessions in self._idle.items():

@@ -11,19 +11,35 @@ It goes back to the idle list only when its last user gives it back.
 When even sharing finds no room (every channel at its cap, no connection left
 to open), a transfer waits in ``Room`` until something changes anywhere (a
 channel given back, a connection or channel opened, one lost), for at most
-``TransferConfig.queue_timeout``. Split out of ``pool.py``, whose methods call it.
+``TransferConfig.queue_timeout``. ``PooledLink`` is the pool's count of the
+channels on one connection. Split out of ``pool.py``, whose methods call it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..core.servercaps import handle_cap
+from .linkopen import Link
 from .sftp import SFTPSession
 
 # (window, max_packet_size, longest reply) a channel was opened with
 ChannelKey = tuple[int, int, int]
+
+
+@dataclass(slots=True, eq=False)
+class PooledLink:
+    """One SSH connection of the pool and how many channels it carries."""
+
+    link: Link
+    cap: int  # channels it may carry; lowered when the server refuses one
+    open: int = 0  # channels open on it (idle, busy, or being opened)
+
+    @property
+    def room(self) -> int:
+        return max(0, self.cap - self.open)
 
 
 def share_cap(sftp: SFTPSession) -> int:
