@@ -100,7 +100,8 @@ async def test_a_silent_link_under_a_tree_is_dropped_and_the_tree_goes_on(
 ) -> None:
     source = openssh_peer.root / "tree"
     make_tree(source, files=400, depth=4, seed=9)
-    # 100 Mbit/s: the tree takes ~2 s, still long enough to go silent mid-way (20 Mbit/s took 8-40 s)
+    # 100 Mbit/s: the tree takes ~2 s, still long enough to go silent mid-way
+    # (at 20 Mbit/s the test took 8-40 s).
     spec = LinkSpec(rtt=0.002, rate=100e6)
     async with LinkEmulator(openssh_peer.host, openssh_peer.port, spec) as emu:
         far = openssh_peer.behind(emu.port, tmp_path)
