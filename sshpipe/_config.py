@@ -278,12 +278,13 @@ class ConnectConfig:
             (AES-GCM first with AES instructions, chacha20-poly1305 first
             without; ``DEFAULT_CIPHERS`` when unreadable). "none" is refused
             from either.
-        compression: "auto" (the default) chooses per file: an uncompressed
+        compression: "auto" chooses per file: an uncompressed
             connection, and a compressed one (zlib@openssh.com, else zlib)
             opened beside it for files that shrink on a link slower than
             zlib; True compresses every connection (helps slow links, halves
             fast ones), False none. None means ssh_config's Compression
-            (yes/no), else "auto".
+            (yes/no/auto), else False: auto is not the default yet (README,
+            "Compression").
         proxy_jump: jump hosts, ``[user@]host[:port]`` separated by commas
             (``ssh -J``): the connection is tunnelled through each in turn,
             and each is checked and logged in as a host of its own (its own

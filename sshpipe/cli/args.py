@@ -139,7 +139,7 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         "-C",
         dest="compression",
         action="store_true",
-        help="compress every connection (default: -o Compression=auto, per file)",
+        help="compress every connection (default: none; -o Compression=auto chooses per file)",
     )
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")
 

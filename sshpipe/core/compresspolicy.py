@@ -26,6 +26,10 @@ import enum
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
+
+# The Compression setting: "auto" routes per file (this policy), "yes"/"no" force it.
+CompressionMode = Literal["auto", "yes", "no"]
 
 # The gain (estimated uncompressed time over compressed time) a switch to
 # compression needs: a quarter of margin over the estimate's noise (the link

@@ -25,12 +25,11 @@ from dataclasses import replace
 from .._config import TransferConfig
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
-from ..core.compresspolicy import Route, ZlibCost
+from ..core.compresspolicy import CompressionMode, Route, ZlibCost
 from .pacing import Pacer
 from .pool import ChannelPool
 from .poollease import PoolLease
 from .sftp import SFTPSession
-from .sshoptions import CompressionMode, compression_mode
 from .zlibprobe import cached_zlib_cost, zlib_cost
 
 __all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
@@ -59,11 +58,11 @@ class CompressRoute:
         self.link_rate: float | None = None
 
     async def mode(self) -> CompressionMode:
-        """The client's setting, ssh_config read once (off the loop)."""
+        """The client's setting, as its connection was opened with it (ssh_config
+        is read once, by the log-in); "no" through a mux master."""
         if self._mode is None:
-            mode = await asyncio.to_thread(compression_mode, self.plain.connect_config)
-            self._mode = mode
-            return mode
+            await self.plain.open()
+            self._mode = self.plain.compression_mode
         return self._mode
 
     async def cost(self) -> ZlibCost:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from .._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
 from .._errors import ConnectionBroken
 from ..core.codec import Limits
+from ..core.compresspolicy import CompressionMode
 from .muxclient import open_mux_link
 from .sftp import SFTPSession
 
@@ -30,6 +31,7 @@ class Link(Protocol):
 
     rtt_estimate: float
     compression: str  # the algorithm agreed on at key exchange ("none", "zlib@openssh.com")
+    compression_mode: CompressionMode  # the Compression setting in force: "auto", "yes" or "no"
     refuses_exec: bool
 
     @property

@@ -39,6 +39,7 @@ from .._errors import (
     Stalled,
 )
 from ..core.codec import Limits
+from ..core.compresspolicy import CompressionMode
 from ..core.muxwire import MuxWireError, encode_header, split_header
 from .replies import ReplyClock
 from .sftp import SFTPSession, lent_session
@@ -253,6 +254,9 @@ class MuxLink:
         self.setup: list[tuple[str, float]] = []
         self.rtt_estimate = float(answer.get("rtt", 0.0))
         self.compression = "none"  # the master's connection: routed compression goes direct
+        # Auto is off through a master: a compressed connection of its own
+        # would bypass the connection the master was started to share.
+        self.compression_mode: CompressionMode = "no"
         self.refuses_exec = bool(answer.get("refuses_exec", False))
         self.limits = _limits(answer)
         self.master_pid = int(answer.get("pid", 0))

@@ -26,6 +26,7 @@ from functools import partial
 from .._config import ConnectConfig, TransferConfig
 from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, SSHPipeError
 from ..core.codec import Limits
+from ..core.compresspolicy import CompressionMode
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
@@ -144,6 +145,11 @@ class ChannelPool:
     def compression(self) -> str:
         """The compression its first connection agreed on ("none" before any)."""
         return self._slots[0].link.compression if self._slots else "none"
+
+    @property
+    def compression_mode(self) -> CompressionMode:
+        """The Compression setting its first connection was opened with ("no" before any)."""
+        return self._slots[0].link.compression_mode if self._slots else "no"
 
     @property
     def connections(self) -> int:

@@ -38,6 +38,7 @@ from .._errors import (
     UsageError,
 )
 from ..core.codec import Limits
+from ..core.compresspolicy import CompressionMode
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, ChannelTuning, tune_connection
 from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
@@ -136,6 +137,8 @@ class SSHLink:
         self.setup: list[tuple[str, float]] = []
         self.rtt_estimate = 0.0  # seconds of one round trip, from the log-in
         self.compression = "none"  # the algorithm agreed on at key exchange
+        # The Compression setting it was opened with ("auto": ``compressroute``).
+        self.compression_mode: CompressionMode = "no"
         # The server refused an exec once (an SFTP-only one: paramiko, ProFTPD):
         # its sessions run no command more, and --verify hashes the copy for no
         # sha256sum (``transfer.verify.plan_for``).
@@ -449,6 +452,7 @@ async def _log_in(
         timeline.mark(name, at or timeline.last)
     link.setup = timeline.phases
     link.compression = conn.get_extra_info("send_compression", "none") or "none"
+    link.compression_mode = prepared.compression_mode
     if logger.isEnabledFor(logging.INFO):
         log_negotiated(conn, link.label, policy.negotiated, timeline.phases)
     # The log-in is one round trip when the key is signed at once (two when

@@ -19,7 +19,7 @@ import os
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import asyncssh
 
@@ -30,6 +30,7 @@ from .._config import (
     HostKeyPolicy,
 )
 from .._errors import ConnectError, KeyLoadError, UsageError
+from ..core.compresspolicy import CompressionMode
 from ..core.sshconfig import parse_jump
 from .auth import AuthMemory, can_prompt
 from .cpuflags import default_ciphers
@@ -39,7 +40,6 @@ from .sshconfig import config_files, options_text, own_options
 
 __all__ = ["Prepared", "compression_mode", "read_options"]
 
-CompressionMode = Literal["auto", "yes", "no"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,6 +56,7 @@ class Prepared:
         jumps: the hops to tunnel through, (user, host, port), first first.
         locked: the encrypted key files to ask passphrases for, in order.
         batch_mode: the BatchMode in force (given, else ssh_config's).
+        compression_mode: the Compression in force (given, else ssh_config's, else no).
     """
 
     options: asyncssh.SSHClientConnectionOptions
@@ -67,10 +68,12 @@ class Prepared:
     jumps: list[tuple[str | None, str, int | None]]
     locked: list[str]
     batch_mode: bool
+    compression_mode: CompressionMode
 
 
 def compression_mode(cfg: ConnectConfig, own: dict[str, str] | None = None) -> CompressionMode:
-    """``cfg.compression``, else ssh_config's Compression (yes/no: OpenSSH's words), else auto.
+    """``cfg.compression``, else ssh_config's Compression (yes/no: OpenSSH's words, or
+    auto), else no: auto is asked for until it is ready to be the default.
 
     ``own``: ssh_config's values (``own_options``), when already read; else
     they are read (blocking: off the loop).
@@ -81,10 +84,10 @@ def compression_mode(cfg: ConnectConfig, own: dict[str, str] | None = None) -> C
         return "yes" if cfg.compression else "no"
     if own is None:
         own = own_options(cfg.ssh_config, cfg.host, cfg.username, options=cfg.ssh_options)
-    value = own.get("compression")
-    if value is None:
+    value = (own.get("compression") or "no").lower()
+    if value == "auto":
         return "auto"
-    return "yes" if value.lower() in ("yes", "true") else "no"
+    return "yes" if value in ("yes", "true") else "no"
 
 
 def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepared:
@@ -117,7 +120,8 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
     # Forced on: zlib@openssh.com (sshd's, delayed until after log-in), else
     # zlib, else none. "auto" connects uncompressed: ``compressroute`` opens
     # the compressed connection beside it when the policy says so.
-    compressed = compression_mode(cfg, own) == "yes"
+    mode = compression_mode(cfg, own)
+    compressed = mode == "yes"
     kwargs["compression_algs"] = ["zlib@openssh.com", "zlib", "none"] if compressed else ["none"]
     # Never asyncssh's own ProxyJump: its hops would be checked by its rules, not ours.
     kwargs["tunnel"] = None
@@ -168,6 +172,7 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         jumps=parse_jump(cfg.proxy_jump or own.get("proxyjump", "none")),
         locked=locked,
         batch_mode=bool(cfg.batch_mode),
+        compression_mode=mode,
     )
 
 

@@ -49,7 +49,7 @@ async def test_text_goes_compressed_and_random_does_not(
 ) -> None:
     # Random data needs only its sample and the link's rate to be judged: 2 MiB.
     text, noise = _text(SIZE), os.urandom(SIZE // 4)
-    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, None) as client:
+    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, "auto") as client:
         for name, data in (("text.csv", text), ("noise.bin", noise)):
             local = tmp_path / f"local-{name}"
             if direction == "get":

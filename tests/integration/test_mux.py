@@ -91,11 +91,13 @@ def _mux_options(peer: Peer, directory: Path, persist: str = "30") -> list[str]:
     ]
 
 
+# Compression auto too: a compressed connection of its own would bypass the master.
+@pytest.mark.parametrize("compression", [[], ["-o", "Compression=auto"]], ids=["default", "auto"])
 def test_second_command_reuses_the_masters_connection(
-    openssh_peer: Peer, openssh_log: Path, tmp_path: Path, mux_dir: Path
+    openssh_peer: Peer, openssh_log: Path, tmp_path: Path, mux_dir: Path, compression: list[str]
 ) -> None:
     data = random_file(openssh_peer.root / "src.bin", 300_000)
-    options = _mux_options(openssh_peer, mux_dir)
+    options = [*compression, *_mux_options(openssh_peer, mux_dir)]
     before = _accepted(openssh_log)
     first = run_cli("get", "-q", *options, openssh_peer.spec("src.bin"), str(tmp_path / "a"))
     assert first.returncode == 0, first.stderr

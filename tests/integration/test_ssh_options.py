@@ -57,7 +57,8 @@ def test_ssh_configs_values_are_no_longer_overridden(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("field", "text", "mode"),
     [
-        (None, "", "auto"),  # the default
+        (None, "", "no"),  # the default, until auto is ready to be it
+        (None, "Compression auto\n", "auto"),
         (None, "Compression yes\n", "yes"),
         (None, "Compression no\n", "no"),
         ("auto", "Compression yes\n", "auto"),  # the field beats the file
