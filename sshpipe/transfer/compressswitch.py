@@ -36,6 +36,7 @@ from ..core.compresspolicy import (
 )
 from ..core.flowcontrol import FlowController
 from ..core.text import printable
+from ..transport.alongside import alongside
 from ..transport.compressroute import EAGER_RTT, RoutedLease
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
@@ -119,6 +120,10 @@ class Switch:
         self.wake = asyncio.Event()
         self.group: asyncio.TaskGroup | None = None  # ``switching``'s
         self._task: asyncio.Task[None] | None = None
+
+    def attach(self, group: asyncio.TaskGroup) -> None:
+        """The TaskGroup its mover and probe run in (``switching``'s)."""
+        self.group = group
 
     def start(self, pump: Pump) -> None:
         """The pump runs: replies feed the switch, and its mover waits for a decision."""
@@ -382,8 +387,7 @@ def _link_known(ctrl: FlowController) -> bool:
 async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
     """A switch for a routed lease (None for any other), its mover stopped on leaving.
 
-    As ``grower.growing``: the block's error is caught inside the TaskGroup
-    (whose only task, stopped first, never fails) and raised again outside it.
+    Its tasks run ``alongside`` the block: the block's error comes out as it was raised.
     """
     if not isinstance(lease, RoutedLease) or lease.pacer is not None:
         # Under a rate limit (-l) the bucket counts payload bytes: compression
@@ -392,16 +396,5 @@ async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
         return
     switch = Switch(lease, lease.route.known_cost())
     lease.report = switch.report
-    failure: BaseException | None = None
-    async with asyncio.TaskGroup() as group:
-        switch.group = group
-        try:
-            yield switch
-        except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
-            failure = exc
-        await switch.stop()
-    if failure is not None:
-        try:
-            raise failure
-        finally:
-            failure = None  # no reference cycle through the traceback
+    async with alongside(switch.attach, switch.stop):
+        yield switch

@@ -20,6 +20,7 @@ from .._errors import SSHPipeError
 from ..core.flowcontrol import FlowController, FlowLimits
 from ..core.sizing import Sizing
 from ..core.text import printable
+from ..transport.alongside import alongside
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
@@ -167,22 +168,9 @@ class Grower:
 async def growing(lease: Lease, controller: FlowController) -> AsyncIterator[Grower]:
     """A grower running for the duration of the block (stopped, and awaited, on leaving).
 
-    Its task belongs to a TaskGroup of its own, but the block's error must not
-    come out wrapped in an ExceptionGroup: it is caught inside the group (whose
-    only task, stopped first, never fails) and raised again outside it.
+    Its task runs ``alongside`` the block: the block's error comes out as it was raised.
     """
     grower = Grower(lease, controller)
-    failure: BaseException | None = None
-    async with asyncio.TaskGroup() as group:
-        grower.start(group)
-        try:
-            yield grower
-        except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
-            failure = exc
-        await grower.stop()
-    if failure is not None:
-        try:
-            raise failure
-        finally:
-            failure = None  # no reference cycle through the traceback
+    async with alongside(grower.start, grower.stop):
+        yield grower
     grower.check()

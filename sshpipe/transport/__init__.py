@@ -38,6 +38,10 @@
   commands (``-o ControlMaster=auto``) and its socket;
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename;
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
+- ``compressroute``: ``Compression auto``'s second, compressed pool and the
+  leases that move to it; ``zlibprobe``: zlib's speed here, probed once;
+- ``alongside``: a background task (a grower, a switch, a warm-up) that lives
+  exactly as long as a block, its error raised unwrapped.
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
 above this package sees them. May import: ``core``, ``_config``, ``_errors``,

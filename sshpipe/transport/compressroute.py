@@ -26,6 +26,7 @@ from .._config import TransferConfig
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
 from ..core.compresspolicy import CompressionMode, Route, ZlibCost
+from .alongside import alongside
 from .pacing import Pacer
 from .pool import ChannelPool
 from .poollease import PoolLease
@@ -121,8 +122,8 @@ class CompressRoute:
         opened at once, beside the plain channel: once the file's first
         requests fill the link's queue, each of its dozen round trips waits
         behind them (at 20 Mbit/s and 40 ms, opened when the policy spoke, it
-        came up after a 5 MiB file had ended). As ``grower.growing``, the
-        block's error is caught inside the TaskGroup and raised again outside.
+        came up after a 5 MiB file had ended). The warm-up runs ``alongside``
+        the block, and stops with it.
         """
         await self.plain.open()
         eager = (
@@ -130,24 +131,20 @@ class CompressRoute:
             and config.rate_limit is None  # the switch stays out of rate-limited copies
             and self.plain.rtt_estimate >= EAGER_RTT
         )
-        failure: BaseException | None = None
-        async with asyncio.TaskGroup() as group:
-            warming = group.create_task(self._warm(config)) if eager else None
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    plain = await stack.enter_async_context(
-                        self.plain.lease(config, at_start=at_start)
-                    )
-                    yield RoutedLease(self, config, plain, stack)
-            except BaseException as exc:  # CancelledError and GeneratorExit too: raised below
-                failure = exc
+        warming: asyncio.Task[None] | None = None
+
+        def warm(group: asyncio.TaskGroup) -> None:
+            nonlocal warming
+            if eager:
+                warming = group.create_task(self._warm(config))
+
+        async def stop_warming() -> None:
             if warming is not None:
                 warming.cancel()  # a short file is not held up by a log-in it did not need
-        if failure is not None:
-            try:
-                raise failure
-            finally:
-                failure = None  # no reference cycle through the traceback
+
+        async with alongside(warm, stop_warming), contextlib.AsyncExitStack() as stack:
+            plain = await stack.enter_async_context(self.plain.lease(config, at_start=at_start))
+            yield RoutedLease(self, config, plain, stack)
 
     async def _warm(self, config: TransferConfig) -> None:
         pool = await self.pool()
