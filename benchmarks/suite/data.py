@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _bench_common import MIB, write_random_file
-from _tree_files import Manifest, TreeSpec, layout, write_tree
+from _tree_files import Tree, layout, write_tree
 
 from .scenarios import Scenario
 
@@ -81,21 +81,6 @@ class FileSource:
     path: Path
 
 
-@dataclass(frozen=True)
-class TreeSource:
-    spec: TreeSpec
-    path: Path
-    manifest: Manifest
-
-    @property
-    def files(self) -> int:
-        return len(self.manifest.files)
-
-    @property
-    def bytes(self) -> int:
-        return self.manifest.bytes
-
-
 def write_text_file(path: Path, size: int, seed: str) -> str:
     """Words and line breaks from a fixed vocabulary: compresses about 4:1, as logs do."""
     rng = random.Random(seed)
@@ -114,9 +99,9 @@ def write_text_file(path: Path, size: int, seed: str) -> str:
 
 def make_sources(
     scenarios: tuple[Scenario, ...], root: Path, setup: bool
-) -> tuple[dict[tuple[str, int], FileSource], dict[str, TreeSource]]:
+) -> tuple[dict[tuple[str, int], FileSource], dict[str, Tree]]:
     files: dict[tuple[str, int], FileSource] = {}
-    trees: dict[str, TreeSource] = {}
+    trees: dict[str, Tree] = {}
     wanted = {(s.data, size) for s in scenarios for size in s.sizes}
     if setup:
         wanted |= {("random", SETUP_SIZE)}
@@ -132,6 +117,6 @@ def make_sources(
         path = root / f"tree-{spec.name}"
         print(f"writing the tree {spec.describe()} ...", flush=True)
         manifest = write_tree(path, spec, layout(spec), TREE_SEED)
-        trees[spec.name] = TreeSource(spec=spec, path=path, manifest=manifest)
+        trees[spec.name] = Tree(label=spec.name, spec=spec, path=path, manifest=manifest)
     os.sync()
     return files, trees

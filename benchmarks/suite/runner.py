@@ -24,13 +24,13 @@ from _bench_common import (
     size_label,
     verify_file,
 )
-from _tree_files import compare_tree, remove_tree
+from _tree_files import Tree, compare_tree, remove_tree
 from _wan_link import Link, LinkRecord, emulated_view
 
 from sshpipe.testing.sshd import SSHServerInfo
 
 from .clients import Job, SuiteClient
-from .data import SETUP_SIZE, FileSource, TreeSource
+from .data import SETUP_SIZE, FileSource
 from .scenarios import Scenario
 
 # A sample slower than this is stopped and recorded as a timeout (so one peer
@@ -60,7 +60,7 @@ class Run:
     reps: int
     setup: bool
     files: dict[tuple[str, int], FileSource]
-    trees: dict[str, TreeSource]
+    trees: dict[str, Tree]
     work: Path
     samples: list[SuiteSample] = field(default_factory=list)
     links: list[LinkRecord] = field(default_factory=list)
@@ -72,7 +72,7 @@ class Item:
     kind: str
     label: str
     file: FileSource | None = None
-    tree: TreeSource | None = None
+    tree: Tree | None = None
 
     @property
     def size(self) -> int:
