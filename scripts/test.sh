@@ -21,10 +21,20 @@ fi
 "$VENV/bin/python" -m mypy
 # Most tests wait on sockets, sshd and emulated latency, not the CPU: pytest-xdist
 # workers overlap them (each starts its own session servers on free ports, in its
-# own temporary directory). --dist loadgroup keeps the timing-sensitive tests
-# (tests/conftest.py, SERIAL_MARKERS) on one worker, one at a time. Extra
-# arguments come after, so "-n 0" runs everything in this process, serially.
-"$VENV/bin/python" -m pytest -n "${SSHPIPE_TEST_WORKERS:-3}" --dist loadgroup "$@"
+# own temporary directory). The whole suite runs in two parts: everything else on
+# the workers, then the timing-sensitive tests (markers linkemu and timing: rates,
+# stall budgets, Ctrl-C bounds) alone in this process, with no worker beside them
+# to steal their CPU. With extra arguments it is one run on the workers, where
+# --dist loadgroup still keeps those tests on one worker, one at a time
+# (tests/conftest.py, SERIAL_MARKERS); "-n 0" runs everything here, serially.
+WORKERS=${SSHPIPE_TEST_WORKERS:-3}
+if [ $# = 0 ]; then
+    "$VENV/bin/python" -m pytest -n "$WORKERS" -m "not linkemu and not timing"
+    echo "== the timing-sensitive tests, alone"
+    "$VENV/bin/python" -m pytest -m "linkemu or timing"
+else
+    "$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadgroup "$@"
+fi
 # As root, also prove the sshd fixture and the client work for an ordinary user.
 if [ "$(id -u)" = 0 ] && [ "${SSHPIPE_SKIP_USER_RUN:-0}" != 1 ] && [ $# = 0 ]; then
     echo "== the OpenSSH tests again, as an ordinary user"
