@@ -15,6 +15,7 @@ import importlib.metadata
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -369,6 +370,15 @@ def verify_file(output: Path, size: int, sha256: str) -> str | None:
 
 def _indent(text: str) -> str:
     return "\n".join("      " + line for line in text.splitlines())
+
+
+def print_failure(prefix: str, status: str, error: str | None, argv: Sequence[str],
+                  output_tail: str) -> None:  # fmt: skip
+    """A failed sample on stderr: what failed, the command to rerun it, its output's end."""
+    print(f"{prefix}: {status}: {error}", file=sys.stderr, flush=True)
+    print(f"    command: {shlex.join(argv)}", file=sys.stderr)
+    if output_tail:
+        print("    output:\n" + _indent(output_tail), file=sys.stderr, flush=True)
 
 
 def rotated(items: Sequence[Client], shift: int) -> list[Client]:

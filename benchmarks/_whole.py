@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,9 +33,9 @@ from _bench_common import (
     Client,
     Paths,
     Sample,
-    _indent,
     _tail,
     build_argv,
+    print_failure,
     remove_output,
     rotated,
     run_measured,
@@ -228,10 +226,7 @@ def report_sample(matrix: Matrix, sample: WholeSample) -> None:
         f"{size_label(sample.size_bytes):>8}"
     )
     if not sample.ok:
-        print(f"{prefix}: FAILED: {sample.error}", file=sys.stderr, flush=True)
-        print(f"    command: {shlex.join(sample.argv)}", file=sys.stderr)
-        if sample.output_tail:
-            print("    output:\n" + _indent(sample.output_tail), file=sys.stderr, flush=True)
+        print_failure(prefix, "FAILED", sample.error, sample.argv, sample.output_tail)
         return
     rate = "" if sample.kind == "setup" else f"{sample.mb_per_s:8.1f} MB/s whole  "
     print(

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shlex
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,8 +14,8 @@ from pathlib import Path
 
 from _bench_common import (
     Sample,
-    _indent,
     _tail,
+    print_failure,
     remove_output,
     rotated,
     run_measured,
@@ -201,10 +199,7 @@ def report(run: Run, sample: SuiteSample) -> None:
         print(f"{prefix}: skipped ({sample.error})", flush=True)
         return
     if not sample.ok:
-        print(f"{prefix}: {sample.status.upper()}: {sample.error}", file=sys.stderr, flush=True)
-        print(f"    command: {shlex.join(sample.argv)}", file=sys.stderr)
-        if sample.output_tail:
-            print("    output:\n" + _indent(sample.output_tail), file=sys.stderr, flush=True)
+        print_failure(prefix, sample.status.upper(), sample.error, sample.argv, sample.output_tail)
         return
     rate = "" if sample.kind == "setup" else f"{sample.mb_per_s:8.1f} MB/s  "
     print(
