@@ -37,7 +37,7 @@ from tests.support.peers import (
 
 # The real servers, session-wide: ``openssh``, ``proftpd``, ``greenend`` and the
 # ``*_executable`` fixtures that find their programs.
-pytest_plugins = ["sshpipe.testing.plugin"]
+pytest_plugins = ["sshpipe.testing.plugin", "tests.support.hangs"]
 
 __all__ = [
     "asyncssh_peer",
