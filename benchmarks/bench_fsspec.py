@@ -11,7 +11,10 @@ of 2 columns of 10 from a ~60 MB file with several row groups;
 ``pandas.read_csv`` of a ~40 MB file through ``fs.open``.
 
 Usage: python benchmarks/bench_fsspec.py [--reps 3] [--workdir /work/scratch/x]
-Results: benchmarks/results/fsspec/latest.json and latest.txt (the README's table).
+       [--ops get,parquet,csv] [--links 0,1] [--out DIR]
+Results: benchmarks/results/fsspec/latest.json and latest.txt (the README's table);
+a run of some operations or links only writes to ``--out`` (required then), so
+a partial run never replaces the full one's files.
 """
 
 from __future__ import annotations
@@ -125,6 +128,8 @@ def table(results: list[Result], data: dict[str, Any]) -> str:
     ]
     for link in LINKS:
         for op in OPERATIONS:
+            if not any((r.link, r.operation) == (link.label, op) for r in results):
+                continue  # not in this run (--ops, --links)
             med: dict[str, float | None] = {}
             for client in CLIENTS:
                 walls = [
@@ -155,8 +160,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--ops", default=",".join(OPERATIONS), help="of " + ",".join(OPERATIONS))
+    parser.add_argument(
+        "--links",
+        default=",".join(str(i) for i in range(len(LINKS))),
+        help="indexes into: " + "; ".join(f"{i}={link.label}" for i, link in enumerate(LINKS)),
+    )
+    parser.add_argument("--out", type=Path, default=None, help=f"default {RESULTS}")
     args = parser.parse_args(argv)
     clients = args.clients.split(",")
+    operations = [op for op in args.ops.split(",") if op]
+    links_run = [LINKS[int(i)] for i in args.links.split(",") if i]
+    if unknown := set(operations) - set(OPERATIONS):
+        parser.error(f"unknown operations: {', '.join(sorted(unknown))}")
+    partial = operations != list(OPERATIONS) or links_run != list(LINKS)
+    if partial and args.out is None:
+        parser.error("a run of some operations or links only needs --out DIR")
+    out = args.out or RESULTS
     results: list[Result] = []
     links: list[dict[str, Any]] = []
     load_before = os.getloadavg()
@@ -167,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with openssh_server(scratch / "server", max_sessions=10) as srv:
             print("== making the files", flush=True)
             data = make_data(srv.root)
-            for link in LINKS:
+            for link in links_run:
                 record = LinkRecord(link.label, link.rtt_ms, link.rate_mbit)
                 with emulated_view(link, srv, None, scratch, logs, record) as view:
                     spec = {
@@ -182,12 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for rep in range(args.reps):
                         order = clients[rep % len(clients) :] + clients[: rep % len(clients)]
                         for client in order:
-                            for op in OPERATIONS:
+                            for op in operations:
                                 results.append(measure(client, op, spec, logs, link.label, rep))
                 links.append(asdict(record))
     text = table(results, data)
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     report = {
         "machine": machine_info(),
         "load_before": load_before,
@@ -197,8 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "links": links,
         "results": [asdict(r) for r in results],
     }
-    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "latest.txt").write_text(
+    (out / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "latest.txt").write_text(
         f"{text}\n\nmedians of {args.reps}, whole command (python start to exit); "
         f"load average before {load_before[0]:.2f}, after {report['load_after'][0]:.2f}\n"
     )
