@@ -32,6 +32,7 @@ __all__ = [
     "ShortReads",
     "Shrinks",
     "Slow",
+    "SlowShortReads",
     "Tracker",
     "TrackingServer",
     "factory",
@@ -106,6 +107,14 @@ class ShortReads(TrackingServer):
     def read(self, file_obj: object, offset: int, size: int) -> Any:
         cap = random.Random(offset).choice([4096, 4096, 1000, 1])
         return super().read(file_obj, offset, min(size, cap))
+
+
+class SlowShortReads(ShortReads):
+    """Short reads, each 5 ms late (a loaded machine's in-process server)."""
+
+    async def read(self, file_obj: object, offset: int, size: int) -> Any:
+        await asyncio.sleep(0.005)
+        return super().read(file_obj, offset, size)
 
 
 class Reordering(TrackingServer):

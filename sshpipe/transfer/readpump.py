@@ -57,9 +57,22 @@ class ReadPump(Pump):
     def finished(self) -> bool:
         return self.plan.done or (self.error is not None and self.plan.outstanding == 0)
 
+    def _starved(self) -> bool:
+        """Nothing in flight and nothing being written, yet the plan owes bytes.
+
+        The bytes still charged then wait for a range only a new request can
+        bring: a stream's pieces held behind a short read's hole (or a
+        verifying download's, waiting to be hashed in order) when the flow
+        controller has since cut the budget below them. The budget would
+        never free; one request goes past it, the hole first (``next_range``).
+        """
+        if self.abandoned or self.unwritten or self.plan.done:
+            return False
+        return self.budget.requests == 0
+
     def fill(self) -> None:
         plan, budget, pacer = self.plan, self.budget, self.pacer
-        while self.error is None and budget.has_room(plan.block_size):
+        while self.error is None and (budget.has_room(plan.block_size) or self._starved()):
             lane = self._pick(plan.block_size)
             if lane is None:
                 break

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import sshpipe
+from sshpipe.core import flowcontrol
 from sshpipe.testing.faults import (
     BLOCK,
     DropsConnection,
@@ -29,6 +30,7 @@ from sshpipe.testing.faults import (
     ShortReads,
     Shrinks,
     Slow,
+    SlowShortReads,
     Tracker,
     factory,
 )
@@ -55,6 +57,26 @@ async def test_short_reads_are_reissued_for_exactly_the_missing_range(
     # A finished read's CLOSE is sent, not waited for: the server closes the
     # handle when it gets there, or when the session ends.
     await eventually(lambda: tracker.open_handles == 0)
+
+
+async def test_a_stream_finishes_when_the_budget_is_cut_below_the_pieces_it_holds(
+    faulty_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen in CI: on a loaded machine the log-in RTT passed LAN_RTT, so the
+    # flow controller had no LAN floor and cut the budget of a slow server's
+    # stream to a block or two, below the pieces it held behind a short
+    # read's hole. Nothing was in flight, nothing freed the budget: it hung.
+    monkeypatch.setattr(flowcontrol, "LAN_RTT", 0.0)
+    async with faulty_server(factory(SlowShortReads, Tracker())) as peer:
+        data = write_source(peer, 300_001)
+        config = sshpipe.TransferConfig(requests=1, block_size=BLOCK)
+        async with peer.client(config) as client:
+            await client.get("/src.bin", str(tmp_path / "out.bin"))  # grows the pool's channels
+            assert (tmp_path / "out.bin").read_bytes() == data
+            for _ in range(3):
+                async with asyncio.timeout(20):
+                    streamed = [piece async for piece in client.stream("/src.bin")]
+                assert b"".join(streamed) == data
 
 
 async def test_replies_in_any_order_are_reassembled_by_offset(
