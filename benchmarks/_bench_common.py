@@ -53,6 +53,8 @@ class Client:
     name: str
     kind: str  # "sftp", "asyncssh" or "sshpipe"
     extra_args: tuple[str, ...] = ()
+    # sshpipe run from this other checkout (another commit, compared in the same run).
+    checkout: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def _sshpipe_version() -> str:
     return f"{version} (git {head}{', sshpipe/ modified' if dirty else ''})"
 
 
-def compile_bytecode() -> str:
+def compile_bytecode(root: Path = REPO_ROOT) -> str:
     """Write sshpipe's bytecode (``__pycache__``) before any timed run, as ``pip install`` does.
 
     Where PYTHONDONTWRITEBYTECODE is set (this VM's environment sets it) a
@@ -176,13 +178,15 @@ def compile_bytecode() -> str:
     no installed copy pays. Called by ``machine_info``, which every benchmark
     calls first; a module edited later is compiled in the run as before.
     """
-    quiet = compileall.compile_dir(REPO_ROOT / "sshpipe", quiet=1)
+    quiet = compileall.compile_dir(root / "sshpipe", quiet=1)
     return "compiled ahead" if quiet else "compiled ahead, with errors"
 
 
 def machine_info() -> dict[str, str]:
     return {
         "bytecode": compile_bytecode(),
+        # The machine is shared: what else ran as this run began.
+        "load average at the start": " ".join(f"{load:.2f}" for load in os.getloadavg()),
         "nproc": str(len(os.sched_getaffinity(0))),
         "cpu": _cpu_model(),
         "kernel": f"{platform.system()} {platform.release()}",
@@ -294,8 +298,12 @@ def sshpipe_argv(client: Client, direction: str, srv: SSHServerInfo, paths: Path
         operands = [remote_prefix + str(paths.source), str(paths.get_output)]
     else:
         operands = [str(paths.source), remote_prefix + str(paths.put_output)]
+    python = [sys.executable]
+    if client.checkout:
+        # -P: the other checkout's sshpipe, not the one in the cwd (this checkout).
+        python = ["env", f"PYTHONPATH={client.checkout}", sys.executable, "-P"]
     return [
-        sys.executable, "-m", "sshpipe", direction, "-q",
+        *python, "-m", "sshpipe", direction, "-q",
         "-P", str(srv.port),
         "-i", str(srv.client_key),
         "-o", f"UserKnownHostsFile={srv.known_hosts}",
