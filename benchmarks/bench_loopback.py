@@ -29,6 +29,7 @@ from _bench_common import (
     BENCH_DIR,
     MIB,
     Client,
+    compile_bytecode,
     machine_info,
     positive_int,
     scratch_dir,
@@ -68,6 +69,14 @@ def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
     return name, tuple(shlex.split(rest))
 
 
+def parse_checkout(text: str) -> tuple[str, Path]:
+    name, sep, where = text.partition("=")
+    directory = Path(where).expanduser().resolve()
+    if not sep or not name.strip() or not (directory / "sshpipe" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"expected NAME=DIR, DIR a checkout, got {text!r}")
+    return name.strip(), directory
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=ARGS",
         help="extra sshpipe client NAME run with ARGS on top of --sshpipe-arg "
         '(e.g. --variant sshpipe-2ch="--channels 2"); may repeat',
+    )
+    parser.add_argument(
+        "--checkout",
+        action="append",
+        type=parse_checkout,
+        default=[],
+        metavar="NAME=DIR",
+        help="extra sshpipe client NAME run from the checkout DIR (another commit: "
+        "git worktree add DIR COMMIT), compiled ahead as this one; may repeat",
     )
     parser.add_argument(
         "--ciphers",
@@ -156,6 +174,13 @@ def select_clients(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         if name in available:
             parser.error(f"--variant name {name!r} is already taken")
         available[name] = Client(name, "sshpipe", (*sshpipe_common, *extra, "--json"))
+    for name, directory in args.checkout:
+        if name in available:
+            parser.error(f"--checkout name {name!r} is already taken")
+        compile_bytecode(directory)
+        available[name] = Client(
+            name, "sshpipe", (*sshpipe_common, "--json"), checkout=str(directory)
+        )
     by_cipher = cipher_clients(args.ciphers or (), sshpipe_common)
     available.update((client.name, client) for client in by_cipher)
     if not args.clients and by_cipher:

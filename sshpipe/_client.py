@@ -439,7 +439,8 @@ def _options(
     fail_fast: bool,
     progress: ProgressCallback | None,
 ) -> TreeOptions:
-    from ._engine import TreeOptions
+    # Only a tree comes here, its package loaded (``imported``): a single file never does.
+    from .tree.item import TreeOptions
 
     return TreeOptions(
         recursive=recursive,

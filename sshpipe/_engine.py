@@ -19,13 +19,11 @@ from .transport import remoteops
 from .transport.compressroute import CompressRoute, RoutedPool
 from .transport.pool import ChannelPool
 from .transport.remotefs import glob as remote_glob
-from .tree.item import TreeOptions
 
 __all__ = [
     "ChannelPool",
     "CompressRoute",
     "RoutedPool",
-    "TreeOptions",
     "channels_at_start",
     "download",
     "in_order",

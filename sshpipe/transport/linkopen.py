@@ -19,7 +19,6 @@ from .._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
 from .._errors import ConnectionBroken
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
-from .muxclient import open_mux_link
 from .sftp import SFTPSession
 
 if TYPE_CHECKING:
@@ -70,6 +69,8 @@ async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Lin
         not open a connection for another link.
     """
     if cfg.control_path is not None:
+        from .muxclient import open_mux_link  # only with a ControlPath: not in a direct get
+
         try:
             within = cfg.connect_timeout or DEFAULT_CONNECT_TIMEOUT
             return await open_mux_link(cfg.control_path, within)

@@ -18,8 +18,6 @@ a mux master (``muxclient``) never needs asyncssh, and does not pay the
 from __future__ import annotations
 
 import contextlib
-import ctypes.util
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -39,6 +37,10 @@ def load_asyncssh() -> None:
 
 @contextlib.contextmanager
 def _loader_search() -> Iterator[None]:
+    # Here, not at the top: ctypes.util brings shutil, tempfile, bz2 and lzma
+    # (4-5 ms), which a command over a mux master, never loading asyncssh, skips.
+    import ctypes.util
+
     cached: Callable[[str], str | None] | None = getattr(ctypes.util, "_findSoname_ldconfig", None)
     if not sys.platform.startswith("linux") or cached is None:
         yield
@@ -55,9 +57,13 @@ def _loader_search() -> Iterator[None]:
         ctypes.util.find_library = stock
 
 
-class _FirstImport(importlib.abc.MetaPathFinder):
+class _FirstImport:
     """Finds asyncssh once, for ``import asyncssh`` wherever it is, and runs it under
-    ``_loader_search``; then leaves ``sys.meta_path``."""
+    ``_loader_search``; then leaves ``sys.meta_path``.
+
+    A finder by its ``find_spec`` alone: ``importlib.abc`` as its base would
+    bring importlib.resources, tempfile, shutil, bz2 and lzma to every command.
+    """
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None

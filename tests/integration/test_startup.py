@@ -60,8 +60,45 @@ def test_a_plain_get_loads_no_tree_hashing_emulator_or_test_server(tmp_path: Pat
     heavy = [
         m
         for m in modules
-        if m.startswith(("sshpipe.tree.", "sshpipe.linkemu", "sshpipe.testing"))
-        and m != "sshpipe.tree.item"
+        if m.startswith(("sshpipe.tree", "sshpipe.linkemu", "sshpipe.testing"))
+        or m in ("sshpipe.transport.muxclient", "sshpipe.core.muxwire")  # no ControlPath
     ]
     assert heavy == []
     assert "sshpipe.durability.treejournal" not in modules
+
+
+# What ``import sshpipe.cli.main`` (all a get or put imports before it connects)
+# must not load: the parts only other commands or options use, and what only
+# asyncssh needs (imported at the connect, not before: a mux command skips it).
+NOT_BEFORE_THE_CONNECT = (
+    "asyncssh",
+    "cryptography",
+    "rich",
+    "fsspec",
+    "sshpipe.tree",  # a tree or -p (its modules load at its start)
+    "sshpipe.transport.muxclient",  # only with a ControlPath
+    "sshpipe.core.muxwire",
+    "sshpipe.cli.demo",
+    "sshpipe.linkemu",
+    "sshpipe.testing",
+    "sshpipe.fsspec",
+    "sshpipe.durability.treejournal",
+    # importlib.abc's and ctypes.util's: importlib.resources, tempfile, shutil,
+    # bz2, lzma (4-5 ms of a command that needs none of them)
+    "importlib.resources",
+    "tempfile",
+    "shutil",
+    "ctypes",
+)
+
+
+def test_the_command_lines_imports_leave_out_what_a_get_or_put_does_not_use() -> None:
+    result = run_fresh(f"""
+        import json, sys
+        import sshpipe.cli.main
+        print(json.dumps({{"loaded": sorted(
+            m for m in sys.modules
+            if m in {NOT_BEFORE_THE_CONNECT!r} or m.startswith({NOT_BEFORE_THE_CONNECT!r})
+        )}}))
+    """)
+    assert result["loaded"] == []
