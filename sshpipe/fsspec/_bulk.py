@@ -7,20 +7,26 @@ case by case). Run inside :func:`plan`, the per-file calls they make
 together: the files landing in one directory under their own names as one
 tree transfer (the tree pipeline: many OPENs and READs in flight across
 channels), the rest one by one through the striped single-file engine.
-What is a directory is known from the listings and STATs the expansion made
-(:func:`seen`), so it costs no round trip more.
+What each path is, is known from the listings and STATs the expansion made
+(:func:`seen`): fsspec asking again (``_info``, ``_isdir``, ``_exists``) costs no
+round trip (:func:`known`). A file fsspec would STAT before getting it is taken
+for one unasked (:func:`assumed_file`): the download's OPEN, which carries a
+STAT, tells in the round trip it takes anyway, as ``sshpipe get`` does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import glob
 import os
 import posixpath
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from fsspec.implementations.local import make_path_posix, trailing_sep
 
 from .._errors import RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ._oserrors import oserrors
@@ -39,21 +45,28 @@ IN_FLIGHT = 16
 TREE_FROM = 8
 
 
+Info = dict[str, Any]
+
+
 @dataclass
 class Plan:
-    """The (source, destination) pairs fsspec asked for, and the types it saw on the way."""
+    """The (source, destination) pairs fsspec asked for; the infos of the remote paths
+    it saw on the way (listings, STATs), by path; and, where ``assume_files``, the
+    unseen sources it was told are no directories (``assumed``)."""
 
     pairs: list[tuple[str, str]] = field(default_factory=list)
-    types: dict[str, str] = field(default_factory=dict)
+    infos: dict[str, Info] = field(default_factory=dict)
+    assume_files: bool = False
+    assumed: set[str] = field(default_factory=set)
 
 
 _PLAN: ContextVar[Plan | None] = ContextVar("sshpipe_fsspec_plan", default=None)
 
 
 @contextlib.asynccontextmanager
-async def plan() -> AsyncIterator[Plan]:
+async def plan(*, assume_files: bool = False) -> AsyncIterator[Plan]:
     """Collect the per-file calls made inside (tasks started inside share the plan)."""
-    collected = Plan()
+    collected = Plan(assume_files=assume_files)
     token = _PLAN.set(collected)
     try:
         yield collected
@@ -70,11 +83,47 @@ def collecting(source: str, dest: str) -> bool:
     return True
 
 
-def seen(info: dict[str, Any]) -> None:
-    """Note a path's type while a plan is being made (from a listing or a STAT)."""
+def seen(info: Info) -> None:
+    """Note a path's info while a plan is being made (from a listing or a STAT)."""
     current = _PLAN.get()
     if current is not None:
-        current.types[info["name"]] = info["type"]
+        current.infos[info["name"]] = info
+
+
+def known(path: str) -> Info | None:
+    """The info a listing or STAT of this plan gave of ``path`` (a copy), else None.
+
+    The paths fsspec's expansion names come from those listings: one call
+    looks at each path once, as the snapshot its plan is made from.
+    """
+    current = _PLAN.get()
+    info = current.infos.get(path) if current is not None else None
+    return dict(info) if info is not None else None
+
+
+def assumed_file(path: str) -> bool:
+    """True when the plan takes the unseen ``path`` for no directory without a look
+    (``one_file_in_place``): its download's OPEN and STAT tell, and a directory is
+    then skipped, as fsspec's look would have skipped it."""
+    current = _PLAN.get()
+    if current is None or not current.assume_files or path in current.infos:
+        return False
+    current.assumed.add(path)
+    return True
+
+
+def one_file_in_place(rpath: Any, lpath: Any, recursive: bool) -> bool:
+    """Whether fsspec's get of ``rpath`` may skip its look at the source: one path, no
+    glob, not recursive, landing in a local directory that is there already (fsspec
+    makes the destination's parents, which it would not for a source it skips)."""
+    if recursive or not isinstance(rpath, str) or glob.has_magic(rpath):
+        return False
+    if not isinstance(lpath, str):
+        return False
+    local = make_path_posix(lpath)
+    if os.path.isdir(local):
+        return True
+    return not trailing_sep(local) and os.path.isdir(os.path.dirname(local))
 
 
 async def bounded(coros: Iterable[Awaitable[T]], limit: int = IN_FLIGHT) -> list[T]:
@@ -94,9 +143,9 @@ async def bounded(coros: Iterable[Awaitable[T]], limit: int = IN_FLIGHT) -> list
 
 async def _remote_types(fs: SSHPipeFileSystem, found: Plan, paths: list[str]) -> dict[str, str]:
     """The type of each remote path: seen during the expansion, else STATed now."""
-    unknown = [p for p in dict.fromkeys(paths) if p not in found.types]
-    infos = await bounded(fs._info(p) for p in unknown)
-    return {**found.types, **{info["name"]: info["type"] for info in infos}}
+    unknown = [p for p in dict.fromkeys(paths) if p not in found.infos]
+    infos = [*found.infos.values(), *await bounded(fs._info(p) for p in unknown)]
+    return {info["name"]: info["type"] for info in infos}
 
 
 def _by_directory(
@@ -121,7 +170,11 @@ def _by_directory(
 
 
 async def run_gets(fs: SSHPipeFileSystem, found: Plan) -> None:
-    types = await _remote_types(fs, found, [r for r, _ in found.pairs])
+    # A source no listing or STAT described is opened as a file: the OPEN's STAT
+    # says what it is in its round trip (``single``). Only those a tree would
+    # take are STATed first: a tree refuses a directory it is not to descend.
+    trees, _ = _by_directory(found.pairs, os.path.dirname)
+    types = await _remote_types(fs, found, [s for group in trees.values() for s in group])
     files = []
     for rpath, lpath in found.pairs:
         if types.get(rpath) == "directory":
@@ -137,7 +190,13 @@ async def run_gets(fs: SSHPipeFileSystem, found: Plan) -> None:
 
     async def single(rpath: str, lpath: str) -> None:
         with oserrors():
-            await client.get(rpath, lpath)
+            try:
+                await client.get(rpath, lpath)
+            except RemoteIsADirectory as exc:
+                if exc.path != rpath or rpath in types:
+                    raise  # not the source, or it was seen as a file
+                if rpath not in found.assumed:  # a directory named in a list: made
+                    os.makedirs(lpath, exist_ok=True)
 
     await bounded([*(tree(w, s) for w, s in trees.items()), *(single(*pair) for pair in singles)])
 

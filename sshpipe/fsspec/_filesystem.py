@@ -114,13 +114,20 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     @translated
     async def _info(self, path: str, **kwargs: Any) -> Info:
         where = self._strip_protocol(path)
-        info = info_of(await self.client.stat(where), where)
-        _bulk.seen(info)
+        info = _bulk.known(where)  # a bulk call's expansion asking again
+        if info is None:
+            info = info_of(await self.client.stat(where), where)
+            _bulk.seen(info)
         return info
 
     @translated
     async def _exists(self, path: str, **kwargs: Any) -> bool:
-        return await self.client.exists(self._strip_protocol(path))
+        where = self._strip_protocol(path)
+        return _bulk.known(where) is not None or await self.client.exists(where)
+
+    async def _isdir(self, path: str) -> bool:
+        where = self._strip_protocol(path)
+        return not _bulk.assumed_file(where) and bool(await super()._isdir(where))
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         where = self._strip_protocol(path)
@@ -289,9 +296,11 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
             return
         await self.client.get(self._strip_protocol(rpath), lpath)
 
-    async def _get(self, rpath: Any, lpath: Any, **kwargs: Any) -> None:
-        async with _bulk.plan() as pairs:
-            await super()._get(rpath, lpath, **kwargs)
+    async def _get(self, rpath: Any, lpath: Any, recursive: bool = False, **kwargs: Any) -> None:
+        # One file: no STAT before it (fsspec's _isdir), its OPEN tells (as `sshpipe get`).
+        assume = _bulk.one_file_in_place(rpath, lpath, recursive)
+        async with _bulk.plan(assume_files=assume) as pairs:
+            await super()._get(rpath, lpath, recursive=recursive, **kwargs)
         await _bulk.run_gets(self, pairs)
 
     @translated
