@@ -353,7 +353,9 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         """The remote file under an ``open()``, opened (errors as OSErrors)."""
         where = self._strip_protocol(path)
         with oserrors():
-            return await self.client.open(where, mode)
+            remote = await self.client.open(where, mode)
+        self._clients.track(remote)
+        return remote
 
     def _open(
         self,

@@ -22,9 +22,10 @@ import pytest
 from sshpipe.fsspec import SSHPipeFileSystem
 from sshpipe.fsspec._file import SSHPipeFile
 from sshpipe.testing.sshd import SSHServerInfo
-from tests.support.fsspecfs import sshpipe_fs
+from tests.support.fresh import run_fresh
+from tests.support.fsspecfs import opened, sshpipe_fs, storage_options
 
-__all__ = ["sshpipe_fs"]  # fixtures
+__all__ = ["opened", "sshpipe_fs"]  # fixtures
 
 ROW_GROUPS = 8
 COLUMNS = [f"c{i}" for i in range(10)]
@@ -223,3 +224,41 @@ def test_a_wrong_guess_costs_bytes_not_the_result(
         assert remote.read(columns=["c4", "c5"]).equals(local.read(columns=["c4", "c5"]))
     stats = f.prefetch_stats
     assert stats is not None and stats.columns == [1, 4, 5]
+
+
+@pytest.mark.parametrize(("tail", "imported"), [(b"PAR0", False), (b"PAR1", True)])
+def test_pyarrow_is_imported_for_a_parquet_tail_only(
+    openssh: SSHServerInfo, here: Path, tail: bytes, imported: bool
+) -> None:
+    """A fresh interpreter reads a file's tail: pyarrow loads only if it ends in PAR1."""
+    path = here / "tail.bin"
+    path.write_bytes(os.urandom(100_000) + (50).to_bytes(4, "little") + tail)
+    options = storage_options(openssh)
+    result = run_fresh(f"""
+        import json, sys
+        from sshpipe.fsspec import SSHPipeFileSystem
+        fs = SSHPipeFileSystem(**{options!r})
+        with fs.open({str(path)!r}, "rb") as f:
+            f.seek(-64 * 1024, 2)
+            data = f.read()
+        fs.close()
+        print(json.dumps({{"n": len(data), "pyarrow": "pyarrow" in sys.modules}}))
+    """)
+    assert result == {"n": 64 * 1024, "pyarrow": imported}
+
+
+def test_a_reader_left_open_is_closed_with_the_filesystem(
+    openssh: SSHServerInfo, here: Path, opened: list[Any]
+) -> None:
+    """pyarrow leaves its files to the garbage collector, which runs after the
+    filesystem's finalizer at exit: the client closes them first, not waiting for
+    channels nobody would give back."""
+    (here / "f").write_bytes(b"x" * 1000)
+    fs = SSHPipeFileSystem(**storage_options(openssh), skip_instance_cache=True)
+    f = fs.open(str(here / "f"), "rb")
+    assert f.read(10) == b"x" * 10
+    (remote,) = opened
+    assert not remote.closed
+    fs.close()
+    assert remote.closed
+    f.close()  # the fsspec file after it: nothing left to do, no error
