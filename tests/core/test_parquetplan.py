@@ -7,6 +7,8 @@ cap, and what it says covers a read does.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,9 +46,7 @@ def at(chunks: list[Chunk], r: int, c: int) -> Chunk:
         (1000, 996, b"PAR1", None),  # too short to say
     ],
 )
-def test_footer_span(
-    size: int, offset: int, data: bytes, expected: tuple[int, int] | None
-) -> None:
+def test_footer_span(size: int, offset: int, data: bytes, expected: tuple[int, int] | None) -> None:
     assert footer_span(size, offset, data) == expected
 
 
@@ -172,7 +172,7 @@ def test_the_plan_never_holds_more_than_the_cap(ops: list[tuple[str, int, int]],
             covered = plan.cover(offset, length)
             if covered is not None:  # what covers a read holds all of it, contiguously
                 assert covered[0].offset <= offset and covered[-1].end >= offset + length
-                assert all(a.end == b.offset for a, b in zip(covered, covered[1:], strict=False))
+                assert all(a.end == b.offset for a, b in pairwise(covered))
             step = plan.on_read(offset, length)
             assert set(step.released) <= held
             held -= set(step.released)

@@ -19,8 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sshpipe.core.parquetplan import Chunk
 from sshpipe.fsspec import SSHPipeFileSystem
 from sshpipe.fsspec._file import SSHPipeFile
+from sshpipe.fsspec._parquet import Layouts
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.fresh import run_fresh
 from tests.support.fsspecfs import opened, sshpipe_fs, storage_options
@@ -140,19 +142,24 @@ def _expected(path: Path) -> list[bytes]:
             data[mid + 70_000 : mid + 70_010]]  # fmt: skip
 
 
+def _as_before(fs: SSHPipeFileSystem, path: Path) -> None:
+    """The reads give the file's bytes in as many server reads as with the read-ahead off."""
+    got, fetches, stats = _reads(fs, path)
+    assert got == _expected(path)
+    assert stats is None
+    fs.parquet_prefetch = 0
+    try:
+        assert _reads(fs, path)[:2] == (got, fetches)
+    finally:
+        del fs.parquet_prefetch
+
+
 def test_a_file_that_is_not_parquet_reads_as_before(
     sshpipe_fs: SSHPipeFileSystem, here: Path
 ) -> None:
     path = here / "data.bin"
     path.write_bytes(os.urandom(1024 * 1024))
-    got, fetches, stats = _reads(sshpipe_fs, path)
-    assert got == _expected(path)
-    assert stats is None
-    sshpipe_fs.parquet_prefetch = 0
-    try:
-        assert _reads(sshpipe_fs, path)[:2] == (got, fetches)
-    finally:
-        del sshpipe_fs.parquet_prefetch
+    _as_before(sshpipe_fs, path)
 
 
 @pytest.mark.parametrize(
@@ -168,9 +175,7 @@ def test_a_corrupt_file_ending_in_par1_reads_as_before(
 ) -> None:
     path = here / "bad.parquet"
     path.write_bytes(b"PAR1" + os.urandom(512 * 1024) + tail)
-    got, fetches, stats = _reads(sshpipe_fs, path)
-    assert got == _expected(path)
-    assert stats is None
+    _as_before(sshpipe_fs, path)
     with pytest.raises((pa.ArrowInvalid, OSError)) as local:
         pq.read_table(path)
     with pytest.raises(type(local.value)) as remote:
@@ -178,9 +183,7 @@ def test_a_corrupt_file_ending_in_par1_reads_as_before(
     assert str(remote.value) == str(local.value)
 
 
-def test_the_bytes_read_ahead_stay_under_the_cap(
-    sshpipe_fs: SSHPipeFileSystem, here: Path
-) -> None:
+def test_the_bytes_read_ahead_stay_under_the_cap(sshpipe_fs: SSHPipeFileSystem, here: Path) -> None:
     """Chunks of 1.6 MB, a cap of 4 MiB: two chunks ahead at most, topped up as read."""
     path = here / "big.parquet"
     frame = _wide(path, 200_000, ["a", "b", "c"])
@@ -262,3 +265,15 @@ def test_a_reader_left_open_is_closed_with_the_filesystem(
     fs.close()
     assert remote.closed
     f.close()  # the fsspec file after it: nothing left to do, no error
+
+
+def test_the_filesystem_remembers_a_few_footers_by_path_and_size() -> None:
+    layouts = Layouts(limit=2)
+    one, two = [Chunk(4, 10, 0, 0)], [Chunk(4, 20, 0, 0)]
+    layouts.put("/a", 100, one)
+    layouts.put("/b", 100, two)
+    assert layouts.get("/a", 100) == one  # now the most recent
+    assert layouts.get("/a", 101) is None  # another size: another file
+    layouts.put("/c", 100, one)
+    assert layouts.get("/b", 100) is None  # the oldest went
+    assert layouts.get("/a", 100) == one
