@@ -26,6 +26,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
   first value wins) for one host, and ``-J``'s hops;
 - ``timeline``: a transfer's set-up phases, in seconds and round trips;
 - ``progress``: the progress reports' rate, ETA, and when one is due;
+- ``parquetplan``: which parquet column chunks to read ahead, learned from the
+  reader's reads, within a byte cap;
 - ``cipherorder``: the cipher order from the CPU's flags (AES-GCM first with
   AES instructions, chacha20-poly1305 first without).
 

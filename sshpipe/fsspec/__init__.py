@@ -3,11 +3,14 @@
 - ``_filesystem``: ``SSHPipeFileSystem``, the fsspec ``AsyncFileSystem``;
 - ``_bulk``: many files at once (fsspec's plan, the client's tree pipeline);
 - ``_file``: the buffered file ``open()`` returns, over a remote file handle;
+- ``_parquet``: a parquet file's column chunks read ahead by column (its
+  footer parsed by pyarrow, imported only for a file that ends in ``PAR1``);
 - ``_clients``: one client per event loop, made on first use;
 - ``_options``: storage options and URLs; ``_oserrors``: errors as OSErrors.
 
 The only package that imports fsspec (an optional extra). May import the
-public API (``sshpipe.connect``, ``Client``), ``_errors``, ``_remotestat``.
+public API (``sshpipe.connect``, ``Client``), ``_errors``, ``_remotestat``, the
+pure ``core``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ callers on theirs, and Dask ships the filesystem to worker processes: so the
 filesystem keeps one client per loop, made lazily (unpickling connects to
 nothing; the first call does), and forgets them all in a forked child, whose
 copies of the parent's sockets are not its own.
+
+It also knows the files opened for reading through each client: those left open
+(pyarrow leaves its own to the garbage collector, which comes after the
+filesystem's finalizer at exit) are closed before their client, which would
+otherwise wait ``WIND_DOWN`` for channels that nobody is there to give back.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .._client import Client
+    from .._remotefile import RemoteFile
 
 # How long close() waits for a client on another loop to say goodbye to its
 # server: a server gone silent must not hang the caller's exit.
@@ -34,6 +40,9 @@ class LoopClients:
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
             weakref.WeakKeyDictionary()
         )
+        self._files: weakref.WeakKeyDictionary[Client, weakref.WeakSet[RemoteFile]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __len__(self) -> int:
         self._forget_after_fork()
@@ -43,6 +52,7 @@ class LoopClients:
         if os.getpid() != self._pid:
             self._pid = os.getpid()
             self._by_loop = weakref.WeakKeyDictionary()
+            self._files = weakref.WeakKeyDictionary()
 
     def current(self) -> Client:
         """The running loop's client, made (not connected: its first call connects) if new."""
@@ -53,6 +63,25 @@ class LoopClients:
             client = self._by_loop[loop] = self._factory()
         return client
 
+    def track(self, file: RemoteFile) -> None:
+        """Note a reader opened through the running loop's client, to close before it.
+
+        (A writer left open is not: its close would commit what it was given.)
+        """
+        if file.mode != "rb":
+            return
+        self._files.setdefault(self.current(), weakref.WeakSet()).add(file)
+
+    async def _aclose(self, client: Client) -> None:
+        """Close ``client``'s files still open (a reader's CLOSE is not waited for), then it."""
+        files = self._files.pop(client, None)
+        try:
+            for file in list(files or ()):
+                if not file.closed:
+                    await file.aclose()
+        finally:
+            await client.aclose()
+
     async def aclose_current(self) -> None:
         """Close this loop's client, and ask the others' loops to close theirs."""
         self._forget_after_fork()
@@ -60,7 +89,7 @@ class LoopClients:
         mine = self._by_loop.pop(here, None)
         self.close_others(here)
         if mine is not None:
-            await mine.aclose()
+            await self._aclose(mine)
 
     def close_others(self, here: asyncio.AbstractEventLoop | None) -> None:
         """Close every client not on ``here``: each on its own loop, waited for at most
@@ -72,7 +101,7 @@ class LoopClients:
             del self._by_loop[loop]
             if loop.is_closed() or not loop.is_running():
                 continue
-            future = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+            future = asyncio.run_coroutine_threadsafe(self._aclose(client), loop)
             with contextlib.suppress(Exception):
                 future.result(CLOSE_TIMEOUT)
 

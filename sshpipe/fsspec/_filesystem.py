@@ -26,6 +26,7 @@ from . import _bulk
 from ._clients import LoopClients, close_all
 from ._options import PROTOCOL, connect_options, strip_protocol, url_options
 from ._oserrors import as_oserror, oserrors, translated
+from ._parquet import DEFAULT_PARQUET_PREFETCH, Layouts
 
 if TYPE_CHECKING:
     from .._client import Client
@@ -73,12 +74,16 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     # The write buffer (and an explicit fsspec cache's block): 4 MiB is one
     # pipelined burst of 64 KiB WRITEs, a round trip's worth at 50 ms and ~700 Mbit/s.
     blocksize = 4 * 1024 * 1024
+    # Bytes of a parquet file's column chunks an open file reads ahead (0: none):
+    # see fsspec/_parquet.py; set on an instance to change it for its files.
+    parquet_prefetch = DEFAULT_PARQUET_PREFETCH
 
     def __init__(self, host: str, **options: Any) -> None:
         super().__init__(host, **options)
         self.host = host
         self._connect_kwargs = connect_options(options)
         self._clients = LoopClients(self._new_client)
+        self.parquet_layouts = Layouts()  # footers parsed, for the next open of the file
         self._new_client()  # a bad option fails here, not on first use
         weakref.finalize(self, close_all, self._clients)
 
@@ -357,7 +362,9 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         """The remote file under an ``open()``, opened (errors as OSErrors)."""
         where = self._strip_protocol(path)
         with oserrors():
-            return await self.client.open(where, mode)
+            remote = await self.client.open(where, mode)
+        self._clients.track(remote)
+        return remote
 
     def _open(
         self,
