@@ -334,7 +334,12 @@ class _Sending:
         kept: asyncio.Future[codec.Reply] | None = None  # the FSETSTAT of the kept mode
         try:
             async with pumping(
-                lease, config, self.sizing, size=self.size, shared=self.shared
+                lease,
+                config,
+                self.sizing,
+                size=self.size,
+                shared=self.shared,
+                sample=self.blocks.sample,
             ) as setup:
                 sent, self.first_open = self.first_open, None
                 try:

@@ -42,6 +42,8 @@ class WritePump(Pump):
         budget = self.budget
         if self.error is not None:
             return 0
+        if self.switch is not None and self.switch.holds(self):
+            return 0  # Compression auto: its route is being chosen
         block = self.block_size
         by_requests = budget.max_requests - budget.requests
         by_bytes = (budget.max_bytes - budget.bytes) // block
