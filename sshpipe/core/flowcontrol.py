@@ -147,6 +147,15 @@ class FlowController:
         self.limits = replace(self.limits, size=size)
         self.target = self._cap(self.target)
 
+    def restart(self, now: float) -> None:
+        """Rounds so far were held below the link by the caller (a probe train): forget
+        their rates and start up again from at least the first guess."""
+        self._rates.clear()
+        self.phase, self._full_rate, self._stalls = "startup", 0.0, 0
+        start = self._cap(max(self.limits.block, int(self.min_rtt * START_RATE)))
+        self.target = max(self.target, start)
+        self._round = _Round(start=now)
+
     def carry_on(self, now: float, *, rate: float) -> None:
         """The link now carries about ``rate`` payload bytes/s (it went compressed: the
         plain rate x the ratio): hold that rate's pipe at once, steady, as if measured.

@@ -44,9 +44,7 @@ CLOSE_TIMEOUT = 30.0
 class SSHPipeFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec is untyped
     """A remote file for fsspec callers (pandas, pyarrow): ``fs.open(path, "rb")``."""
 
-    def __init__(
-        self, fs: SSHPipeFileSystem, path: str, mode: str = "rb", **kwargs: Any
-    ) -> None:
+    def __init__(self, fs: SSHPipeFileSystem, path: str, mode: str = "rb", **kwargs: Any) -> None:
         self._remote: RemoteFile | None = None
         self._stats: RemoteFileStats | None = None
         remote = sync(fs.loop, fs._open_remote, path, mode)

@@ -63,6 +63,10 @@ _KNOWN_ROUNDS = 6
 # (waiting for SAMPLE_BYTES held the probe train a second reply), and a
 # first guess from a first reply's 32 KiB, enough to ready the connection.
 _JUDGED_AT = 192 * 1024
+# A train's rate decides alone while link x ratio stays under this share of
+# zlib's rate (``Switch._train_trusted``); CPU per byte is counted from this many bytes.
+_TRAIN_SHARE = 0.5
+_CPU_AFTER = 2 * 1024 * 1024
 _GUESSED_AT = 32 * 1024
 # Blocks asked for at once while the route is undecided on a WAN: the probe
 # train. The spacing of their replies is the bottleneck's rate (packet-train
@@ -132,6 +136,9 @@ class Switch:
         self._train_replies = 0
         self._train_busy = 0.0  # seconds of our sampling since the train's first reply
         self.train_rate: float | None = None
+        # (time, delivered, controller rounds) from which the controller's rounds
+        # measure the link: the start without a train, else the train's untrusted end.
+        self._measured_since: tuple[float, int, int] | None = None
         self._first_compressed: float | None = None  # the first compressed reply's time
         self._started_compressed: float | None = None  # the first ever (for the report)
         self._last_compressed = 0.0
@@ -250,6 +257,8 @@ class Switch:
         if not self.delivered:
             self._first_reply = now
             self._cpu_at_first = time.process_time()
+            if not self._wan:  # no train: the controller measures from the first reply
+                self._measured_since = (now, 0, pump.controller.rounds)
         self.delivered += delivered
         if delivered and self.train_rate is None:
             self._time_train(now, delivered)
@@ -281,20 +290,27 @@ class Switch:
                 self.cost = _ANY_COST  # incompressible: zlib's speed cannot matter
             if self.ratio < MIN_RATIO:
                 pass  # judged by its ratio alone, at once: the train is let go now
-            elif self.train_rate is not None:  # its own probe train's
+            elif self.train_rate is not None and self._train_trusted(self.cost):
                 self.link_rate = self.lease.route.link_rate = self.train_rate
-            elif _link_known(ctrl) and now > self._first_reply:
+            elif self._measured_since is not None and self._link_known(ctrl):
                 # The better of the best round's rate and the mean since the first
                 # reply. Too high is the safe error (the best round read 5 MB/s on
                 # a 2.5 MB/s link: replies come in bursts; the policy's margin
                 # still compresses there); too low is not (an upload's mean read
                 # 1.3 MB/s at 1 Gbit/s while it ramped up, and went compressed).
-                mean = self.delivered / (now - self._first_reply)
+                began, before, _ = self._measured_since
+                mean = (self.delivered - before) / max(now - began, 1e-6)
                 rate = max(ctrl.max_rate, mean)
                 self.link_rate = self.lease.route.link_rate = rate
             elif self.lease.route.link_rate is not None:
                 self.link_rate = self.lease.route.link_rate  # an earlier file's: weighed now
             else:
+                if self.train_rate is not None and self._measured_since is None:
+                    # The controller measures it, at full speed, from a fresh start:
+                    # the held rounds entered "steady" at 8 MB/s on a 1 Gbit/s link.
+                    self._measured_since = (now, self.delivered, ctrl.rounds)
+                    ctrl.restart(now)
+                    self._uncap(pump)
                 return
             size = ctrl.limits.size
             remaining = None if size is None else max(0, size - self.delivered)
@@ -305,7 +321,10 @@ class Switch:
                 rtt=ctrl.min_rtt,
                 remaining=remaining,
                 ready=bool(self._compressed),
-                cpu_per_byte=cpu / self.delivered if cpu > 0 and self.delivered else None,
+                # Over a train's few blocks the CPU is the log-in's and zlib's: not a rate.
+                cpu_per_byte=cpu / self.delivered
+                if cpu > 0 and self.delivered >= _CPU_AFTER
+                else None,
                 upload=pump.handles.write,
             )
         else:
@@ -338,8 +357,6 @@ class Switch:
         elif self.route is Route.PLAIN:
             self._decided_plain = True  # once: a file is not weighed again and again
             self._uncap(pump)
-            if self._connect_task is not None and not self._compressed:
-                self._connect_task.cancel()  # a log-in it will not use
         else:
             self.switches = 2  # judged compressed and kept: no more moves
 
@@ -355,6 +372,26 @@ class Switch:
                 self._weigh(self._pump, time.monotonic())
 
         self._probe_task = self.group.create_task(probe())
+
+    def _link_known(self, ctrl: FlowController) -> bool:
+        """The controller has seen the link's rate since ``_measured_since``: steady, or
+        rounds enough of a full pipe (an upload at 20 Mbit/s stayed in startup
+        for all its 8 MiB, the first guess filling the link from the first round)."""
+        assert self._measured_since is not None
+        rounds = ctrl.rounds - self._measured_since[2]
+        steady = ctrl.phase == "steady" and rounds > 0
+        return ctrl.max_rate > 0 and (steady or rounds >= _KNOWN_ROUNDS)
+
+    def _train_trusted(self, cost: ZlibCost) -> bool:
+        """The train decides alone where compression could only be link-bound.
+
+        Its few blocks tell neither our CPU per byte (the log-in's and zlib's
+        CPU dominate them) nor a fast link's rate well (replies 2 ms apart);
+        where link x ratio nears zlib's rate both matter, and the controller's
+        rounds decide instead (at 1 Gbit/s a train read 35-900 MB/s).
+        """
+        assert self.train_rate is not None and self.ratio is not None
+        return self.train_rate * self.ratio < _TRAIN_SHARE * min(cost.compress, cost.decompress)
 
     def _time_train(self, now: float, delivered: int) -> None:
         """The probe train's replies: the bytes after the first over the time they took."""
@@ -476,15 +513,6 @@ class Switch:
             compressed_rate=achieved,
             reason=self.reason,
         )
-
-
-def _link_known(ctrl: FlowController) -> bool:
-    """The controller has seen the link's rate: steady, or rounds enough of a full pipe.
-
-    An upload at 20 Mbit/s stayed in startup for 8 of its 8 MiB (the first
-    guess filled the link from the first round): its rate was known long before.
-    """
-    return ctrl.max_rate > 0 and (ctrl.phase == "steady" or ctrl.rounds >= _KNOWN_ROUNDS)
 
 
 @contextlib.asynccontextmanager

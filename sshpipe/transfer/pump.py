@@ -86,13 +86,17 @@ class Pump:
         self._sync_budget()
 
     def _pick(self, length: int) -> Lane | None:
-        """The lane with the most room for ``length`` bytes, or None if none has it."""
+        """The lane with the most room for ``length`` bytes, or None if none has it.
+
+        A lane with no cap (Compression auto's parked or draining lanes) takes
+        nothing, even empty: one did take the 129th request of a channel's 128.
+        """
         best: Lane | None = None
         room = -1
         cap = self.sizing.requests
         for lane in self.handles.lanes:
             free = lane.cap - lane.bytes
-            if free > room and lane.requests < cap:
+            if free > room and lane.requests < cap and lane.cap > 0:
                 best, room = lane, free
         if best is None or (room < length and best.bytes > 0):
             return None
