@@ -1,15 +1,17 @@
 """Moving one file's remaining requests to the compressed connection (``Compression auto``).
 
-A file starts on the plain connection. Its first blocks are sampled (zlib-6
-on what arrives or leaves) while the flow controller measures the link; once
-the controller has found the link's rate (its steady phase), the policy
-(``core.compresspolicy``) is asked. When it says compress, the file is opened
-on channels of the compressed connection (``RoutedLease.move``) and the plain
-lanes get no new request (their cap goes to 0; what is in flight drains): no
-byte is sent twice. The controller probes again, since the link now carries
-more payload per byte. After a few round trips compressed, the rate achieved
-is checked against the plain one (the server's zlib is unknown): slower, and
-the file goes back, once (``MAX_SWITCHES``).
+A file starts on the plain connection. Its data is sampled (a put: blocks of
+the local file before its first WRITE; a get: its first reply) and, on a WAN,
+its first requests are a probe train (``probetrain``) that measures the link.
+Data that shrinks readies the compressed connection at once, and nothing
+more goes plain until the policy (``core.compresspolicy``) has spoken: when it
+says compress, the file is opened on channels of the compressed connection
+(``RoutedLease.move``), the plain lanes get no new request (their cap goes to
+0; what is in flight drains, no byte is sent twice) and the controller starts
+from the measured rate x ratio. After a few round trips compressed, the rate
+achieved is checked against the plain one (the server's zlib is unknown):
+slower, and the file goes back, once (``MAX_SWITCHES``). On a LAN there is no
+train: the controller's rounds measure the link.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..transport.alongside import alongside
 from ..transport.compressroute import EAGER_RTT, RoutedLease
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
+from .probetrain import TRAIN_BLOCKS, ProbeTrain
 
 if TYPE_CHECKING:
     from .lanes import Lane
@@ -63,18 +66,10 @@ _KNOWN_ROUNDS = 6
 # (waiting for SAMPLE_BYTES held the probe train a second reply), and a
 # first guess from a first reply's 32 KiB, enough to ready the connection.
 _JUDGED_AT = 192 * 1024
-# A train's rate decides alone while link x ratio stays under this share of
-# zlib's rate (``Switch._train_trusted``); CPU per byte is counted from this many bytes.
-_TRAIN_SHARE = 0.5
-_CPU_AFTER = 2 * 1024 * 1024
 _GUESSED_AT = 32 * 1024
-# Blocks asked for at once while the route is undecided on a WAN: the probe
-# train. The spacing of their replies is the bottleneck's rate (packet-train
-# dispersion: Jacobson's pathchar, Dovrolis et al. 2004), known within one
-# RTT plus three blocks' time; the first sampled for the ratio. Without it the
-# flow controller's first guess (1 Gbit/s x RTT: 5 MB at 40 ms) went out on
-# the plain connection before anything was known: 2 s of a 20 Mbit/s link.
-TRAIN_BLOCKS = 3
+# CPU per byte is counted from this many bytes: over a train's few, it is the
+# compressed log-in's and zlib's, not the transfer's.
+_CPU_AFTER = 2 * 1024 * 1024
 # The longest a file's plain lanes are held (nothing new asked for) while the
 # compressed connection comes up, in RTTs and at least a second: then they go on.
 _HOLD_RTTS = 30
@@ -130,12 +125,7 @@ class Switch:
         self._plain_mean: float | None = None  # payload bytes/s plain until the move
         # The probe train: its byte cap (None: not capped), and its replies' times.
         self.cap: int | None = None
-        self._train_first: float | None = None
-        self._train_last = 0.0
-        self._train_bytes = 0  # delivered after the train's first reply
-        self._train_replies = 0
-        self._train_busy = 0.0  # seconds of our sampling since the train's first reply
-        self.train_rate: float | None = None
+        self.train = ProbeTrain()
         # (time, delivered, controller rounds) from which the controller's rounds
         # measure the link: the start without a train, else the train's untrusted end.
         self._measured_since: tuple[float, int, int] | None = None
@@ -229,9 +219,7 @@ class Switch:
         try:
             self._feed([chunks] if isinstance(chunks, bytes) else chunks)
         finally:
-            if self.train_rate is None and self._train_first is not None:
-                # Our own zlib delays the next reply's time: not the link's.
-                self._train_busy += time.perf_counter() - began
+            self.train.busy(time.perf_counter() - began)
 
     def _feed(self, pieces: list[bytes | memoryview] | list[bytes]) -> None:
         for piece in pieces:
@@ -260,8 +248,7 @@ class Switch:
             if not self._wan:  # no train: the controller measures from the first reply
                 self._measured_since = (now, 0, pump.controller.rounds)
         self.delivered += delivered
-        if delivered and self.train_rate is None:
-            self._time_train(now, delivered)
+        self.train.reply(now, delivered)
         if self.cap is not None and self._decided_plain:
             self._uncap(pump)
         if lane.sftp in self._compressed and delivered:
@@ -290,8 +277,8 @@ class Switch:
                 self.cost = _ANY_COST  # incompressible: zlib's speed cannot matter
             if self.ratio < MIN_RATIO:
                 pass  # judged by its ratio alone, at once: the train is let go now
-            elif self.train_rate is not None and self._train_trusted(self.cost):
-                self.link_rate = self.lease.route.link_rate = self.train_rate
+            elif self.train.rate is not None and self.train.trusted(self.ratio, self.cost):
+                self.link_rate = self.lease.route.link_rate = self.train.rate
             elif self._measured_since is not None and self._link_known(ctrl):
                 # The better of the best round's rate and the mean since the first
                 # reply. Too high is the safe error (the best round read 5 MB/s on
@@ -305,7 +292,7 @@ class Switch:
             elif self.lease.route.link_rate is not None:
                 self.link_rate = self.lease.route.link_rate  # an earlier file's: weighed now
             else:
-                if self.train_rate is not None and self._measured_since is None:
+                if self.train.rate is not None and self._measured_since is None:
                     # The controller measures it, at full speed, from a fresh start:
                     # the held rounds entered "steady" at 8 MB/s on a 1 Gbit/s link.
                     self._measured_since = (now, self.delivered, ctrl.rounds)
@@ -381,32 +368,6 @@ class Switch:
         rounds = ctrl.rounds - self._measured_since[2]
         steady = ctrl.phase == "steady" and rounds > 0
         return ctrl.max_rate > 0 and (steady or rounds >= _KNOWN_ROUNDS)
-
-    def _train_trusted(self, cost: ZlibCost) -> bool:
-        """The train decides alone where compression could only be link-bound.
-
-        Its few blocks tell neither our CPU per byte (the log-in's and zlib's
-        CPU dominate them) nor a fast link's rate well (replies 2 ms apart);
-        where link x ratio nears zlib's rate both matter, and the controller's
-        rounds decide instead (at 1 Gbit/s a train read 35-900 MB/s).
-        """
-        assert self.train_rate is not None and self.ratio is not None
-        return self.train_rate * self.ratio < _TRAIN_SHARE * min(cost.compress, cost.decompress)
-
-    def _time_train(self, now: float, delivered: int) -> None:
-        """The probe train's replies: the bytes after the first over the time they took."""
-        self._train_replies += 1
-        if self._train_first is None:
-            self._train_first = now
-            return
-        self._train_bytes += delivered
-        self._train_last = now
-        # Less the time the loop spent on our samples' zlib: at 1 Gbit/s the
-        # replies are 2 ms apart, and 5 ms of zlib on the first one read the
-        # link as 16 MB/s, which compression then slowed to 18 of 100.
-        span = now - self._train_first - self._train_busy
-        if self._train_replies >= TRAIN_BLOCKS and span > 0:
-            self.train_rate = self._train_bytes / span
 
     def _let_go(self) -> None:
         self.holding = False
