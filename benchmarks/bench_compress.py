@@ -140,7 +140,14 @@ def tree_argv(client: Client, direction: str, srv: SSHServerInfo, paths: Paths) 
     return sshpipe_argv(recursive, direction, srv, paths)
 
 
-def run_tree(view: SSHServerInfo, root: Path, scratch: Path, reps: int) -> list[dict[str, Any]]:
+def run_tree(
+    view: SSHServerInfo,
+    root: Path,
+    scratch: Path,
+    reps: int,
+    clients: Sequence[Client] = CLIENTS,
+    directions: Sequence[str] = ("get", "put"),
+) -> list[dict[str, Any]]:
     source = root / "tree"
     source.mkdir()
     digests = make_tree(source)
@@ -150,9 +157,10 @@ def run_tree(view: SSHServerInfo, root: Path, scratch: Path, reps: int) -> list[
     logs = scratch / "logs"
     samples: list[dict[str, Any]] = []
     for rep in range(reps):
-        order = CLIENTS[rep % len(CLIENTS) :] + CLIENTS[: rep % len(CLIENTS)]
+        turn = rep % len(clients)
+        order = [*clients[turn:], *clients[:turn]]
         for client in order:
-            for direction in ("get", "put"):
+            for direction in directions:
                 out = scratch / "tree-out" if direction == "get" else root / "tree-out"
                 paths = Paths(
                     source=source if direction == "get" else local_src,
@@ -211,6 +219,8 @@ def tree_table(samples: list[dict[str, Any]]) -> str:
             mine = [
                 s for s in samples if s["client"] == client.name and s["direction"] == direction
             ]
+            if not mine:
+                continue  # not run (--clients, --dirs)
             ok = [s for s in mine if not s["error"]]
             whole = medians.get(client.name)
             auto = medians.get(AUTO)
@@ -278,6 +288,21 @@ def _auto_used(matrix: Matrix, label: str, size: int, direction: str) -> str:
 # --------------------------------------------------------------------------- main
 
 
+def _names(allowed: set[str]) -> Any:
+    """An argparse type: a comma-separated subset of ``allowed``."""
+
+    def parse(text: str) -> set[str]:
+        names = {name.strip() for name in text.split(",") if name.strip()}
+        unknown = names - allowed
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"choose from {', '.join(sorted(allowed))} (got {text!r})"
+            )
+        return names
+
+    return parse
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -285,6 +310,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=positive_int, default=3, help="repetitions (default 3)")
     parser.add_argument("--quick", action="store_true", help="1 rep, small sizes (smoke run)")
     parser.add_argument("--no-tree", dest="tree", action="store_false", help="skip the tree")
+    parser.add_argument(
+        "--links", type=_names({"thin", "fat", "tree"}), default={"thin", "fat", "tree"},
+        help="parts to run, comma-separated: thin (20 Mbit/s), fat (1 Gbit/s), tree",
+    )  # fmt: skip
+    parser.add_argument(
+        "--data",
+        type=_names({"text", "random"}),
+        default={"text", "random"},
+        help="the thin link's sources to run: text, random",
+    )
+    parser.add_argument(
+        "--dirs", type=_names({"get", "put"}), default={"get", "put"}, help="get, put or both"
+    )
+    parser.add_argument(
+        "--clients", type=_names({c.name for c in CLIENTS}), default=None,
+        help=f"clients to run (default all: {','.join(c.name for c in CLIENTS)})",
+    )  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="parent of the scratch dir")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
@@ -294,14 +336,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     fat = f"{FAT[0]:g} ms RTT, {FAT[1]:g} Mbit/s"
     # Sources are per size: the thin link's random file is the smaller one.
     random_size, thin_text = 6 * MIB // scale, 12 * MIB // scale
-    settings = [
-        Setting(
-            thin, *THIN, (random_size, thin_text),
+    thin_sizes = tuple(
+        size for size, kind in ((random_size, "random"), (thin_text, "text")) if kind in args.data
+    )
+    settings = []
+    if "thin" in args.links and thin_sizes:
+        settings.append(Setting(
+            thin, *THIN, thin_sizes,
             data=f"{size_label(random_size)} random, {size_label(thin_text)} {TEXT}",
-        ),
-        Setting(f"{fat}, text", *FAT, (48 * MIB // scale,), data=TEXT),
-    ]  # fmt: skip
-    matrix = Matrix(clients=list(CLIENTS), directions=["get", "put"], settings=settings, reps=reps)
+        ))  # fmt: skip
+    if "fat" in args.links:
+        settings.append(Setting(f"{fat}, text", *FAT, (48 * MIB // scale,), data=TEXT))
+    clients = [c for c in CLIENTS if args.clients is None or c.name in args.clients]
+    directions = [d for d in ("get", "put") if d in args.dirs]
+    matrix = Matrix(clients=clients, directions=directions, settings=settings, reps=reps)
     machine = machine_info()
     header = format_header(
         machine, matrix, "user-space link emulator in front of one OpenSSH sshd (MaxSessions 10)"
@@ -333,12 +381,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     run_setting(matrix, setting, where)
                 for source in sources.values():
                     source.local.unlink(missing_ok=True)
-            if args.tree:
+            if args.tree and "tree" in args.links:
                 link = Link(label=f"{thin}, mixed tree", rtt_ms=THIN[0], rate_mbit=THIN[1])
                 record = LinkRecord(label=link.label, rtt_ms=link.rtt_ms, rate_mbit=link.rate_mbit)
                 records.append(record)
                 with emulated_view(link, srv, None, scratch, scratch / "logs", record) as view:
-                    tree_samples = run_tree(view, srv.root, scratch, reps)
+                    tree_samples = run_tree(view, srv.root, scratch, reps, clients, directions)
     rows, setups = summarize(matrix)
     markdown = f"## Compression auto: whole command\n\n{header}\n\n"
     markdown += targets_table(rows, matrix) + "\n\n"

@@ -264,7 +264,11 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     @translated
     async def _mv(
-        self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None,
+        self,
+        path1: Any,
+        path2: Any,
+        recursive: bool = False,
+        maxdepth: int | None = None,
         **kwargs: Any,
     ) -> None:
         """A rename on the server where it is one path (no bytes move); else copy, then rm."""

@@ -18,8 +18,15 @@ PROTOCOL = "sshpipe"
 # fsspec's own keywords, taken by AsyncFileSystem.__init__ (or the instance
 # cache): they never reach ``sshpipe.connect``.
 FSSPEC_OPTIONS = frozenset(
-    {"asynchronous", "loop", "batch_size", "skip_instance_cache", "use_listings_cache",
-     "listings_expiry_time", "max_paths"}
+    {
+        "asynchronous",
+        "loop",
+        "batch_size",
+        "skip_instance_cache",
+        "use_listings_cache",
+        "listings_expiry_time",
+        "max_paths",
+    }
 )
 
 

@@ -14,7 +14,9 @@
 - ``verify``: the end-to-end hash check before the final rename;
 - ``blockprobe``: the block a server without limits@openssh.com takes whole;
 - ``inorder``: uploads in file order on one channel, where a server needs it;
-- ``progress``: a transfer's counts reported to the user's ``progress=`` callback.
+- ``progress``: a transfer's counts reported to the user's ``progress=`` callback;
+- ``compressswitch`` / ``probetrain``: Compression auto's per-file route, and the
+  first replies that measure a WAN link for it.
 
 May import: ``core``, ``transport``, ``local``, ``durability``, ``_config``,
 ``_errors``, ``_stats``.

@@ -1,15 +1,17 @@
 """Moving one file's remaining requests to the compressed connection (``Compression auto``).
 
-A file starts on the plain connection. Its first blocks are sampled (zlib-6
-on what arrives or leaves) while the flow controller measures the link; once
-the controller has found the link's rate (its steady phase), the policy
-(``core.compresspolicy``) is asked. When it says compress, the file is opened
-on channels of the compressed connection (``RoutedLease.move``) and the plain
-lanes get no new request (their cap goes to 0; what is in flight drains): no
-byte is sent twice. The controller probes again, since the link now carries
-more payload per byte. After a few round trips compressed, the rate achieved
-is checked against the plain one (the server's zlib is unknown): slower, and
-the file goes back, once (``MAX_SWITCHES``).
+A file starts on the plain connection. Its data is sampled (a put: blocks of
+the local file before its first WRITE; a get: its first reply) and, on a WAN,
+its first requests are a probe train (``probetrain``) that measures the link.
+Data that shrinks readies the compressed connection at once, and nothing
+more goes plain until the policy (``core.compresspolicy``) has spoken: when it
+says compress, the file is opened on channels of the compressed connection
+(``RoutedLease.move``), the plain lanes get no new request (their cap goes to
+0; what is in flight drains, no byte is sent twice) and the controller starts
+from the measured rate x ratio. After a few round trips compressed, the rate
+achieved is checked against the plain one (the server's zlib is unknown):
+slower, and the file goes back, once (``MAX_SWITCHES``). On a LAN there is no
+train: the controller's rounds measure the link.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._errors import SSHPipeError
@@ -40,12 +42,16 @@ from ..transport.alongside import alongside
 from ..transport.compressroute import EAGER_RTT, RoutedLease
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
+from .probetrain import TRAIN_BLOCKS, ProbeTrain
 
 if TYPE_CHECKING:
     from .lanes import Lane
     from .pump import Pump
 
 logger = logging.getLogger("sshpipe.compress")
+
+# Blocks of the data a put will send, read ahead of it (``BlockSource.sample``).
+Sampler = Callable[[], Awaitable[list[bytes]]]
 
 # Seconds compressed before the achieved rate is judged: enough rounds for
 # the controller's new startup (a few RTTs) at any RTT sshpipe meets.
@@ -56,30 +62,38 @@ _JUDGE_RTTS = 10
 _ANY_COST = ZlibCost(compress=1.0, decompress=1.0)
 # Rounds (about an RTT each) after which the best one's rate is the link's.
 _KNOWN_ROUNDS = 6
-# Blocks asked for at once while the route is undecided on a WAN: the probe
-# train. The spacing of their replies is the bottleneck's rate (packet-train
-# dispersion: Jacobson's pathchar, Dovrolis et al. 2004), known within one
-# RTT plus three blocks' time; the first sampled for the ratio. Without it the
-# flow controller's first guess (1 Gbit/s x RTT: 5 MB at 40 ms) went out on
-# the plain connection before anything was known: 2 s of a 20 Mbit/s link.
-TRAIN_BLOCKS = 3
+# Sampled bytes from which a get's ratio is trusted: one READ of sshd's 255 KiB
+# (waiting for SAMPLE_BYTES held the probe train a second reply), and a
+# first guess from a first reply's 32 KiB, enough to ready the connection.
+_JUDGED_AT = 192 * 1024
+_GUESSED_AT = 32 * 1024
+# CPU per byte is counted from this many bytes: over a train's few, it is the
+# compressed log-in's and zlib's, not the transfer's.
+_CPU_AFTER = 2 * 1024 * 1024
+# The longest a file's plain lanes are held (nothing new asked for) while the
+# compressed connection comes up, in RTTs and at least a second: then they go on.
+_HOLD_RTTS = 30
+_HOLD_AT_LEAST = 1.0
 
 
 class Switch:
     """One file's route, decided from its first blocks and the measured link."""
 
-    def __init__(self, lease: RoutedLease, cost: ZlibCost | None) -> None:
+    def __init__(
+        self, lease: RoutedLease, cost: ZlibCost | None, *, ratio: float | None = None
+    ) -> None:
         self.lease = lease
         # zlib's rates here: probed (in the mover) only once a file shrinks, so
         # random data and a first file's start never wait for the probe.
         self.cost = cost
         self._probe = False  # started
         self._probe_task: asyncio.Task[None] | None = None
+        self._connect_task: asyncio.Task[None] | None = None
         self.route = Route.PLAIN
         self.switches = 0
         self._samples: list[bytes] = []
         self._sampled = 0
-        self.ratio: float | None = None
+        self.ratio = ratio  # a put's, sampled from the local file before its first WRITE
         self.link_rate: float | None = None
         self.compressed_rate: float | None = None
         self.reason = "not decided: the file ended first"
@@ -92,11 +106,17 @@ class Switch:
             self.reason = "off: the server offers no compression"
         elif lease.hint is Route.PLAIN:
             self.reason = "stays plain: its name says compressed already"
-        # On a WAN the file is opened on a compressed channel as soon as the
-        # connection (opened with the lease: ``CompressRoute.lease``) is up,
-        # its lane parked (cap 0): the move is then instant. Waiting for the
-        # policy, the OPEN's round trip queued behind the file's own data.
-        self._warm = not self._decided_plain and lease.rtt >= EAGER_RTT
+        elif ratio is not None and ratio < MIN_RATIO:
+            self._decided_plain = True
+            self.reason = f"stays plain: incompressible (zlib ratio {ratio:.2f})"
+        # On a WAN the file starts with the probe train and, once its data is
+        # known to shrink (a put's sample, a get's first reply, an earlier
+        # file's), is opened on a compressed channel, its lane parked (cap 0):
+        # the move is then instant. Opened on the policy's word, the log-in and
+        # the OPEN's round trips queued behind the file's own data.
+        self._wan = not self._decided_plain and lease.rtt >= EAGER_RTT
+        self._warm = False  # a parked compressed lane is wanted (``run`` opens it)
+        self._warm_asked = False
         self._moving = False
         self._used = False  # some of its requests were routed compressed
         self._moved_at = 0.0
@@ -105,11 +125,10 @@ class Switch:
         self._plain_mean: float | None = None  # payload bytes/s plain until the move
         # The probe train: its byte cap (None: not capped), and its replies' times.
         self.cap: int | None = None
-        self._train_first: float | None = None
-        self._train_last = 0.0
-        self._train_bytes = 0  # delivered after the train's first reply
-        self._train_replies = 0
-        self.train_rate: float | None = None
+        self.train = ProbeTrain()
+        # (time, delivered, controller rounds) from which the controller's rounds
+        # measure the link: the start without a train, else the train's untrusted end.
+        self._measured_since: tuple[float, int, int] | None = None
         self._first_compressed: float | None = None  # the first compressed reply's time
         self._started_compressed: float | None = None  # the first ever (for the report)
         self._last_compressed = 0.0
@@ -118,27 +137,72 @@ class Switch:
         # Compressed channels the file is open on that no request was routed to.
         self.idle: set[SFTPSession] = set()
         self.wake = asyncio.Event()
+        # Data that shrinks on a WAN: after the train, nothing more is asked for
+        # on the plain lanes until the policy has spoken and, if it said
+        # compress, the compressed lanes took over. At 20 Mbit/s a plain block
+        # kept in flight queued each of the compressed log-in's round trips
+        # behind 100 ms of data (its key exchange took 8 RTTs, not 2).
+        self.holding = False
+        self._hold_timer: asyncio.TimerHandle | None = None
+        self._pump: Pump | None = None
         self.group: asyncio.TaskGroup | None = None  # ``switching``'s
         self._task: asyncio.Task[None] | None = None
 
     def attach(self, group: asyncio.TaskGroup) -> None:
-        """The TaskGroup its mover and probe run in (``switching``'s)."""
+        """The TaskGroup its mover and probe run in (``switching``'s).
+
+        A put whose sample shrinks (or any file after one that shrank) starts
+        the compressed log-in here, beside the plain OPEN.
+        """
         self.group = group
+        shrinks = self.ratio is not None and self.ratio >= MIN_RATIO
+        if self._wan and (shrinks or self.lease.route.shrank):
+            self._ask_warm()
+        if shrinks:
+            self.lease.route.shrank = True
+            if self.cost is None:
+                self._start_probe()
+
+    def _ask_warm(self) -> None:
+        """Ready the compressed connection, and the file on it (once): the data shrinks."""
+        if self._warm_asked or self.group is None or not self._wan:
+            return
+        self._warm_asked = self._warm = True
+        self._connect_task = self.group.create_task(self.lease.route.connect())
+        if self.cost is None:
+            self._start_probe()  # beside the log-in, not after the ratio
+        self.wake.set()
+
+    def holds(self, pump: Pump) -> bool:
+        """No new request now: the train is out and the compressed route is coming."""
+        return self.holding and pump.requests >= TRAIN_BLOCKS
+
+    def _hold(self, pump: Pump) -> None:
+        if self.holding or self._decided_plain:
+            return
+        self.holding = True
+        wait = max(_HOLD_AT_LEAST, _HOLD_RTTS * pump.controller.min_rtt)
+        self._hold_timer = asyncio.get_running_loop().call_later(wait, self._uncap, pump)
 
     def start(self, pump: Pump) -> None:
         """The pump runs: replies feed the switch, and its mover waits for a decision."""
         pump.switch = self
-        if self._warm:  # a WAN, and the file may go compressed: the probe train first
+        self._pump = pump
+        if self._wan:  # a WAN, and the file may go compressed: the probe train first
             self.cap = TRAIN_BLOCKS * pump.sizing.block
+            if self._warm_asked and self.ratio is not None and self.ratio >= MIN_RATIO:
+                self._hold(pump)  # a put's sample shrank: the train, then nothing plain
             pump.resync()
-        self.wake.set()  # the warm-up
+        self.wake.set()  # the warm-up, if asked for before the pump ran
         if self.group is not None:
             self._task = self.group.create_task(self.run(pump))
 
     async def stop(self) -> None:
         """No move is under way after this returns (before the handles close)."""
-        tasks = [t for t in (self._task, self._probe_task) if t is not None]
-        self._task = self._probe_task = None
+        # The compressed log-in too: a short file is not held up by one it did not need.
+        tasks = [t for t in (self._task, self._probe_task, self._connect_task) if t is not None]
+        self._task = self._probe_task = self._connect_task = None
+        self._let_go()
         for task in tasks:
             task.cancel()
         if tasks:
@@ -151,25 +215,40 @@ class Switch:
 
     def feed(self, chunks: list[bytes | memoryview] | bytes) -> None:
         """Blocks of the file as they arrive (a get) or leave (a put)."""
-        pieces = [chunks] if isinstance(chunks, bytes) else chunks
+        began = time.perf_counter()
+        try:
+            self._feed([chunks] if isinstance(chunks, bytes) else chunks)
+        finally:
+            self.train.busy(time.perf_counter() - began)
+
+    def _feed(self, pieces: list[bytes | memoryview] | list[bytes]) -> None:
         for piece in pieces:
             take = bytes(piece[: SAMPLE_BYTES - self._sampled])
             self._samples.append(take)
             self._sampled += len(take)
-        if self._sampled >= SAMPLE_BYTES:
+        if not self._warm_asked and self._sampled >= _GUESSED_AT:
+            guess = ratio_of(self._samples)
+            if guess is not None and guess >= MIN_RATIO:
+                self._ask_warm()
+        if self._sampled >= min(SAMPLE_BYTES, _JUDGED_AT):
             self.ratio = ratio_of(self._samples)
             self._samples = []
-            if self.cost is None and self.ratio is not None and self.ratio >= MIN_RATIO:
-                self._start_probe()
+            if self.ratio is not None and self.ratio >= MIN_RATIO:
+                self.lease.route.shrank = True
+                if self.cost is None:
+                    self._start_probe()
+                if self._warm_asked and self.cap is not None and self._pump is not None:
+                    self._hold(self._pump)
 
     def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
         """A reply came (``Pump._sample``): maybe time to ask the policy."""
         if not self.delivered:
             self._first_reply = now
             self._cpu_at_first = time.process_time()
+            if not self._wan:  # no train: the controller measures from the first reply
+                self._measured_since = (now, 0, pump.controller.rounds)
         self.delivered += delivered
-        if delivered and self.train_rate is None:
-            self._time_train(now, delivered)
+        self.train.reply(now, delivered)
         if self.cap is not None and self._decided_plain:
             self._uncap(pump)
         if lane.sftp in self._compressed and delivered:
@@ -182,6 +261,10 @@ class Switch:
                 self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
             self._last_compressed = now
+        self._weigh(pump, now)
+
+    def _weigh(self, pump: Pump, now: float) -> None:
+        """Ask the policy, if what it needs is known; carry out what it says."""
         if self._pending is not None or self._moving:
             return
         ctrl = pump.controller
@@ -190,22 +273,31 @@ class Switch:
                 return
             if self.cost is None:
                 if self.ratio >= MIN_RATIO:
-                    return  # the probe is under way: weighed at a reply after it
+                    return  # the probe is under way: weighed when it ends
                 self.cost = _ANY_COST  # incompressible: zlib's speed cannot matter
-            if self.train_rate is not None:  # its own probe train's
-                self.link_rate = self.lease.route.link_rate = self.train_rate
-            elif _link_known(ctrl) and now > self._first_reply:
+            if self.ratio < MIN_RATIO:
+                pass  # judged by its ratio alone, at once: the train is let go now
+            elif self.train.rate is not None and self.train.trusted(self.ratio, self.cost):
+                self.link_rate = self.lease.route.link_rate = self.train.rate
+            elif self._measured_since is not None and self._link_known(ctrl):
                 # The better of the best round's rate and the mean since the first
                 # reply. Too high is the safe error (the best round read 5 MB/s on
                 # a 2.5 MB/s link: replies come in bursts; the policy's margin
                 # still compresses there); too low is not (an upload's mean read
                 # 1.3 MB/s at 1 Gbit/s while it ramped up, and went compressed).
-                mean = self.delivered / (now - self._first_reply)
+                began, before, _ = self._measured_since
+                mean = (self.delivered - before) / max(now - began, 1e-6)
                 rate = max(ctrl.max_rate, mean)
                 self.link_rate = self.lease.route.link_rate = rate
             elif self.lease.route.link_rate is not None:
                 self.link_rate = self.lease.route.link_rate  # an earlier file's: weighed now
             else:
+                if self.train.rate is not None and self._measured_since is None:
+                    # The controller measures it, at full speed, from a fresh start:
+                    # the held rounds entered "steady" at 8 MB/s on a 1 Gbit/s link.
+                    self._measured_since = (now, self.delivered, ctrl.rounds)
+                    ctrl.restart(now)
+                    self._uncap(pump)
                 return
             size = ctrl.limits.size
             remaining = None if size is None else max(0, size - self.delivered)
@@ -216,7 +308,10 @@ class Switch:
                 rtt=ctrl.min_rtt,
                 remaining=remaining,
                 ready=bool(self._compressed),
-                cpu_per_byte=cpu / self.delivered if cpu > 0 and self.delivered else None,
+                # Over a train's few blocks the CPU is the log-in's and zlib's: not a rate.
+                cpu_per_byte=cpu / self.delivered
+                if cpu > 0 and self.delivered >= _CPU_AFTER
+                else None,
                 upload=pump.handles.write,
             )
         else:
@@ -244,13 +339,8 @@ class Switch:
         if decision.route is not self.route:
             self._pending = decision
             self.wake.set()
-            if self.cap is not None and self.link_rate:
-                # Until the compressed lanes take over, no more than the pipe: a
-                # queue on the link would hold their OPEN (and a log-in still
-                # under way) back by as much (0.4 s per round trip at 20 Mbit/s).
-                pipe = int(self.link_rate * ctrl.min_rtt) + pump.sizing.block
-                self.cap = min(self.cap, pipe)
-                pump.resync()
+            if self.cap is not None:
+                self._hold(pump)  # until the compressed lanes take over
         elif self.route is Route.PLAIN:
             self._decided_plain = True  # once: a file is not weighed again and again
             self._uncap(pump)
@@ -265,22 +355,31 @@ class Switch:
 
         async def probe() -> None:
             self.cost = await self.lease.route.cost()
+            if self._pump is not None:  # a held pump has no reply coming to weigh it at
+                self._weigh(self._pump, time.monotonic())
 
         self._probe_task = self.group.create_task(probe())
 
-    def _time_train(self, now: float, delivered: int) -> None:
-        """The probe train's replies: the bytes after the first over the time they took."""
-        self._train_replies += 1
-        if self._train_first is None:
-            self._train_first = now
-            return
-        self._train_bytes += delivered
-        self._train_last = now
-        if self._train_replies >= TRAIN_BLOCKS and now > self._train_first:
-            self.train_rate = self._train_bytes / (now - self._train_first)
+    def _link_known(self, ctrl: FlowController) -> bool:
+        """The controller has seen the link's rate since ``_measured_since``: steady, or
+        rounds enough of a full pipe (an upload at 20 Mbit/s stayed in startup
+        for all its 8 MiB, the first guess filling the link from the first round)."""
+        assert self._measured_since is not None
+        rounds = ctrl.rounds - self._measured_since[2]
+        steady = ctrl.phase == "steady" and rounds > 0
+        return ctrl.max_rate > 0 and (steady or rounds >= _KNOWN_ROUNDS)
+
+    def _let_go(self) -> None:
+        self.holding = False
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
 
     def _uncap(self, pump: Pump) -> None:
-        if self.cap is not None:
+        """The controller's budget again: no train, no hold."""
+        held = self.holding
+        self._let_go()
+        if self.cap is not None or held:
             self.cap = None
             pump.resync()
 
@@ -295,8 +394,11 @@ class Switch:
             self.wake.clear()
             if self._warm:
                 self._warm = False
-                with contextlib.suppress(SSHPipeError):  # the move will see what is missing
-                    await self._park(pump, await self.lease.prepare())
+                if self._connect_task is not None:  # the log-in, or its cancellation
+                    await asyncio.wait([self._connect_task])
+                if not self._decided_plain:
+                    with contextlib.suppress(SSHPipeError):  # the move sees what is missing
+                        await self._park(pump, await self.lease.prepare())
             decision, self._pending = self._pending, None
             if decision is None:
                 continue
@@ -343,10 +445,10 @@ class Switch:
                 self._moved_at - self._first_reply
             )
         if compressed and self.ratio is not None and self.link_rate and self.cost is not None:
-            expected = compressed_rate_estimate(
-                self.link_rate, self.ratio, self.cost
-            )  # no CPU term: the target is only grown
-            pump.controller.reprobe(self._moved_at, gain=expected / self.link_rate)
+            # The compressed lanes start from the measured state, not a new ramp;
+            # no CPU term: the target only sizes what is in flight.
+            expected = compressed_rate_estimate(self.link_rate, self.ratio, self.cost)
+            pump.controller.carry_on(self._moved_at, rate=expected)
         pump.add_lane(pump.handles.lanes[-1])
         pump.fill()
         logger.info(
@@ -374,27 +476,24 @@ class Switch:
         )
 
 
-def _link_known(ctrl: FlowController) -> bool:
-    """The controller has seen the link's rate: steady, or rounds enough of a full pipe.
-
-    An upload at 20 Mbit/s stayed in startup for 8 of its 8 MiB (the first
-    guess filled the link from the first round): its rate was known long before.
-    """
-    return ctrl.max_rate > 0 and (ctrl.phase == "steady" or ctrl.rounds >= _KNOWN_ROUNDS)
-
-
 @contextlib.asynccontextmanager
-async def switching(lease: Lease) -> AsyncIterator[Switch | None]:
+async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterator[Switch | None]:
     """A switch for a routed lease (None for any other), its mover stopped on leaving.
 
-    Its tasks run ``alongside`` the block: the block's error comes out as it was raised.
+    ``sample``: a put's blocks of the local file, read before its first WRITE
+    (zlib-6 on 256 KiB: a few ms), so that random data never starts the
+    compressed log-in and text starts it at once. Its tasks run ``alongside``
+    the block: the block's error comes out as it was raised.
     """
     if not isinstance(lease, RoutedLease) or lease.pacer is not None:
         # Under a rate limit (-l) the bucket counts payload bytes: compression
         # could not carry more of them, only cost CPU.
         yield None
         return
-    switch = Switch(lease, lease.route.known_cost())
+    ratio = None
+    if sample is not None and lease.hint is not Route.PLAIN and lease.route.offered is not False:
+        ratio = ratio_of(await sample())
+    switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
     lease.report = switch.report
     async with alongside(switch.attach, switch.stop):
         yield switch

@@ -29,7 +29,7 @@ from ..core.timeline import Timeline, describe, in_round_trips
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-from .compressswitch import Switch, switching
+from .compressswitch import Sampler, Switch, switching
 from .grower import Grower, growing, make_controller
 from .lanes import Handles, Lane, cancelled, initial_channels
 
@@ -86,13 +86,17 @@ class Pump:
         self._sync_budget()
 
     def _pick(self, length: int) -> Lane | None:
-        """The lane with the most room for ``length`` bytes, or None if none has it."""
+        """The lane with the most room for ``length`` bytes, or None if none has it.
+
+        A lane with no cap (Compression auto's parked or draining lanes) takes
+        nothing, even empty: one did take the 129th request of a channel's 128.
+        """
         best: Lane | None = None
         room = -1
         cap = self.sizing.requests
         for lane in self.handles.lanes:
             free = lane.cap - lane.bytes
-            if free > room and lane.requests < cap:
+            if free > room and lane.requests < cap and lane.cap > 0:
                 best, room = lane, free
         if best is None or (room < length and best.bytes > 0):
             return None
@@ -362,6 +366,7 @@ async def pumping(
     *,
     size: int | None = None,
     shared: SharedBytes | None = None,
+    sample: Sampler | None = None,
 ) -> AsyncIterator[Setup]:
     """Set a pump up (sizing -> controller -> grower -> handles -> pump) and take it down.
 
@@ -370,10 +375,10 @@ async def pumping(
     OPEN goes out with the server's limits request, which sizes the pump).
     ``size``: the transfer's, when known before the file is open (an
     upload's); ``shared``: a byte cap shared with other transfers (a tree's
-    big files).
+    big files); ``sample``: a put's blocks of its data for Compression auto.
     """
     controller = make_controller(config, lease, sizing, size=size)
-    async with switching(lease) as switch, growing(lease, controller) as grower:
+    async with switching(lease, sample) as switch, growing(lease, controller) as grower:
         setup = Setup(lease, config, sizing, controller, grower, shared)
         setup.switch = switch
         try:

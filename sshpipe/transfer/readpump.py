@@ -72,6 +72,8 @@ class ReadPump(Pump):
 
     def fill(self) -> None:
         plan, budget, pacer = self.plan, self.budget, self.pacer
+        if self.switch is not None and self.switch.holds(self):
+            return  # Compression auto: its route is being chosen
         while self.error is None and (budget.has_room(plan.block_size) or self._starved()):
             lane = self._pick(plan.block_size)
             if lane is None:

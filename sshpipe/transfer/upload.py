@@ -334,7 +334,12 @@ class _Sending:
         kept: asyncio.Future[codec.Reply] | None = None  # the FSETSTAT of the kept mode
         try:
             async with pumping(
-                lease, config, self.sizing, size=self.size, shared=self.shared
+                lease,
+                config,
+                self.sizing,
+                size=self.size,
+                shared=self.shared,
+                sample=self.blocks.sample,
             ) as setup:
                 sent, self.first_open = self.first_open, None
                 try:
@@ -405,6 +410,11 @@ class _Sending:
                 continue
             offset, length = self.resend.popitem()
             data = await self.blocks.reread(offset, length)
+            while pump.room() == 0 and pump.error is None:  # as below: lanes changed
+                await pump.wait()
+            if pump.error is not None:
+                self.resend[offset] = length
+                break
             self._send(pump, offset, data)
         block = pump.block_size
         while pump.error is None:
@@ -426,6 +436,13 @@ class _Sending:
             if not new:
                 break
             for data in new:
+                # The room again: lanes may have changed while the disk was read
+                # (Compression auto moved the file, a lane drained); sent on the
+                # room counted before, a channel had 129 WRITEs of its 128.
+                while pump.room() == 0 and pump.error is None:
+                    await pump.wait()
+                if pump.error is not None:
+                    break
                 if self.digest is not None:
                     self.digest.update(data)
                 self._send(pump, self.offset, data)

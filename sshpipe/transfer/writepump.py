@@ -42,6 +42,8 @@ class WritePump(Pump):
         budget = self.budget
         if self.error is not None:
             return 0
+        if self.switch is not None and self.switch.holds(self):
+            return 0  # Compression auto: its route is being chosen
         block = self.block_size
         by_requests = budget.max_requests - budget.requests
         by_bytes = (budget.max_bytes - budget.bytes) // block
@@ -51,6 +53,8 @@ class WritePump(Pump):
             by_bytes = max(by_bytes, 1)
         by_lanes = 0
         for lane in self.handles.lanes:
+            if lane.cap <= 0:
+                continue  # given no request (Compression auto's other route)
             blocks = (lane.cap - lane.bytes) // block
             if lane.bytes == 0:
                 blocks = max(blocks, 1)  # an empty lane always takes one block
@@ -66,8 +70,12 @@ class WritePump(Pump):
 
     def send(self, offset: int, data: bytes) -> None:
         lane = self._pick(len(data))
-        if lane is None:  # room() said there was: a lane filled since
-            lane = min(self.handles.lanes, key=lambda candidate: candidate.bytes)
+        if lane is None:  # a block larger than any lane's free bytes: the emptiest open one
+            cap = self.sizing.requests
+            open_ = [c for c in self.handles.lanes if c.cap > 0 and c.requests < cap]
+            if not open_:
+                raise AssertionError("send() without room(): every lane is full")
+            lane = min(open_, key=lambda candidate: candidate.bytes)
         if self.pacer is not None:
             self.pacer.take(len(data))
         self.budget.send(len(data))

@@ -26,7 +26,6 @@ from .._config import TransferConfig
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
 from ..core.compresspolicy import CompressionMode, Route, ZlibCost
-from .alongside import alongside
 from .pacing import Pacer
 from .pool import ChannelPool
 from .poollease import PoolLease
@@ -35,10 +34,11 @@ from .zlibprobe import cached_zlib_cost, zlib_cost
 
 __all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
 
-# The log-in RTT from which the compressed connection opens with the file's
-# first request rather than on the policy's word: 5 ms, where the flow
-# controller's first guess (1 Gbit/s x RTT: 625 KB) is a quarter second of a
-# 20 Mbit/s link's queue. Below it (a LAN, loopback) it opens when wanted.
+# The log-in RTT from which a file that may go compressed is opened on the
+# compressed connection as soon as its data is known to shrink, and starts with
+# a probe train (``transfer.compressswitch``): 5 ms, where the flow controller's
+# first guess (1 Gbit/s x RTT: 625 KB) is a quarter second of a 20 Mbit/s
+# link's queue. Below it (a LAN, loopback) the connection opens when wanted.
 EAGER_RTT = 0.005
 
 logger = logging.getLogger("sshpipe.compress")
@@ -57,6 +57,9 @@ class CompressRoute:
         # The plain link's payload rate the last file measured: a tree's next
         # files are weighed by it before they measure their own.
         self.link_rate: float | None = None
+        # An earlier file's data shrank: a tree's next file readies the
+        # compressed connection from its start, not from its first reply.
+        self.shrank = False
 
     async def mode(self) -> CompressionMode:
         """The client's setting, as its connection was opened with it (ssh_config
@@ -118,39 +121,20 @@ class CompressRoute:
     ) -> AsyncIterator[RoutedLease]:
         """A plain lease that may move to the compressed pool (``RoutedLease.move``).
 
-        On a WAN (log-in RTT from ``EAGER_RTT``) the compressed connection is
-        opened at once, beside the plain channel: once the file's first
-        requests fill the link's queue, each of its dozen round trips waits
-        behind them (at 20 Mbit/s and 40 ms, opened when the policy spoke, it
-        came up after a 5 MiB file had ended). The warm-up runs ``alongside``
-        the block, and stops with it.
+        The compressed connection is not opened here: a transfer's switch asks
+        for it once the data is known to shrink (``Switch``: a put's sample of
+        the local file, a get's first reply), so random data and tiny files
+        never pay a second log-in.
         """
         await self.plain.open()
-        eager = (
-            self.offered is None
-            and config.rate_limit is None  # the switch stays out of rate-limited copies
-            and self.plain.rtt_estimate >= EAGER_RTT
-        )
-        warming: asyncio.Task[None] | None = None
-
-        def warm(group: asyncio.TaskGroup) -> None:
-            nonlocal warming
-            if eager:
-                warming = group.create_task(self._warm(config))
-
-        async def stop_warming() -> None:
-            if warming is not None:
-                warming.cancel()  # a short file is not held up by a log-in it did not need
-
-        async with alongside(warm, stop_warming), contextlib.AsyncExitStack() as stack:
+        async with contextlib.AsyncExitStack() as stack:
             plain = await stack.enter_async_context(self.plain.lease(config, at_start=at_start))
             yield RoutedLease(self, config, plain, stack)
 
-    async def _warm(self, config: TransferConfig) -> None:
-        pool = await self.pool()
-        if pool is not None:
-            with contextlib.suppress(SSHPipeError):  # the move will see what is missing
-                await pool.warm(config, 1)
+    async def connect(self) -> None:
+        """Open the compressed connection ahead of a move (its errors: the move's to see)."""
+        with contextlib.suppress(SSHPipeError):
+            await self.pool()
 
 
 class RoutedPool:

@@ -42,6 +42,7 @@ from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.client")
 
+
 def _key(config: TransferConfig) -> ChannelKey:
     return (config.window, config.max_packet_size, reply_cap(config.block_size))
 

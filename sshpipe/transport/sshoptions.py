@@ -41,7 +41,6 @@ from .sshconfig import config_files, options_text, own_options
 __all__ = ["Prepared", "compression_mode", "read_options"]
 
 
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Prepared:
     """What ``open_link`` needs, read off the event loop.

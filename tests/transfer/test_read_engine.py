@@ -15,8 +15,13 @@ import pytest
 
 import sshpipe
 from sshpipe._errors import RemoteError, Stalled
+from sshpipe.core import codec
+from sshpipe.core.readplan import ReadPlan
 from sshpipe.testing.fakes import FakeLease, FakeServer, Faults
 from sshpipe.transfer.download import download
+from sshpipe.transfer.lanes import open_lanes, sizing_for
+from sshpipe.transfer.pump import pumping
+from sshpipe.transfer.readpump import ReadPump
 from sshpipe.transfer.stream import stream
 
 BLOCK = 4096
@@ -120,3 +125,27 @@ async def test_a_stream_goes_on_after_a_cut_without_yielding_twice() -> None:
     lease = await FakeLease.open(server)
     assert await _streamed(lease, "/f") == data
     assert lease.recovered == [False]
+
+
+async def test_a_lane_given_no_request_gets_no_read() -> None:
+    # Compression auto's parked lane (cap 0) on the other route: with the live
+    # lane at its request cap, the empty parked one took the 129th READ of 128.
+    data = os.urandom(80 * BLOCK)
+    server = FakeServer(files={"/f": data}, faults=Faults(delay=0.002))
+    lease = await FakeLease.open(server, channels=2, max_channels=2)
+    sizing = await sizing_for(CONFIG, lease.channels[0], write=False)
+    got = bytearray()
+    async with pumping(lease, CONFIG, sizing) as setup:
+        handles = await open_lanes(lease.channels, "/f", codec.FXF_READ, codec.Attrs(), write=False)
+        parked = handles.lanes[1]
+        parked.cap = 0
+        plan = ReadPlan(block_size=sizing.block, size_hint=len(data))
+        pump = setup.start(ReadPump(setup.parts(handles), plan))
+        async for pieces in pump.arrivals():
+            assert parked.requests == 0 and pump.budget.requests <= CONFIG.requests
+            for offset, chunks, length in sorted(pieces, key=lambda piece: piece[0]):
+                assert offset == len(got)  # the fake answers in order (no jitter)
+                got += b"".join(bytes(chunk) for chunk in chunks)
+                pump.free(length)
+    assert bytes(got) == data
+    assert pump.budget.peak_requests <= CONFIG.requests  # one lane carried it all

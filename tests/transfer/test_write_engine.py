@@ -84,3 +84,32 @@ async def test_a_cut_leaves_exactly_the_unacknowledged_writes_to_send_again() ->
     assert set(pump.unacked) == sent - set(acked)  # acknowledged ones are not owed
     landed = {s.offset for s in server.served if s.kind == "write"}
     assert set(pump.unacked) & landed  # written, but the ack was lost with the channel
+
+
+@pytest.mark.parametrize("parked_first", [True, False])
+async def test_a_lane_given_no_request_gets_none_and_no_channel_passes_its_cap(
+    parked_first: bool,
+) -> None:
+    # Compression auto parks a file's lane on the other route with cap 0; the
+    # 129th request of 128 went to such a lane (empty lanes "always take one").
+    data = os.urandom(60 * BLOCK)
+    server = FakeServer(faults=Faults(delay=0.002))
+    lease = await FakeLease.open(server, channels=2, max_channels=2)
+    sizing = await sizing_for(CONFIG, lease.channels[0], write=True)
+    peak: dict[int, int] = {}
+    async with pumping(lease, CONFIG, sizing, size=len(data)) as setup:
+        handles = await open_lanes(lease.channels, "/out", FLAGS, codec.Attrs(), write=True)
+        index = 0 if parked_first else 1
+        handles.lanes[index].cap = 0
+        pump = setup.start(WritePump(setup.parts(handles)))
+        for offset in range(0, len(data), BLOCK):
+            while pump.room() == 0 and pump.error is None:
+                await pump.wait()
+            pump.send(offset, data[offset : offset + BLOCK])
+            for n, lane in enumerate(handles.lanes):
+                peak[n] = max(peak.get(n, 0), lane.requests)
+        await pump.drain()
+    assert bytes(server.files["/out"]) == data
+    assert peak[index] == 0
+    assert max(peak.values()) <= CONFIG.requests
+    assert pump.budget.peak_requests <= CONFIG.requests  # one lane carried it all
