@@ -58,7 +58,7 @@ class ReadPump(Pump):
         return self.plan.done or (self.error is not None and self.plan.outstanding == 0)
 
     def _starved(self) -> bool:
-        """Nothing in flight and nothing being written, yet the plan owes bytes.
+        """Nothing in flight, nothing arrived or being written, yet the plan owes bytes.
 
         The bytes still charged then wait for a range only a new request can
         bring: a stream's pieces held behind a short read's hole (or a
@@ -66,8 +66,8 @@ class ReadPump(Pump):
         controller has since cut the budget below them. The budget would
         never free; one request goes past it, the hole first (``next_range``).
         """
-        if self.abandoned or self.unwritten or self.plan.done:
-            return False
+        if self.abandoned or self.unwritten or self.arrived or self.plan.done:
+            return False  # the consumer, the writer or a reply will free what is charged
         return self.budget.requests == 0
 
     def fill(self) -> None:
