@@ -341,6 +341,8 @@ class IncompleteTransfer(SSHPipeError):
     Attributes:
         stats: the TreeStats of the whole transfer.
         failures: a TreeFailure per path that failed, in the order they failed.
+        summary: "N of M entries failed", without the first failure's text that
+            the message adds (for a caller that lists every failure itself).
     """
 
     def __init__(self, stats: TreeStats) -> None:
@@ -352,4 +354,5 @@ class IncompleteTransfer(SSHPipeError):
         failed = len(self.failures) + stats.failures_unlisted
         # A directory can fail twice (its listing, then its times): never "3 of 2".
         entries = max(stats.entries, failed)
-        super().__init__(f"{failed} of {entries} entries failed (first: {first})")
+        self.summary = f"{failed} of {entries} entries failed"
+        super().__init__(f"{self.summary} (first: {first})")
