@@ -298,6 +298,11 @@ def encode_posix_rename(request_id: int, old: bytes, new: bytes) -> bytes:
     return encode_extended(request_id, "posix-rename@openssh.com", _string(old) + _string(new))
 
 
+def encode_hardlink(request_id: int, old: bytes, new: bytes) -> bytes:
+    """hardlink@openssh.com: link(2) ``new`` to ``old``, refused if ``new`` exists."""
+    return encode_extended(request_id, "hardlink@openssh.com", _string(old) + _string(new))
+
+
 def encode_copy_data(rid: int, src: bytes, offset: int, length: int, dst: bytes, at: int) -> bytes:
     """copy-data (filexfer-extensions-00 §7): the server copies between two of its handles."""
     body = _string(src) + _U64.pack(offset) + _U64.pack(length) + _string(dst) + _U64.pack(at)
