@@ -39,7 +39,8 @@ from .._errors import ChannelRefused, ConnectionBroken, SSHPipeError, Stalled
 from ..core import codec
 from .asyncssh_patches import ChannelTuning
 from .muxconn import ClientConnection, bind_socket
-from .ssh import SSHLink, open_link
+from .ssh import open_link
+from .sshlink import SSHLink
 
 logger = logging.getLogger("sshpipe.mux")
 

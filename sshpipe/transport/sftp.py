@@ -2,7 +2,7 @@
 
 It speaks the protocol over ``requests.RequestChannel`` (ids, replies owed,
 the stall watchdog), so it too does I/O only through the pipe it is given;
-``ssh.py`` plugs an SSH channel in.
+``sshlink.py`` plugs an SSH channel in.
 """
 
 from __future__ import annotations
