@@ -189,6 +189,7 @@ class Client(RemoteOps):
         preserve: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        overwrite: bool = True,
     ) -> TransferStats: ...
 
     @overload
@@ -203,6 +204,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        overwrite: bool = True,
     ) -> TreeStats: ...
 
     @overload
@@ -217,6 +219,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        overwrite: bool = True,
     ) -> TransferStats | TreeStats: ...
 
     @overload
@@ -231,6 +234,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        overwrite: bool = True,
     ) -> TreeStats: ...
 
     async def put(
@@ -244,6 +248,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        overwrite: bool = True,
     ) -> TransferStats | TreeStats:
         """Upload a local file, or with ``recursive`` (or several sources) a tree.
 
@@ -253,6 +258,9 @@ class Client(RemoteOps):
         failure, with a journal in the user's state directory; the next
         resume reads the journaled ranges back and sends only the rest. A
         tree with ``config.resume`` skips the files an earlier run finished.
+        ``overwrite=False`` (one file): an existing ``remote`` is never
+        replaced, decided by the server as the file takes its name
+        (hardlink@openssh.com, or a RENAME that refuses one).
 
         Returns:
             TransferStats for one file; TreeStats for a tree or several sources.
@@ -260,6 +268,8 @@ class Client(RemoteOps):
         Raises:
             LocalError, RemoteError, ConnectionBroken, ProtocolError; for a tree,
             IncompleteTransfer when some entries failed (all others are copied).
+            RemoteExists: ``overwrite`` is False and something is at ``remote``.
+            UsageError: ``overwrite=False`` for a tree (one file only).
         """
         cfg = self._config(config)
         sources, dest = fspaths(local), fspath(remote)
@@ -271,16 +281,22 @@ class Client(RemoteOps):
 
             async def put_one(tally: FileTally | None) -> TransferStats:
                 try:
-                    return await self._put_one(path, dest, in_order(cfg, caps), preserve, tally)
+                    return await self._put_one(
+                        path, dest, in_order(cfg, caps), preserve, tally, overwrite
+                    )
                 except RemoteError as exc:
                     if not refused_out_of_order(exc, in_order(cfg, caps)):
                         raise
                     caps.sequential_writes = True
                     if tally is not None:
                         tally.restart()  # all of it goes again, in order
-                    return await self._put_one(path, dest, in_order(cfg, caps), preserve, tally)
+                    return await self._put_one(
+                        path, dest, in_order(cfg, caps), preserve, tally, overwrite
+                    )
 
             return await tracked(progress, path, put_one)
+        if not overwrite:
+            raise UsageError("overwrite=False is for one file, not a tree")
         await imported("sshpipe.tree.put")
         from .tree.put import TreePut
 
@@ -288,24 +304,32 @@ class Client(RemoteOps):
         return await self._tree(TreePut, sources, dest, options, cfg, uploads=True)
 
     async def _put_one(
-        self, local: str, remote: str, cfg: TransferConfig, preserve: bool, tally: FileTally | None
+        self,
+        local: str,
+        remote: str,
+        cfg: TransferConfig,
+        preserve: bool,
+        tally: FileTally | None,
+        overwrite: bool,
     ) -> TransferStats:
         from ._engine import channels_at_start, lefttemps, upload
 
         pool = await self._ready()
         if preserve:
-            await imported("sshpipe.tree.put")
+            await imported("sshpipe.tree.preserving")
         at_start = channels_at_start(cfg, size=_size_of(local), write=True)
         route = await self._auto_route()
         leasing = pool.lease if route is None else route.lease
         async with leasing(cfg, at_start=at_start) as lease:
             await lefttemps.sweep(pool, lease.channels[0])
             if preserve:
-                from .tree.put import upload_preserving
+                from .tree.preserving import upload_preserving
 
-                stats = await upload_preserving(lease, local, remote, cfg, tally)
+                stats = await upload_preserving(
+                    lease, local, remote, cfg, tally, overwrite=overwrite
+                )
             else:
-                stats = await upload(lease, local, remote, cfg, tally=tally)
+                stats = await upload(lease, local, remote, cfg, tally=tally, overwrite=overwrite)
             return _reported(stats, lease)
 
     async def glob(self, pattern: StrPath) -> list[str]:

@@ -54,10 +54,15 @@ Messages quote what servers send (names, status text, disconnect reasons), so
 ``str()`` of every error escapes control characters (``core.text.printable``):
 a message is safe to print to a terminal or write to a log as it is. The
 attributes (``path``, ``reason``) keep the text exactly as it came.
+
+A ``TransferError``'s ``errno`` is the POSIX errno it stands for, where one
+does (ENOENT for ``RemoteNotFound``; a ``LocalError``'s own OS error's), else
+None: what fsspec's OSErrors and a tree's ``TreeFailure.errno`` carry.
 """
 
 from __future__ import annotations
 
+from errno import EACCES, EEXIST, EISDIR, ENOENT
 from typing import TYPE_CHECKING
 
 from .core.text import printable
@@ -89,7 +94,10 @@ class TransferError(SSHPipeError):
         path: the local or remote path concerned.
         offset: the byte offset of the failing request, when there was one.
         reason: the underlying message (server text or OS error string).
+        errno: the POSIX errno this failure is, when one says it (else None).
     """
+
+    errno: int | None = None
 
     def __init__(self, path: str, reason: str, *, offset: int | None = None) -> None:
         self.path = path
@@ -106,6 +114,12 @@ class LocalError(TransferError):
 
     exit_code = 3
     _side = "local"
+
+    def __init__(
+        self, path: str, reason: str, *, offset: int | None = None, errno: int | None = None
+    ) -> None:
+        super().__init__(path, reason, offset=offset)
+        self.errno = errno  # the OS error's, when it came from one
 
 
 class LocalNoSpace(LocalError):
@@ -132,17 +146,25 @@ class RemoteError(TransferError):
 class RemoteNotFound(RemoteError):
     """The remote path does not exist."""
 
+    errno = ENOENT
+
 
 class RemotePermissionDenied(RemoteError):
     """The server refused access to the remote path."""
+
+    errno = EACCES
 
 
 class RemoteIsADirectory(RemoteError):
     """A file was expected at the remote path but it is a directory."""
 
+    errno = EISDIR
+
 
 class RemoteExists(RemoteError):
     """Something is already at the remote path, and the operation would not replace it."""
+
+    errno = EEXIST
 
 
 class RemoteOpenFailed(RemoteError):
@@ -341,6 +363,8 @@ class IncompleteTransfer(SSHPipeError):
     Attributes:
         stats: the TreeStats of the whole transfer.
         failures: a TreeFailure per path that failed, in the order they failed.
+        summary: "N of M entries failed", without the first failure's text that
+            the message adds (for a caller that lists every failure itself).
     """
 
     def __init__(self, stats: TreeStats) -> None:
@@ -352,4 +376,5 @@ class IncompleteTransfer(SSHPipeError):
         failed = len(self.failures) + stats.failures_unlisted
         # A directory can fail twice (its listing, then its times): never "3 of 2".
         entries = max(stats.entries, failed)
-        super().__init__(f"{failed} of {entries} entries failed (first: {first})")
+        self.summary = f"{failed} of {entries} entries failed"
+        super().__init__(f"{self.summary} (first: {first})")

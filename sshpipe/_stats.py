@@ -165,6 +165,7 @@ class TreeFailure:
     path: str
     error: str  # the one-line message, as the CLI prints it
     exit_code: int  # the exit code this error alone would give
+    errno: int | None = None  # the POSIX errno it is, where one says it (ENOENT...)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

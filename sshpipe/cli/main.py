@@ -257,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SSHPipeError as exc:
         if debug:
             raise
-        say(str(exc))
+        # A tree's failures were listed one a line already (report_failures).
+        say(exc.summary if isinstance(exc, IncompleteTransfer) else str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         TERMINAL.end()

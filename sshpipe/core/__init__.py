@@ -5,7 +5,8 @@ bytes and results go in, decisions come out, and every module here is tested
 with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 (``tests/core/test_core_purity.py`` imports everything in this directory).
 
-- ``codec``: SFTP v3 packets (filexfer-02), attributes, reply framing;
+- ``codec``: SFTP v3 packets (filexfer-02), attributes, the messages, requests encoded;
+- ``replyparser``: the server's messages decoded from the bytes as they arrive;
 - ``readplan``: which READ next (frontier, holes at ``offset+received``, EOF);
 - ``reorder``: reassembly by offset for in-order consumers;
 - ``flight``: the in-flight budget (requests and bytes) of one transfer;

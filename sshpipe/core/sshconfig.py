@@ -37,7 +37,15 @@ from functools import lru_cache
 
 from .._errors import UsageError
 
-__all__ = ["MAX_INCLUDE_DEPTH", "Include", "Query", "lookup", "matches_patterns", "parse_jump"]
+__all__ = [
+    "MAX_INCLUDE_DEPTH",
+    "Include",
+    "Query",
+    "jump_in_force",
+    "lookup",
+    "matches_patterns",
+    "parse_jump",
+]
 
 # OpenSSH's READCONF_MAX_DEPTH: an Include loop ends here, not in a RecursionError.
 MAX_INCLUDE_DEPTH = 16
@@ -239,6 +247,26 @@ def matches_patterns(patterns: str, subject: str) -> bool:
 def _compiled(pattern: str) -> re.Pattern[str]:
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
     return re.compile(regex, re.DOTALL)
+
+
+def jump_in_force(values: dict[str, str], given: str | None) -> str | None:
+    """The ProxyJump that applies, or None where ssh_config's ProxyCommand does.
+
+    ssh_config(5): ProxyJump "will compete with the ProxyCommand option -
+    whichever is specified first will prevent later instances of the other
+    from taking effect" (OpenSSH's ``parse_jump`` ignores a ProxyJump once
+    ProxyCommand is set, "none" too, and the other way round). ``given``
+    (``-J``, the API's ``proxy_jump``) comes before every line. ``values``:
+    ``lookup``'s, whose order is the order the keywords were first obtained.
+    """
+    if given is not None:
+        return given
+    for keyword, value in values.items():
+        if keyword == "proxyjump":
+            return value
+        if keyword == "proxycommand":
+            return None
+    return "none"
 
 
 def parse_jump(text: str) -> list[tuple[str | None, str, int | None]]:

@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._errors import SSHPipeError, UsageError
+from .._errors import SSHPipeError, TransferError, UsageError
 from .._stats import TreeFailure, TreeStats
 from .progress import MAX_CURRENT, Counts
 from .untrusted import MAX_LISTED_FAILURES
@@ -233,7 +233,8 @@ class TreeAccount:
             self.failed_uncounted += 1
         self.bytes_done -= reported
         if len(self.failures) < MAX_LISTED_FAILURES:
-            self.failures.append(TreeFailure(path, str(error), error.exit_code))
+            code = error.errno if isinstance(error, TransferError) else None
+            self.failures.append(TreeFailure(path, str(error), error.exit_code, code))
         else:
             self.failures_unlisted += 1
 

@@ -52,9 +52,11 @@ Info = dict[str, Any]
 class Plan:
     """The (source, destination) pairs fsspec asked for; the infos of the remote paths
     it saw on the way (listings, STATs), by path; and, where ``assume_files``, the
-    unseen sources it was told are no directories (``assumed``)."""
+    unseen sources it was told are no directories (``assumed``); the destinations
+    to create only, never replace (``exclusive``: fsspec's ``mode="create"``)."""
 
     pairs: list[tuple[str, str]] = field(default_factory=list)
+    exclusive: set[str] = field(default_factory=set)
     infos: dict[str, Info] = field(default_factory=dict)
     assume_files: bool = False
     assumed: set[str] = field(default_factory=set)
@@ -74,12 +76,16 @@ async def plan(*, assume_files: bool = False) -> AsyncIterator[Plan]:
         _PLAN.reset(token)
 
 
-def collecting(source: str, dest: str) -> bool:
-    """Record a pair when a plan is being made (True), else leave the call to run (False)."""
+def collecting(source: str, dest: str, *, exclusive: bool = False) -> bool:
+    """Record a pair when a plan is being made (True), else leave the call to run (False).
+
+    ``exclusive``: ``dest`` is to be created, never replaced."""
     current = _PLAN.get()
     if current is None:
         return False
     current.pairs.append((source, dest))
+    if exclusive:
+        current.exclusive.add(dest)
     return True
 
 
@@ -202,7 +208,11 @@ async def run_gets(fs: SSHPipeFileSystem, found: Plan) -> None:
 
 
 async def run_puts(fs: SSHPipeFileSystem, found: Plan) -> None:
-    trees, singles = _by_directory(found.pairs, posixpath.dirname)
+    # A file to create only goes alone: its commit refuses an existing one (a
+    # tree's files replace what they find).
+    plain = [pair for pair in found.pairs if pair[1] not in found.exclusive]
+    trees, singles = _by_directory(plain, posixpath.dirname)
+    singles += [pair for pair in found.pairs if pair[1] in found.exclusive]
     client = fs.client
     # Every destination directory made first, once (fsspec makes only those
     # its sources had): uploads racing to make a shared one would trip.
@@ -215,7 +225,7 @@ async def run_puts(fs: SSHPipeFileSystem, found: Plan) -> None:
 
     async def single(lpath: str, rpath: str) -> None:
         with oserrors():
-            await client.put(lpath, rpath)
+            await client.put(lpath, rpath, overwrite=rpath not in found.exclusive)
 
     await bounded([*(tree(w, s) for w, s in trees.items()), *(single(*pair) for pair in singles)])
 
@@ -243,9 +253,11 @@ async def _with_parent(fs: SSHPipeFileSystem, dest: str, action: Any) -> None:
         await action()
 
 
-async def put_one(fs: SSHPipeFileSystem, lpath: str, rpath: str) -> None:
+async def put_one(fs: SSHPipeFileSystem, lpath: str, rpath: str, *, overwrite: bool) -> None:
+    """One file; ``overwrite=False`` ("create"): the server refuses an existing ``rpath``
+    as the file takes its name (``Client.put``), not a look first."""
     with oserrors():
-        await _with_parent(fs, rpath, lambda: fs.client.put(lpath, rpath))
+        await _with_parent(fs, rpath, lambda: fs.client.put(lpath, rpath, overwrite=overwrite))
 
 
 async def copy_one(fs: SSHPipeFileSystem, src: str, dst: str) -> None:

@@ -316,11 +316,9 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     async def _put_file(
         self, lpath: str, rpath: str, mode: str = "overwrite", **kwargs: Any
     ) -> None:
-        if mode == "create" and await self._exists(rpath):
-            raise FileExistsError(rpath)
-        if _bulk.collecting(lpath, rpath):
+        if _bulk.collecting(lpath, rpath, exclusive=mode == "create"):
             return
-        await _bulk.put_one(self, lpath, self._strip_protocol(rpath))
+        await _bulk.put_one(self, lpath, self._strip_protocol(rpath), overwrite=mode != "create")
 
     async def _put(self, lpath: Any, rpath: Any, **kwargs: Any) -> None:
         async with _bulk.plan() as pairs:

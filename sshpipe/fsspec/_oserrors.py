@@ -2,7 +2,9 @@
 
 The sshpipe error stays the ``__cause__``: its status code and the server's
 words are not lost. Only the classes of the documented tree decide (never the
-message text): a listing of a non-directory is told apart by a STAT in ``_ls``.
+message text), through their ``errno``: ``OSError(errno, ...)`` is the builtin
+subclass of that errno (ENOENT: FileNotFoundError). One with none is EIO. A
+listing of a non-directory is told apart by a STAT in ``_ls``.
 """
 
 from __future__ import annotations
@@ -13,38 +15,23 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
-from .._errors import (
-    IncompleteTransfer,
-    LocalError,
-    RemoteError,
-    RemoteExists,
-    RemoteIsADirectory,
-    RemoteNotFound,
-    RemotePermissionDenied,
-)
+from .._errors import IncompleteTransfer, LocalError, RemoteError, TransferError
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-_BY_CLASS: tuple[tuple[type[RemoteError], type[OSError], int], ...] = (
-    (RemoteNotFound, FileNotFoundError, errno.ENOENT),
-    (RemoteExists, FileExistsError, errno.EEXIST),
-    (RemotePermissionDenied, PermissionError, errno.EACCES),
-    (RemoteIsADirectory, IsADirectoryError, errno.EISDIR),
-)
 
 
 def as_oserror(exc: BaseException) -> BaseException:
     """The OSError fsspec expects for ``exc``, or ``exc`` itself when none fits."""
     if isinstance(exc, IncompleteTransfer):
-        # A tree's failures are kept as messages, not classes: an OSError says
-        # "some files failed"; a caller wanting the cause re-reads the one file.
-        return OSError(errno.EIO, str(exc))
-    for cls, builtin, code in _BY_CLASS:
-        if isinstance(exc, cls):
-            return builtin(code, exc.reason, exc.path)
-    if isinstance(exc, LocalError):
-        return OSError(errno.EIO, exc.reason, exc.path)
+        # The failures' common errno, named by the first one's path (the
+        # message counts them all); failures of several kinds are EIO.
+        codes = {failure.errno for failure in exc.failures}
+        code = codes.pop() if len(codes) == 1 else None
+        first = exc.failures[0].path if exc.failures else None
+        return OSError(code or errno.EIO, str(exc), first)
+    if isinstance(exc, TransferError):
+        return OSError(exc.errno or errno.EIO, exc.reason, exc.path)
     return exc
 
 

@@ -290,5 +290,12 @@ class _Pipe:
     def _finish(self, dest: asyncio.Transport) -> None:
         self.finished = True
         if dest.can_write_eof():
-            dest.write_eof()
+            try:
+                dest.write_eof()
+            except OSError:
+                # ENOTCONN: the receiver reset meanwhile (a close with bytes unread),
+                # unseen while its reading was paused (a stall); asyncio's shutdown()
+                # raises it here. A broken side breaks the other, as in side_lost().
+                self._conn.abort(reset=True)
+                return
         self._conn.pipe_finished()

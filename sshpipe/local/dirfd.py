@@ -42,7 +42,7 @@ def local_error(
     """The LocalError for an OS error on ``path`` (LocalNoSpace for a full disk)."""
     reason = exc.strerror or str(exc)
     cls = LocalNoSpace if exc.errno in (errno.ENOSPC, errno.EDQUOT) else LocalError
-    return cls(os.fspath(path), reason, offset=offset)
+    return cls(os.fspath(path), reason, offset=offset, errno=exc.errno)
 
 
 class DirRoot:

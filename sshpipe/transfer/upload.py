@@ -33,6 +33,7 @@ from ..transport.remoteplace import (
     keep_existing_mode,
     landing_of,
     named,
+    refuse_existing,
     remote_temp_name,
     remove_quietly,
     remove_soon,
@@ -67,6 +68,7 @@ async def _upload(
     resuming: UploadResume | None = None,
     remote_hash: RemoteHash | None = None,
     keep_mode: bool = True,
+    overwrite: bool = True,
 ) -> TransferStats:
     """Write ``blocks`` to a temp name beside ``remote``, then rename it into place.
 
@@ -78,7 +80,8 @@ async def _upload(
     sent again. ``resuming``: the temp name is fixed and kept on failure, and
     what an earlier run left intact in it is not sent again. ``keep_mode``: a
     file replaced keeps its mode and owner (``remoteplace.keep_existing_mode``);
-    False when the caller sets the source's (``-p``).
+    False when the caller sets the source's (``-p``). ``overwrite=False``: an
+    existing ``remote`` is refused (RemoteExists), by the commit itself.
     """
     started = time.perf_counter()
     sftp = initial_channels(lease)[0]
@@ -92,6 +95,8 @@ async def _upload(
     failure: BaseException | None = None
     try:
         pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+        if config.inplace and not overwrite:
+            pflags |= codec.FXF_EXCL  # in place, the OPEN is the commit
         if config.inplace or resuming is not None:
             remote = await resolve_remote_target(sftp, remote, name)
             # In place: straight to the destination, nothing to rename or remove;
@@ -118,6 +123,8 @@ async def _upload(
                 existing = sftp.stat_request(remote)  # answered before the next OPEN
         if existing is not None:
             existing.add_done_callback(quiet)
+            if not overwrite:  # fail before a byte is sent; the commit decides for sure
+                await refuse_existing(existing, remote)
         sizing = await sizing_for(config, sftp, write=True)
         checks = plan_for(config.verify, sftp, remote_hash)
         sending = _Sending(
@@ -190,7 +197,7 @@ async def _upload(
             ):
                 renaming = True
                 renamed = time.monotonic()
-                await rename_into_place(sftp, temp, remote, sending.offset)
+                await rename_into_place(sftp, temp, remote, sending.offset, replace=overwrite)
                 after.append(("rename", time.monotonic() - renamed))
 
         after = [("fsync_close", sending.closing)]
@@ -464,6 +471,7 @@ async def upload(
     tally: Tally | None = None,
     remote_hash: RemoteHash | None = None,
     keep_mode: bool = True,
+    overwrite: bool = True,
 ) -> TransferStats:
     """Copy ``local`` to ``remote`` (a temp name renamed into place).
 
@@ -476,6 +484,7 @@ async def upload(
     (and those a resumed upload kept).
     ``remote_hash``: how --verify gets the server's hash (default: an exec).
     ``keep_mode``: a file replaced keeps its mode (False: ``-p`` sets the source's).
+    ``overwrite=False``: RemoteExists if something is at ``remote`` when it is committed.
     """
     source = LocalSource(local)
     source.open()
@@ -494,6 +503,7 @@ async def upload(
             UploadResume(source) if config.resume else None,
             remote_hash,
             keep_mode,
+            overwrite,
         )
     finally:
         source.close()

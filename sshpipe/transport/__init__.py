@@ -1,9 +1,10 @@
 """The network edge: the only client-side importer of ``asyncssh``.
 
-- ``ssh``: connecting (``open_link``, through ProxyJump's hops), one SSH
-  connection (``SSHLink``), its channels opened with a chosen window and
-  packet size, asyncssh's errors translated; ``negotiation``: what ``-v``
-  logs of a new connection (algorithms agreed on, set-up times);
+- ``ssh``: connecting (``open_link``, through ProxyJump's hops), asyncssh's
+  connect errors translated; ``sshlink``: one SSH connection (``SSHLink``),
+  its channels opened with a chosen window and packet size, its commands;
+  ``negotiation``: what ``-v`` logs of a new connection (algorithms agreed
+  on, set-up times);
 - ``sshoptions``: one connection's options settled before it opens (the
   API's fields, ``-o``, ssh_config, our defaults, in OpenSSH's order), and
   ``sshconfig``: the ssh_config keywords sshpipe reads itself

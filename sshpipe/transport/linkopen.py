@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class Link(Protocol):
-    """What the pool uses of a link: ``ssh.SSHLink`` and ``muxclient.MuxLink`` both are one."""
+    """What the pool uses of a link: ``sshlink.SSHLink`` and ``muxclient.MuxLink`` both are one."""
 
     rtt_estimate: float
     compression: str  # the algorithm agreed on at key exchange ("none", "zlib@openssh.com")

@@ -1,6 +1,6 @@
 """A link through a mux master: SFTP channels and commands over a UNIX socket.
 
-``MuxLink`` has the interface the pool uses of ``ssh.SSHLink`` (``open_sftp``,
+``MuxLink`` has the interface the pool uses of ``sshlink.SSHLink`` (``open_sftp``,
 ``run``, ``open_shell``, ``close``, ``abort``, ``closed``...); each of its
 channels is a UNIX connection to the master (``muxmaster``), whose bytes the
 master splices to an SSH channel of its own. The link itself is one more

@@ -37,9 +37,11 @@ import asyncssh
 from .._config import DEFAULT_MAX_PACKET_SIZE, DEFAULT_STALL_TIMEOUT, DEFAULT_WINDOW, ConnectConfig
 from .._errors import ChannelRefused, ConnectionBroken, SSHPipeError, Stalled
 from ..core import codec
+from ..core.replyparser import ReplyParser, decode_limits
 from .asyncssh_patches import ChannelTuning
 from .muxconn import ClientConnection, bind_socket
-from .ssh import SSHLink, open_link
+from .ssh import open_link
+from .sshlink import SSHLink
 
 logger = logging.getLogger("sshpipe.mux")
 
@@ -332,7 +334,7 @@ class Master:
             async with asyncio.timeout(DEFAULT_STALL_TIMEOUT):
                 splice.chan.write(codec.encode_init())
                 version = await splice.packet()
-                parser = codec.ReplyParser()
+                parser = ReplyParser()
                 parser.feed(version)
                 message = parser.next_message()
                 if not isinstance(message, codec.Version):
@@ -348,12 +350,12 @@ class Master:
         return _Spare(splice, key, version, peer_window)
 
     def _took_limits(self, packet: bytes) -> None:
-        parser = codec.ReplyParser()
+        parser = ReplyParser()
         try:
             parser.feed(packet)
             reply = parser.next_message()
             if isinstance(reply, codec.ExtendedReply):
-                self._limits = self._limits or codec.decode_limits(reply.payload)
+                self._limits = self._limits or decode_limits(reply.payload)
         except codec.CodecError as exc:
             logger.debug("mux: bad limits@openssh.com reply: %s", exc)
 

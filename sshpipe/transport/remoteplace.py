@@ -4,19 +4,31 @@ The rename is the commit, so its answer is not taken on trust: a server that
 says OK and did nothing (or something else) would leave the user with no file
 and a success. ``rename_into_place`` asks for the outcome with the rename:
 the temporary name must be gone and the destination there, of the size sent.
+Without ``replace`` the commit itself refuses an existing destination (a
+look first would lose to a file created between the look and the rename).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 
-from .._errors import ProtocolError, RemoteError, RemoteIsADirectory, RemoteNotFound, SSHPipeError
+from .._errors import (
+    ProtocolError,
+    RemoteError,
+    RemoteExists,
+    RemoteIsADirectory,
+    RemoteNotFound,
+    SSHPipeError,
+)
 from ..core import codec
 from ..core.untrusted import kept_mode
 from .replies import quiet
 from .sftp import SFTPSession
+
+logger = logging.getLogger(__name__)
 
 
 def remote_temp_name(remote: str) -> str:
@@ -46,19 +58,28 @@ async def landing_of(stat: asyncio.Future[codec.Reply], remote: str, name: str |
     return f"{remote.rstrip('/')}/{name}"
 
 
-async def rename_into_place(sftp: SFTPSession, temp: str, remote: str, size: int) -> None:
+async def rename_into_place(
+    sftp: SFTPSession, temp: str, remote: str, size: int, *, replace: bool = True
+) -> None:
     """Rename ``temp`` over ``remote`` and check it happened (``size`` bytes are there).
 
     The LSTAT of ``remote`` that checks it goes out with the RENAME: a server
     that answers in order (OpenSSH's and asyncssh's do) costs no round trip
     more. One that works on requests in parallel may answer it before
     renaming; what is there is then asked again after its answer, the
-    temporary name too.
+    temporary name too. ``replace=False``: ``place_new``.
 
     Raises:
+        RemoteExists: ``replace`` is False and something is at ``remote``.
         RemoteError: the server refused the rename.
         ProtocolError: it said the rename was done, and it was not.
     """
+    if not replace:
+        await place_new(sftp, temp, remote)
+        problem = _problem(await _lstat(sftp, remote), size)
+        if problem is not None:
+            raise ProtocolError(f"{remote}: the server said it placed {temp} there, but {problem}")
+        return
     if "posix-rename@openssh.com" in sftp.extensions:
         renamed = sftp.request(
             lambda rid: codec.encode_posix_rename(rid, codec.wire(temp), codec.wire(remote))
@@ -82,6 +103,55 @@ async def rename_into_place(sftp: SFTPSession, temp: str, remote: str, size: int
     problem = await _outcome(sftp, temp, remote, size)
     if problem is not None:
         raise ProtocolError(f"{remote}: the server said it renamed {temp} there, but {problem}")
+
+
+async def refuse_existing(stat: asyncio.Future[codec.Reply], remote: str) -> None:
+    """RemoteExists if the STAT of ``remote`` found something (an early look only)."""
+    try:
+        reply = await asyncio.shield(stat)
+    except SSHPipeError:
+        return  # the session broke: the writes will say so
+    if isinstance(reply, codec.AttrsReply):
+        raise RemoteExists(remote, "already exists")
+
+
+async def place_new(sftp: SFTPSession, temp: str, remote: str) -> None:
+    """Give ``temp`` the name ``remote`` only if nothing has it, decided by the server.
+
+    hardlink@openssh.com is link(2), which fails if ``remote`` exists; the
+    temporary name is removed after it. Else a plain RENAME, which
+    filexfer-02 §6.5 says fails when the target exists (OpenSSH's is
+    link+unlink; asyncssh's, ProFTPD's and Green End's refuse too). A server
+    with posix-rename has two renames, so its plain one is the spec's; one
+    with neither extension may have only rename(2), which replaces: there
+    the look comes first, and a file created since can still be lost.
+
+    Raises:
+        RemoteExists: something is at ``remote``.
+    """
+    old, new = codec.wire(temp), codec.wire(remote)
+    if "hardlink@openssh.com" in sftp.extensions:
+        reply = await sftp.call(lambda rid: codec.encode_hardlink(rid, old, new))
+        if isinstance(reply, codec.Status) and reply.code == codec.FX_OK:
+            await remove_quietly(sftp, temp)
+            return
+        await _refuse_if_there(sftp, remote, reply)
+        # Nothing there: a file system without hard links. The RENAME decides.
+    elif "posix-rename@openssh.com" not in sftp.extensions:
+        logger.info("%s: no hardlink or posix-rename: looked for it before the rename", remote)
+        if await exists(sftp, remote):
+            raise RemoteExists(remote, "already exists")
+    reply = await sftp.call(lambda rid: codec.encode_rename(rid, old, new))
+    if not (isinstance(reply, codec.Status) and reply.code == codec.FX_OK):
+        await _refuse_if_there(sftp, remote, reply)
+    sftp.check_status(reply, remote)
+
+
+async def _refuse_if_there(sftp: SFTPSession, remote: str, reply: codec.Reply) -> None:
+    """A refused link or rename: RemoteExists if that is why (servers say FAILURE)."""
+    if await exists(sftp, remote):
+        status = reply.code if isinstance(reply, codec.Status) else None
+        raise RemoteExists(remote, "already exists", status=status)
 
 
 async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> bool:

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from .._errors import ClosedError, ConnectionBroken, ProtocolError, Stalled
 from ..core import codec
+from ..core.replyparser import ReplyParser
 from ..core.servercaps import ServerCaps
 from ..core.status import status_error
 from .replies import ReplyCallback, ReplyClock, quiet
@@ -53,7 +54,7 @@ class RequestChannel:
     ) -> None:
         self._pipe = pipe
         self.name = name
-        self._parser = codec.ReplyParser(max_reply)
+        self._parser = ReplyParser(max_reply)
         # Every request, control ones too (OPEN, STAT, limits, CLOSE), is
         # covered: a server that never answers one fails the session instead
         # of hanging the transfer. Transfers set their own (``stall_timeout``).

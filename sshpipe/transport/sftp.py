@@ -2,7 +2,7 @@
 
 It speaks the protocol over ``requests.RequestChannel`` (ids, replies owed,
 the stall watchdog), so it too does I/O only through the pipe it is given;
-``ssh.py`` plugs an SSH channel in.
+``sshlink.py`` plugs an SSH channel in.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from functools import partial
 from .._errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError
 from ..core import codec
 from ..core.flight import SharedBytes
+from ..core.replyparser import decode_limits
 from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from .replies import ReplyClock
@@ -118,7 +119,7 @@ class SFTPSession(RequestChannel):
             self._limits_error = ProtocolError(f"{self.name}: bad reply to limits@openssh.com")
             return
         try:
-            self._take_limits(codec.decode_limits(reply.payload))
+            self._take_limits(decode_limits(reply.payload))
         except codec.CodecError as exc:
             self._limits_error = ProtocolError(f"{self.name}: bad limits@openssh.com reply")
             self._limits_error.__cause__ = exc

@@ -4,7 +4,8 @@ asyncssh reads the files for what it knows (HostName, Port, User,
 IdentityFile, IdentitiesOnly, UserKnownHostsFile, ...). ``OWN_KEYWORDS`` are
 the ones sshpipe decides: asyncssh ignores them (StrictHostKeyChecking,
 BatchMode, Control*), or sshpipe must know them before asyncssh runs
-(ProxyJump: each hop is opened here, under our host key policy; Ciphers,
+(ProxyJump: each hop is opened here, under our host key policy, and
+ProxyCommand, read only to know which of the two came first; Ciphers,
 Compression, ConnectTimeout: whether the file sets them decides whether
 sshpipe's defaults apply). A keyword added to the table gets the ssh_config
 fallback everywhere ``own_options`` is asked.
@@ -35,6 +36,7 @@ OWN_KEYWORDS = frozenset(
     {
         "stricthostkeychecking",
         "proxyjump",
+        "proxycommand",
         "ciphers",
         "compression",
         "connecttimeout",

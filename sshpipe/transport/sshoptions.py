@@ -31,7 +31,7 @@ from .._config import (
 )
 from .._errors import ConnectError, KeyLoadError, UsageError
 from ..core.compresspolicy import CompressionMode
-from ..core.sshconfig import parse_jump
+from ..core.sshconfig import jump_in_force, parse_jump
 from .auth import AuthMemory, can_prompt
 from .cpuflags import default_ciphers
 from .hostkeys import known_hosts_files, load_known_hosts
@@ -124,6 +124,9 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
     kwargs["compression_algs"] = ["zlib@openssh.com", "zlib", "none"] if compressed else ["none"]
     # Never asyncssh's own ProxyJump: its hops would be checked by its rules, not ours.
     kwargs["tunnel"] = None
+    jump = jump_in_force(own, cfg.proxy_jump or None)
+    if jump is not None:  # -J, or a ProxyJump before any ProxyCommand: asyncssh's
+        kwargs["proxy_command"] = None  # reading of ProxyCommand must not apply
     if cfg.port is not None:
         kwargs["port"] = cfg.port
     if cfg.username is not None:
@@ -168,7 +171,7 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         port=port,
         strict=_strict(cfg, own),
         connect_timeout=connect_timeout,
-        jumps=parse_jump(cfg.proxy_jump or own.get("proxyjump", "none")),
+        jumps=parse_jump(jump or "none"),
         locked=locked,
         batch_mode=bool(cfg.batch_mode),
         compression_mode=mode,

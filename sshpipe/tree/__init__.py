@@ -5,6 +5,7 @@
 - ``item``: one entry of a tree (``Item``);
 - ``scan``: finding the work, the same for both directions, through a ``Side``;
 - ``get`` / ``put``: the two directions (``TreeGet``, ``TreePut``): where bytes land;
+- ``preserving``: ``put -p`` of one file (the single-file engine, then ``-p``'s attributes);
 - ``smallread``: a small remote file read in one round trip after the OPEN;
 - ``tasks``: the task groups every task of a tree runs in;
 - ``rmtree``: removing a remote tree, many REMOVEs and RMDIRs in flight at once;

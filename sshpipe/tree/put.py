@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from .._config import TransferConfig
 from .._errors import (
     ConnectionBroken,
     RemoteError,
@@ -31,7 +30,6 @@ from .._errors import (
 from .._stats import TransferStats
 from ..core import codec
 from ..core.checkfile import VerifyPlan
-from ..core.untrusted import safe_mode
 from ..durability import lefttemps
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
@@ -49,14 +47,13 @@ from ..transport.remoteplace import (
     remove_quietly,
     remove_soon,
     rename_into_place,
-    resolve_remote_target,
 )
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .item import Item
 from .remotesync import RemoteSync
 from .run import TreeRun
-from .scan import LocalSide, attrs_of
+from .scan import LocalSide
 from .smallread import read_back_small
 from .verify import digests_of_pieces
 
@@ -329,26 +326,6 @@ async def _set_dir_attrs(
         except SSHPipeError as exc:
             failures.append((item, exc))
     return failures
-
-
-async def upload_preserving(
-    lease: Lease, local: str, remote: str, config: TransferConfig, tally: Tally | None = None
-) -> TransferStats:
-    """One file with ``-p``: the single-file engine, then the local mode (no setuid or
-    setgid bit: ``safe_mode``) and times."""
-    try:
-        info = os.stat(local)
-    except OSError as exc:
-        raise local_error(local, exc) from exc
-    sftp = lease.channels[0]
-    target = await resolve_remote_target(sftp, remote, os.path.basename(local))
-    stats = await upload(
-        lease, local, target, config, into_directory=False, tally=tally, keep_mode=False
-    )
-    attrs = attrs_of(info)
-    mode = safe_mode(info.st_mode, directory=False)
-    await sftp.setstat(target, codec.Attrs(permissions=mode, atime=attrs.atime, mtime=attrs.mtime))
-    return stats
 
 
 @dataclass(slots=True)

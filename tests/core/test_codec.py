@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sshpipe.core import codec
+from sshpipe.core import codec, replyparser
 from sshpipe.core.codec import (
     Attrs,
     AttrsReply,
@@ -24,11 +24,11 @@ from sshpipe.core.codec import (
     Handle,
     Limits,
     Name,
-    ReplyParser,
     ServerMessage,
     Status,
     Version,
 )
+from sshpipe.core.replyparser import ReplyParser
 
 # -- a test-side encoder for server replies (filexfer-02 §3, §5, §7) ----------
 
@@ -404,17 +404,17 @@ def test_version(extensions: list[tuple[str, bytes]], expected: dict[str, bytes]
 
 def test_decode_limits() -> None:
     payload = u64(256 * 1024) + u64(255 * 1024) + u64(0) + u64(2**64 - 1)
-    assert codec.decode_limits(payload) == Limits(256 * 1024, 255 * 1024, 0, 2**64 - 1)
+    assert replyparser.decode_limits(payload) == Limits(256 * 1024, 255 * 1024, 0, 2**64 - 1)
     # as it arrives: an EXTENDED_REPLY carrying the four uint64s
     reply = parse_one(wire_extended_reply(3, payload))
     assert isinstance(reply, ExtendedReply)
-    assert codec.decode_limits(reply.payload).max_read_len == 255 * 1024
+    assert replyparser.decode_limits(reply.payload).max_read_len == 255 * 1024
 
 
 @pytest.mark.parametrize("length", [0, 8, 31])
 def test_decode_limits_truncated(length: int) -> None:
     with pytest.raises(CodecError):
-        codec.decode_limits(bytes(length))
+        replyparser.decode_limits(bytes(length))
 
 
 def test_incomplete_input_is_not_an_error() -> None:

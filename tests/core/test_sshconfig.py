@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from sshpipe._errors import UsageError
-from sshpipe.core.sshconfig import MAX_INCLUDE_DEPTH, Query, lookup, matches_patterns, parse_jump
+from sshpipe.core.sshconfig import (
+    MAX_INCLUDE_DEPTH,
+    Query,
+    jump_in_force,
+    lookup,
+    matches_patterns,
+    parse_jump,
+)
 
 
 def _values(text: str, host: str = "web", user: str | None = None, **files: str) -> dict[str, str]:
@@ -138,6 +145,36 @@ def test_the_o_options_come_first() -> None:
         ("file", "StrictHostKeyChecking yes\n"),
     ]
     assert lookup(sources, query)["stricthostkeychecking"] == "accept-new"
+
+
+@pytest.mark.parametrize(
+    ("text", "given", "expected"),
+    [
+        # The first of ProxyJump and ProxyCommand obtained wins (ssh_config(5)).
+        ("Host web\n ProxyCommand nc %h %p\n ProxyJump hop\n", None, None),
+        ("Host web\n ProxyJump hop\n ProxyCommand nc %h %p\n", None, "hop"),
+        # First obtained, not first written in a block: a Host * before wins.
+        ("Host *\n ProxyCommand nc %h %p\nHost web\n ProxyJump hop\n", None, None),
+        ("Host db\n ProxyCommand nc %h %p\nHost web\n ProxyJump hop\n", None, "hop"),
+        # "none" is a value obtained: it shuts the other out as well.
+        ("Host web\n ProxyCommand none\n ProxyJump hop\n", None, None),
+        ("Host web\n ProxyJump none\n ProxyCommand nc %h %p\n", None, "none"),
+        # -J (the API's proxy_jump) comes before every line.
+        ("Host web\n ProxyCommand nc %h %p\n", "hop2", "hop2"),
+        ("Host web\n ProxyCommand nc %h %p\n", "none", "none"),
+        ("Host web\n User me\n", None, "none"),
+    ],
+)
+def test_proxy_jump_and_proxy_command_first_obtained_wins(
+    text: str, given: str | None, expected: str | None
+) -> None:
+    assert jump_in_force(_values(text), given) == expected
+
+
+def test_an_o_proxy_command_beats_the_files_proxy_jump() -> None:
+    query = Query(host="web", user=None, local_user="me")
+    sources = [("-o", "ProxyCommand nc %h %p\n"), ("file", "Host web\n ProxyJump hop\n")]
+    assert jump_in_force(lookup(sources, query), None) is None
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,8 @@ from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.hostkeys import HostKeyPolicy
 from sshpipe.transport.sftp import SFTPSession
-from sshpipe.transport.ssh import SSHLink, open_link
+from sshpipe.transport.ssh import open_link
+from sshpipe.transport.sshlink import SSHLink
 from tests.support.peers import Peer, from_embedded
 
 WINDOW = 1024 * 1024

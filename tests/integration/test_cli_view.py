@@ -9,6 +9,7 @@ exit codes the other CLI tests do not reach get one real run each.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -87,7 +88,8 @@ COMPRESSION_KEYS = {
     "used", "algorithm", "plain_bytes", "compressed_bytes", "ratio", "link_rate",
     "compressed_rate", "reason",
 }  # fmt: skip
-FAILURE_KEYS = {"path": str, "error": str, "exit_code": int}
+# errno: the POSIX errno the failure is (ENOENT...), null where none says it.
+FAILURE_KEYS = {"path": str, "error": str, "exit_code": int, "errno": (int, type(None))}
 SERVER_KEYS = {"software", "symlink_order", "offers", "limits", "learned"}
 
 
@@ -239,8 +241,9 @@ def test_json_of_a_tree_and_of_a_tree_that_failed(openssh_peer: Peer, tmp_path: 
     assert shown["files_done"] == 1 and shown["files_failed"] == 1
     for failure in shown["failures"]:
         _check_schema(failure, FAILURE_KEYS)
-    codes = sorted(failure["exit_code"] for failure in shown["failures"])
-    assert codes == [3, 4], shown["failures"]
+    codes = sorted((failure["exit_code"], failure["errno"]) for failure in shown["failures"])
+    # The local directory in the way is EISDIR; the dangling link, ENOENT on the server.
+    assert codes == [(3, errno.EISDIR), (4, errno.ENOENT)], shown["failures"]
 
 
 def test_verbose_says_what_was_negotiated_and_no_secret(openssh_peer: Peer, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -443,6 +444,33 @@ async def test_stall_delivers_nothing_then_everything() -> None:
         longest, began = max(gaps)
         assert longest == pytest.approx(stall, rel=0.1), name
         assert -0.03 < began - stalled_at < 0.01, name  # the silence is the stall's
+
+
+async def test_a_receiver_reset_during_a_stall_breaks_the_connection_quietly() -> None:
+    # While the link is stalled the target sends more and ends its side, and the
+    # client resets its own (a close with bytes unread sends RST). When the
+    # stall ends the emulator writes the held bytes and the EOF to a socket
+    # already reset: that write_eof() raised ENOTCONN out of the pipe's timer.
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        async with emulated(LinkSpec(rtt=0.02)) as setup:
+            pair = await setup.connect()
+            pair.server_w.write(b"unread by the client")
+            await asyncio.sleep(0.05)
+            setup.link.stall(0.3)
+            pair.server_w.write(b"held by the stall")
+            pair.server_w.write_eof()
+            await asyncio.sleep(0.01)
+            pair.client_w.close()  # bytes unread: RST
+            await asyncio.sleep(0.4)  # the stall ends
+            await wait_until_idle(setup.link)
+            data, _error = await asyncio.wait_for(read_all(pair.server_r), TIMEOUT)
+            assert data == b""  # the target's side is closed too, not left open
+    finally:
+        loop.set_exception_handler(None)
+    assert reported == []
 
 
 @pytest.mark.parametrize("direction", ["down", "up"])

@@ -14,8 +14,10 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import pytest
@@ -220,6 +222,70 @@ Host hop
         await client.get(openssh_peer.remote("src.bin"), tmp_path / "c.bin")
     assert (tmp_path / "c.bin").read_bytes() == data
     assert _forwards_to(jump, openssh_peer.port) == before + 2
+
+
+# A ProxyCommand that proves it ran: it notes a line in a file, then relays
+# stdin and stdout to the port it is given.
+_RELAY = """\
+import os, socket, sys, threading
+with open(sys.argv[1], "a") as note:
+    note.write("ran\\n")
+sock = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+def up():
+    while data := os.read(0, 65536):
+        sock.sendall(data)
+    sock.shutdown(socket.SHUT_WR)
+threading.Thread(target=up, daemon=True).start()
+while data := sock.recv(65536):
+    os.write(1, data)
+"""
+
+
+async def test_proxy_command_or_proxy_jump_the_first_obtained_wins(
+    openssh_peer: Peer, jump: SSHServerInfo, tmp_path: Path
+) -> None:
+    (openssh_peer.root / "src.bin").write_bytes(b"through")
+    relay, ran = tmp_path / "relay.py", tmp_path / "ran"
+    relay.write_text(_RELAY)
+    command = f"{sys.executable} {relay} {ran} {openssh_peer.port}"
+    body = f"""
+Host command-first
+  HostName 127.0.0.1
+  Port {openssh_peer.port}
+  ProxyCommand {command}
+  ProxyJump 127.0.0.1:{_refused_port()}
+Host jump-first
+  HostName 127.0.0.1
+  Port {openssh_peer.port}
+  ProxyJump hop
+  ProxyCommand /bin/false
+Host hop
+  HostName 127.0.0.1
+  Port {jump.port}
+"""
+    known = _known(tmp_path, openssh_peer, jump)
+    config = _config(tmp_path, body, openssh_peer.client_key, jump.client_key, known=known)
+    before = _forwards_to(jump, openssh_peer.port)
+
+    async def fetch(host: str, **options: Any) -> bytes:
+        async with sshpipe.connect(host, ssh_config=[config], **options) as client:
+            await client.get(openssh_peer.remote("src.bin"), tmp_path / "got")
+        return (tmp_path / "got").read_bytes()
+
+    def runs() -> int:
+        return len(ran.read_text().splitlines()) if ran.exists() else 0
+
+    # ProxyCommand first: the ProxyJump after it (a dead port) never applies.
+    assert await fetch("command-first") == b"through"
+    assert (runs(), _forwards_to(jump, openssh_peer.port)) == (1, before)
+    # ProxyJump first: through the hop; the ProxyCommand after it (false) never runs.
+    assert await fetch("jump-first") == b"through"
+    assert _forwards_to(jump, openssh_peer.port) == before + 1
+    # -J none comes before the file: straight there, no ProxyCommand either.
+    assert await fetch("command-first", proxy_jump="none") == b"through"
+    # -o ProxyCommand comes before the file's ProxyJump.
+    assert await fetch("jump-first", ssh_options={"ProxyCommand": command}) == b"through"
+    assert (runs(), _forwards_to(jump, openssh_peer.port)) == (2, before + 1)
 
 
 async def test_a_jump_host_that_fails_is_named(

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import time
@@ -101,7 +102,13 @@ def assert_clean_failure_output(result: subprocess.CompletedProcess[str]) -> lis
     lines = result.stderr.strip().splitlines()
     assert lines, "no error message"
     assert all(line.startswith("sshpipe: ") for line in lines), result.stderr
-    return [line for line in lines if line.startswith("sshpipe: failed: ")]
+    failed = [line for line in lines if line.startswith("sshpipe: failed: ")]
+    # One line per failure and the summary once: no failure's text repeated in it.
+    for line in failed:
+        text = line.removeprefix("sshpipe: failed: ")
+        assert sum(text in other for other in lines) == 1, result.stderr
+    assert sum(" entries failed" in line for line in lines) == 1, result.stderr
+    return failed
 
 
 def make_files(root: Path, count: int, size: int) -> dict[str, bytes]:
@@ -668,6 +675,7 @@ async def test_cli_partial_failure_lists_it_and_exits_with_its_code(
         failed = assert_clean_failure_output(result)
         assert len(failed) == 1, result.stderr
         assert "locked.bin" in failed[0] and "Permission denied" in failed[0]
+        assert re.fullmatch(r"sshpipe: 1 of \d+ entries failed", result.stderr.splitlines()[-1])
         for rel, data in files.items():
             assert (tmp_path / "out" / rel).read_bytes() == data
 

@@ -46,6 +46,7 @@ async def calls(flag: bool, level: VerifyLevel) -> None:
         assert_type(await sp.put("file", "/r/file"), TransferStats)
         assert_type(await sp.put(Path("file"), PurePosixPath("/r/file")), TransferStats)
         assert_type(await sp.put(Path("file"), "/r/file", preserve=True), TransferStats)
+        assert_type(await sp.put("file", "/r/file", overwrite=False), TransferStats)
         # Progress, sync or async, for one file as for a tree or a stream.
         assert_type(await sp.get("/r/file", "file", progress=on_progress), TransferStats)
         assert_type(await sp.put("file", "/r/file", progress=on_progress_async), TransferStats)
