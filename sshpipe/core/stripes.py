@@ -23,8 +23,9 @@ MIN_STRIPE = 64 << 20
 def stripes(owed: list[Range], workers: int) -> list[list[Range]]:
     """``owed`` (sorted, disjoint) split into at most ``workers`` parts of equal bytes.
 
-    Every part is non-empty; their union is ``owed``. Cuts fall on ``ALIGN``
-    unless a gap of ``owed`` is smaller.
+    Every part is non-empty; their union is ``owed``. A cut inside one of
+    ``owed``'s ranges falls on a multiple of ``ALIGN`` (a part may then be
+    up to ``ALIGN`` over its share).
     """
     if workers < 1:
         raise ValueError("workers must be 1 or more")
@@ -40,9 +41,11 @@ def stripes(owed: list[Range], workers: int) -> list[list[Range]]:
         offset, left = rng.offset, rng.length
         while left > 0:
             take = min(left, room)
+            if take < left:  # a cut inside this range: at the next ALIGN of the file
+                take = min(left, -(-(offset + take) // ALIGN) * ALIGN - offset)
             current.append(Range(offset, take))
             offset, left, room = offset + take, left - take, room - take
-            if room == 0:
+            if room <= 0:
                 parts.append(current)
                 current, room = [], share
     if current:
