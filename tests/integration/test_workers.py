@@ -13,6 +13,10 @@ import hashlib
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +57,9 @@ async def test_put_by_two_workers_is_byte_identical(openssh_peer: Peer, tmp_path
     assert leftover_temps(tmp_path, openssh_peer.root) == []
 
 
-def _workers_alive() -> list[int]:
-    """Our worker processes still running (children of this test process)."""
+def _workers_alive(parent: int | None = None) -> list[int]:
+    """The worker processes of ``parent`` (default: this test process) still running."""
+    parent = os.getpid() if parent is None else parent
     alive = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -64,8 +69,10 @@ def _workers_alive() -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        if ppid == os.getpid() and b"sshpipe.transfer.workers.child" in cmdline:
+        state, ppid = stat.rpartition(")")[2].split()[:2]
+        if state == "Z":
+            continue  # exited, not reaped yet
+        if int(ppid) == parent and b"sshpipe.transfer.workers.child" in cmdline:
             alive.append(int(entry))
     return alive
 
@@ -135,8 +142,8 @@ async def test_a_worker_that_dies_fails_the_get_and_leaves_nothing(
             killed.extend(_workers_alive()[:1])
             os.kill(killed[0], 9)
 
-    # Slow enough (two workers at 2 MiB/s each) that the kill lands mid-way.
-    config = sshpipe.TransferConfig(workers=2, rate_limit=2 * MiB)
+    # Slow enough (two workers at 2 MiB/s each, the limit shared) that the kill lands mid-way.
+    config = sshpipe.TransferConfig(workers=2, rate_limit=4 * MiB)
     async with openssh_peer.client(config) as client:
         with pytest.raises(sshpipe.SSHPipeError) as caught:
             await client.get(
@@ -161,7 +168,7 @@ async def test_cancelling_ends_every_worker_and_cleans_up(
         if progress.bytes_done > 0:
             started.set()
 
-    config = sshpipe.TransferConfig(workers=2, rate_limit=2 * MiB)
+    config = sshpipe.TransferConfig(workers=2, rate_limit=4 * MiB)
     async with openssh_peer.client(config) as client:
         if direction == "get":
             copy = client.get(
@@ -205,7 +212,7 @@ async def test_resumed_get_by_workers_sends_only_the_gaps(
             killed.extend(_workers_alive()[:1])
             os.kill(killed[0], 9)
 
-    config = sshpipe.TransferConfig(workers=2, resume=True, rate_limit=2 * MiB)
+    config = sshpipe.TransferConfig(workers=2, resume=True, rate_limit=4 * MiB)
     async with openssh_peer.client(config) as client:
         with pytest.raises(sshpipe.SSHPipeError):
             await client.get(openssh_peer.remote("src.bin"), str(local), progress=kill_one)
@@ -235,3 +242,33 @@ def test_cli_workers_copy_and_say_so(openssh_peer: Peer, tmp_path: Path) -> None
     assert put.returncode == 0, put.stderr
     assert "of 2 worker processes" in put.stdout
     assert (openssh_peer.root / "up.bin").read_bytes() == data
+
+
+def test_ctrl_c_at_the_terminal_is_the_single_process_interrupt(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """SIGINT to the whole process group (as a terminal sends it): exit 130, nothing left."""
+    random_file(openssh_peer.root / "src.bin", SIZE)
+    argv = [
+        sys.executable, "-m", "sshpipe", "get", "-q", "--workers", "2", "-l", "16000",
+        *openssh_peer.cli_options(), openssh_peer.spec("src.bin"), str(tmp_path / "got.bin"),
+    ]  # fmt: skip
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
+        deadline = time.monotonic() + 20
+        workers: list[int] = []
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            workers = _workers_alive(proc.pid)
+        assert len(workers) == 2
+        time.sleep(0.3)  # into the copy
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert out == ""  # -q
+    assert proc.returncode == 130, err
+    assert err.strip().endswith("interrupted"), err
+    assert "Traceback" not in err and "worker" not in err
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    assert leftover_temps(tmp_path, openssh_peer.root) == []

@@ -60,3 +60,32 @@ def test_frames_round_trip_and_refuse_a_huge_length() -> None:
     assert pickle.loads(data[wire.HEADER :]) == job
     with pytest.raises(ValueError):
         wire.length_of((wire.MAX_FRAME + 1).to_bytes(4, "big"))
+
+
+def test_a_worker_gets_its_share_of_the_limit_and_asks_nobody() -> None:
+    from sshpipe._engine import ChannelPool
+    from sshpipe.transfer.workers.common import hello_for
+
+    def ask(prompt: sshpipe.Prompt) -> str:
+        return "typed"
+
+    client = sshpipe.connect("u@h", prompt=ask, known_hosts=["/k"], strict_host_key_checking="yes")
+    config = sshpipe.TransferConfig(workers=3, rate_limit=1000)
+    pool = ChannelPool(client.connect_config, config)
+    pool.auth_memory.password = "learnt"
+    hello = hello_for(client.connect_config, pool, config, 3)
+    assert hello.config.rate_limit == 334 and hello.config.workers == 1
+    assert hello.connect.prompt is None and hello.connect.password == "learnt"
+    # The host key is checked as the parent checks it: the same files, the same policy.
+    assert hello.connect.known_hosts == ("/k",)
+    assert hello.connect.strict_host_key_checking == "yes"
+
+
+def test_a_known_hosts_callable_cannot_cross_to_a_worker() -> None:
+    from sshpipe._engine import ChannelPool
+    from sshpipe.transfer.workers.common import hello_for
+
+    client = sshpipe.connect("u@h", known_hosts=lambda host, port, key: True)
+    pool = ChannelPool(client.connect_config, client.config)
+    with pytest.raises(sshpipe.UsageError, match="cannot be handed to a worker process"):
+        hello_for(client.connect_config, pool, sshpipe.TransferConfig(workers=2), 2)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -211,6 +212,10 @@ def _runner() -> Callable[[Coroutine[object, object, None]], None]:
 
 
 def main() -> None:
+    # A SIGINT sent to our group anyway (``crew`` puts us in one of our own):
+    # the parent alone decides (it cancels, and ends us), so its exit code and
+    # message are the single process's, never a worker's "interrupted".
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.dup(1)
     os.dup2(2, 1)  # a stray print goes to stderr, never into the frames
     reports = _Reports(out)

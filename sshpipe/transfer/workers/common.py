@@ -22,8 +22,10 @@ def count_for(config: TransferConfig, size: int | None) -> int:
     return worker_count(requested, size=size, cores=os.cpu_count() or 1)
 
 
-def hello_for(connect: ConnectConfig, pool: ChannelPool, config: TransferConfig) -> wire.Hello:
-    """How a worker connects: the parent's options, with what its log-in learnt.
+def hello_for(
+    connect: ConnectConfig, pool: ChannelPool, config: TransferConfig, count: int
+) -> wire.Hello:
+    """How each of ``count`` workers connects: the parent's options, what its log-in learnt.
 
     A worker asks nobody anything (the parent's log-in already did: the
     password the server took goes with it); it checks the host key exactly as
@@ -33,11 +35,18 @@ def hello_for(connect: ConnectConfig, pool: ChannelPool, config: TransferConfig)
         UsageError: an option that cannot cross to another process (a
             ``known_hosts`` callable, a key object that does not pickle).
     """
+    if callable(connect.known_hosts):  # it decides in this process: no worker can ask it
+        raise UsageError(
+            "workers: a known_hosts callable cannot be handed to a worker process; "
+            "copy with workers=1"
+        )
     child = dataclasses.replace(
         connect, prompt=None, password=pool.auth_memory.password or connect.password
     )
     # One transfer per worker process: local I/O on its loop (as the CLI's).
-    single = dataclasses.replace(config, workers=1, local_io_in_thread=False)
+    # A rate limit is the whole transfer's (``-l``): each worker takes its share.
+    rate = -(-config.rate_limit // count) if config.rate_limit is not None else None
+    single = dataclasses.replace(config, workers=1, local_io_in_thread=False, rate_limit=rate)
     hello = wire.Hello(connect=child, config=single)
     try:
         pickle.dumps(hello)

@@ -62,6 +62,10 @@ class Crew:
                     stdout=asyncio.subprocess.PIPE,
                     pass_fds=self.fds,
                     env=_environment(),
+                    # Off the terminal (uvloop has no process_group): a Ctrl-C
+                    # is the parent's alone, which cancels and ends the workers.
+                    # A parent that dies closes their stdin, and they stop.
+                    start_new_session=True,
                 )
                 self.procs.append(proc)
                 assert proc.stdin is not None

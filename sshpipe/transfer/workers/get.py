@@ -61,7 +61,7 @@ async def shared_download(
     count = count_for(config, size)
     if count < 2:
         return None
-    hello = hello_for(connect, pool, config)
+    hello = hello_for(connect, pool, config, count)
     started = time.perf_counter()
     with destination_of(local, remote) as file:
         resuming = DownloadResume(remote, file) if config.resume else None

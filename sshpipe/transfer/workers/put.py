@@ -71,7 +71,7 @@ async def shared_upload(
         count = count_for(config, source.size)
         if count < 2:
             return None
-        hello = hello_for(connect, pool, config)
+        hello = hello_for(connect, pool, config, count)
         return await _shared(hello, count, lease, source, remote, config, tally)
     finally:
         source.close()
