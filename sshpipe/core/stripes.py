@@ -14,10 +14,6 @@ from .readplan import Range, missing
 # Stripe boundaries fall on a multiple of this: every block size sshpipe uses
 # (32 KiB to 256 KiB) divides it, so a stripe is whole blocks but its last.
 ALIGN = 1 << 20
-# Below this many bytes per worker the start-up of a process (~0.2 s of
-# interpreter and imports, one more SSH handshake) costs more than the
-# bytes it takes over could save: fewer workers.
-MIN_STRIPE = 64 << 20
 
 
 def stripes(owed: list[Range], workers: int) -> list[list[Range]]:
@@ -58,29 +54,18 @@ def others(size: int, mine: list[Range]) -> list[Range]:
     return missing(size, mine)
 
 
-def worker_count(
-    requested: int | None, *, size: int | None, cores: int, floor: int = MIN_STRIPE
-) -> int:
+def worker_count(requested: int | None, *, size: int | None) -> int:
     """How many processes copy one file of ``size`` bytes.
 
-    ``requested``: ``--workers N`` (forced, though never more than the file
-    has ``ALIGN`` pieces for); None is "auto", which is 1: on the loopback
-    measurement of 2026-12 (README, "Worker processes") a second process did
-    not beat one on 2 cores, so auto asks for more than one only where the
-    file gives each at least ``floor`` bytes and ``cores`` leaves one core for
-    each worker beyond the first two (sshd and the parent).
+    ``requested``: ``--workers N``, as asked but never more than the file has
+    ``ALIGN`` pieces. None is "auto": 1. On loopback (README, "Worker
+    processes") a second process lost to one on 2 cores, with the client on
+    one core or both: each costs an interpreter, imports and a log-in (~0.5
+    CPU-s), and sshd's side is as busy as the client's. A rule of idle cores
+    and a measured rate goes here once a machine shows a win.
     """
     if size is None or size <= 0:
         return 1
-    pieces = -(-size // ALIGN)
-    if requested is not None:
-        return max(1, min(requested, pieces))
-    spare = cores - 2
-    by_size = size // floor
-    # AUTO_ENABLED is False: measured no win yet; the rule is kept for when it is.
-    if not AUTO_ENABLED or spare < 2 or by_size < 2:
+    if requested is None:
         return 1
-    return max(1, min(spare, by_size, pieces))
-
-
-AUTO_ENABLED = False
+    return max(1, min(requested, -(-size // ALIGN)))

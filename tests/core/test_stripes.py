@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sshpipe.core.readplan import Range, missing
-from sshpipe.core.stripes import ALIGN, MIN_STRIPE, others, stripes, worker_count
+from sshpipe.core.stripes import ALIGN, others, stripes, worker_count
 
 MiB = 1 << 20
 
@@ -66,21 +66,17 @@ def test_others_is_what_a_worker_counts_as_had() -> None:
 
 
 @pytest.mark.parametrize(
-    ("requested", "size", "cores", "expected"),
+    ("requested", "size", "expected"),
     [
-        (None, 10 << 30, 64, 1),  # auto: one process (no measured win yet)
-        (2, 10 * MiB, 2, 2),  # forced: as asked, whatever the cores
-        (8, 3 * MiB, 2, 3),  # never more than the file has pieces
-        (4, 0, 8, 1),  # nothing to share
-        (4, None, 8, 1),  # size unknown
+        (None, 10 << 30, 1),  # auto: one process (no measured win yet)
+        (2, 10 * MiB, 2),  # forced: as asked
+        (8, 3 * MiB, 3),  # never more than the file has pieces
+        (4, 0, 1),  # nothing to share
+        (4, None, 1),  # size unknown
     ],
 )
-def test_worker_count(requested: int | None, size: int | None, cores: int, expected: int) -> None:
-    assert worker_count(requested, size=size, cores=cores) == expected
-
-
-def test_min_stripe_is_whole_aligned_pieces() -> None:
-    assert MIN_STRIPE % ALIGN == 0
+def test_worker_count(requested: int | None, size: int | None, expected: int) -> None:
+    assert worker_count(requested, size=size) == expected
 
 
 def test_stripes_refuses_no_workers() -> None:

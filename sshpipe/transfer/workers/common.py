@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
 import time
 
@@ -19,7 +18,7 @@ from . import wire
 def count_for(config: TransferConfig, size: int | None) -> int:
     """Workers for a file of ``size`` bytes (1: the caller copies it in one process)."""
     requested = None if config.workers == "auto" else config.workers
-    return worker_count(requested, size=size, cores=os.cpu_count() or 1)
+    return worker_count(requested, size=size)
 
 
 def hello_for(
