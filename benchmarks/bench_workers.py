@@ -10,7 +10,7 @@ output is checked against the source's sha256. Clients: OpenSSH sftp tuned,
 sshpipe in one process, sshpipe with ``--workers 2``.
 
 Run from the repo root:
-    python benchmarks/bench_workers.py --workdir ../scratch --size 512M --cpus 0 --cpus 0,1
+    python benchmarks/bench_workers.py --workdir ../scratch --size 512M --reps 3
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,14 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _table(rows: list[dict[str, object]], size: int, loads: dict[str, str]) -> str:
-    """Best of the repetitions per (cpus, client, direction): MB/s and client CPU s."""
+    """Medians of the repetitions per (cpus, client, direction): wall s, client CPU s."""
+    reps = max((int(str(row["rep"])) for row in rows), default=0)
     lines = [
-        f"## --workers on loopback, {size_label(size)}, whole command (best of reps)",
+        f"## --workers on loopback, {size_label(size)}, whole command (medians of {reps})",
         "",
         f"load average (1, 5, 15 min): {loads['start']} at start, {loads['end']} at end; "
         f"{os.cpu_count()} cores; sshd unpinned, the client pinned with taskset -c",
         "",
-        "| client cpus | client | get MB/s | get cpu s | put MB/s | put cpu s |",
+        "| client cpus | client | get s (CPU s) | get MB/s | put s (CPU s) | put MB/s |",
         "|---|---|---:|---:|---:|---:|",
     ]
     keys = dict.fromkeys((row["cpus"], row["client"]) for row in rows)
@@ -144,8 +146,9 @@ def _table(rows: list[dict[str, object]], size: int, loads: dict[str, str]) -> s
             if not done:
                 cells += ["failed", ""]
                 continue
-            best = min(done, key=lambda row: float(str(row["wall_s"])))
-            cells += [f"{best['mb_s']}", f"{best['cpu_s']}"]
+            wall = statistics.median(float(str(row["wall_s"])) for row in done)
+            cpu = statistics.median(float(str(row["cpu_s"])) for row in done)
+            cells += [f"{wall:.2f} ({cpu:.2f})", f"{size / wall / 1e6:.0f}"]
         lines.append(f"| {cpus} | {client} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
