@@ -272,3 +272,30 @@ def test_ctrl_c_at_the_terminal_is_the_single_process_interrupt(
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
     assert leftover_temps(tmp_path, openssh_peer.root) == []
+
+
+async def test_a_worker_that_cannot_log_in_fails_with_the_log_in_error(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """The key file goes after the parent logged in: each worker loads it again, and cannot."""
+    random_file(openssh_peer.root / "src.bin", SIZE)
+    key = tmp_path / "key"
+    key.write_bytes(openssh_peer.client_key.read_bytes())
+    key.chmod(0o600)
+    client = sshpipe.connect(
+        f"{openssh_peer.user}@{openssh_peer.host}",
+        port=openssh_peer.port,
+        identity_files=[str(key)],
+        known_hosts=[str(openssh_peer.known_hosts)],
+        ssh_config=[],
+        agent_path="none",
+        config=sshpipe.TransferConfig(workers=2),
+    )
+    async with client:
+        key.unlink()
+        with pytest.raises(sshpipe.AuthenticationError) as caught:
+            await client.get(openssh_peer.remote("src.bin"), str(tmp_path / "got.bin"))
+    assert caught.value.exit_code == 6
+    assert "\n" not in str(caught.value)
+    assert leftover_temps(tmp_path, openssh_peer.root) == []
+    assert _workers_alive() == []
