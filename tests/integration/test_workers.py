@@ -299,3 +299,31 @@ async def test_a_worker_that_cannot_log_in_fails_with_the_log_in_error(
     assert "\n" not in str(caught.value)
     assert leftover_temps(tmp_path, openssh_peer.root) == []
     assert _workers_alive() == []
+
+
+async def test_into_directories_the_file_keeps_its_name(openssh_peer: Peer, tmp_path: Path) -> None:
+    """scp's rule holds with workers: a directory at the destination receives the file."""
+    data = random_file(openssh_peer.root / "src.bin", SIZE)
+    (openssh_peer.root / "in").mkdir()
+    (tmp_path / "down").mkdir()
+    async with openssh_peer.client(sshpipe.TransferConfig(workers=3)) as client:
+        got = await client.get(openssh_peer.remote("src.bin"), str(tmp_path / "down"))
+        put = await client.put(str(tmp_path / "down" / "src.bin"), openssh_peer.remote("in"))
+    assert (tmp_path / "down" / "src.bin").read_bytes() == data
+    assert (openssh_peer.root / "in" / "src.bin").read_bytes() == data
+    assert got.workers == put.workers == 3
+    assert leftover_temps(tmp_path, openssh_peer.root) == []
+
+
+async def test_a_put_over_a_file_keeps_its_mode_as_one_process_does(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    data = random_file(tmp_path / "src.bin", SIZE)
+    (tmp_path / "src.bin").chmod(0o644)
+    target = openssh_peer.root / "up.bin"
+    target.write_bytes(b"old")
+    target.chmod(0o600)
+    async with openssh_peer.client(sshpipe.TransferConfig(workers=2)) as client:
+        await client.put(str(tmp_path / "src.bin"), openssh_peer.remote("up.bin"))
+    assert target.read_bytes() == data
+    assert target.stat().st_mode & 0o777 == 0o600
