@@ -89,3 +89,11 @@ def test_a_known_hosts_callable_cannot_cross_to_a_worker() -> None:
     pool = ChannelPool(client.connect_config, client.config)
     with pytest.raises(sshpipe.UsageError, match="cannot be handed to a worker process"):
         hello_for(client.connect_config, pool, sshpipe.TransferConfig(workers=2), 2)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 17, True, "many", 2.0])
+def test_workers_is_auto_or_a_count(bad: object) -> None:
+    with pytest.raises(sshpipe.UsageError, match="workers"):
+        sshpipe.TransferConfig(workers=bad)  # type: ignore[arg-type]
+    assert sshpipe.TransferConfig().workers == "auto"
+    assert sshpipe.TransferConfig(workers=16).workers == 16
