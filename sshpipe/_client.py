@@ -166,8 +166,16 @@ class Client(RemoteOps):
                         from .tree.get import download_preserving
 
                         stats = await download_preserving(lease, path, dest, cfg, tally)
-                    else:
-                        stats = await download(lease, path, dest, cfg, tally=tally)
+                        return _reported(stats, lease)
+                    if _shares(cfg, route):
+                        from .transfer.workers.get import shared_download
+
+                        shared = await shared_download(
+                            self.connect_config, pool, lease, path, dest, cfg, tally
+                        )
+                        if shared is not None:
+                            return shared
+                    stats = await download(lease, path, dest, cfg, tally=tally)
                     return _reported(stats, lease)
 
             return await tracked(progress, path, get_one)
@@ -328,8 +336,17 @@ class Client(RemoteOps):
                 stats = await upload_preserving(
                     lease, local, remote, cfg, tally, overwrite=overwrite
                 )
-            else:
-                stats = await upload(lease, local, remote, cfg, tally=tally, overwrite=overwrite)
+                return _reported(stats, lease)
+            # Workers commit by a plain rename: a no-clobber put stays in one process.
+            if overwrite and _shares(cfg, route):
+                from .transfer.workers.put import shared_upload
+
+                shared = await shared_upload(
+                    self.connect_config, pool, lease, local, remote, cfg, tally
+                )
+                if shared is not None:
+                    return shared
+            stats = await upload(lease, local, remote, cfg, tally=tally, overwrite=overwrite)
             return _reported(stats, lease)
 
     async def glob(self, pattern: StrPath) -> list[str]:
@@ -473,6 +490,16 @@ def _options(
         fail_fast=fail_fast,
         progress=progress,
     )
+
+
+def _shares(config: TransferConfig, route: object) -> bool:
+    """Whether one file may go by worker processes (``transfer/workers``).
+
+    Only when asked for: "auto" is one process until measured to win (README,
+    "Worker processes"). Not with Compression auto's route, whose choice is
+    made per file on the parent's connections.
+    """
+    return config.workers != "auto" and config.workers > 1 and route is None
 
 
 def _size_of(path: str) -> int | None:

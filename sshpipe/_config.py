@@ -52,6 +52,9 @@ DEFAULT_MAX_PACKET_SIZE = 256 * 1024 - 1024
 # SFTP caps one READ/WRITE length at 2^32-1; servers cap far lower. Our own
 # ceiling keeps one reply bounded even when a server's limits are generous.
 MAX_BLOCK_SIZE = 4 * 1024 * 1024
+# One process per core is the most that can help; 16 covers the machines
+# sshpipe is measured on with room to spare, and bounds what a typo starts.
+MAX_WORKERS = 16
 
 HostKeyPolicy = Literal["yes", "accept-new", "no"]
 # StrictHostKeyChecking's values as ssh_config and -o spell them, as sshpipe
@@ -189,6 +192,11 @@ class TransferConfig:
             (``core/ratelimit.py``), so the rate over the whole transfer holds
             from the first request. The CLI's ``-l`` is in Kbit/s as scp's
             (1 Kbit = 1024 bits): ``-l 8000`` is 1,024,000 bytes/s.
+        workers: processes that share one file's get or put, each with its own
+            connection and its own stripe of the file (``transfer/workers``):
+            for a client one core cannot keep up with. "auto" (the default)
+            is 1 until measured to win (README, "Worker processes"); a number
+            forces it (a small file gets fewer).
     """
 
     requests: int = DEFAULT_REQUESTS
@@ -210,6 +218,7 @@ class TransferConfig:
     queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
     sequential_writes: bool = False
     rate_limit: int | None = None
+    workers: int | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if self.retries < 0 or isinstance(self.retries, bool):
@@ -235,6 +244,8 @@ class TransferConfig:
         _positive("max_packet_size", self.max_packet_size, maximum=2**20)
         # scp's ceiling: 100 x 2^20 Kbit/s (scp.c's strtonum bound), 128 bytes each.
         _positive("rate_limit", self.rate_limit, maximum=100 * 2**20 * 128)
+        if self.workers != "auto":
+            _positive("workers", self.workers, maximum=MAX_WORKERS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

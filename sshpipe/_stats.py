@@ -122,6 +122,9 @@ class TransferStats:
             opened them (a reused channel cost nothing).
         compression: what ``Compression auto`` did (None: compression was
             forced on or off, or the file was too short to decide).
+        workers: processes that copied the file (``TransferConfig.workers``);
+            with more than one, requests, channels and connections are their
+            sums and the timings are the first worker's.
     """
 
     bytes: int
@@ -148,6 +151,7 @@ class TransferStats:
     resumed_bytes: int = 0
     setup: tuple[SetupPhase, ...] = ()
     compression: CompressionReport | None = None
+    workers: int = 1
 
     @property
     def throughput(self) -> float:

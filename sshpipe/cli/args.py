@@ -205,6 +205,14 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         help="use exactly this many SFTP channels (default: the flow controller decides)",
     )
     parser.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="share one file's get or put between N processes, each with its own "
+        "connection and stripe of the file (default auto: 1 until measured to win; "
+        "README, Worker processes)",
+    )
+    parser.add_argument(
         "--connections",
         type=positive_int,
         help=f"most SSH connections to open (default {DEFAULT_MAX_CONNECTIONS})",

@@ -90,7 +90,9 @@ def report(
             f"in {stats.seconds:.2f} s "
             f"({stats.throughput / 1e6:.1f} MB/s), {stats.requests} requests, "
             f"peak {stats.peak_requests_in_flight} in flight; {stats.channels} channel(s) on "
-            f"{stats.connections} connection(s), RTT {stats.rtt_min * 1000:.1f} ms"
+            f"{stats.connections} connection(s)"
+            + (f" of {stats.workers} worker processes" if stats.workers > 1 else "")
+            + f", RTT {stats.rtt_min * 1000:.1f} ms"
             + (f"; verified: {stats.verified}" if stats.verified != "none" else "")
             + (f"; {stats.compression.summary()}" if stats.compression is not None else "")
         )

@@ -162,6 +162,8 @@ def transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, rate_limit=kbit_to_bytes(args.limit))
     if args.channels:
         config = replace(config, channels=args.channels)
+    if getattr(args, "workers", None) is not None:
+        config = replace(config, workers=args.workers)
     if args.connections:
         config = replace(config, max_connections=args.connections)
     if args.channels_per_connection:

@@ -17,6 +17,7 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``text``: ``printable``, a server's text as it may reach a terminal or a log;
 - ``treeplan``: tree landing names, globs, small/big split, accounting;
 - ``readback``: checking an upload's kept bytes on resume;
+- ``stripes``: which bytes each worker process of one file copies (``--workers``);
 - ``checkfile``: the ``check-file`` extension's bytes, and which hashes --verify takes;
 - ``status``: the ``RemoteError`` a failure STATUS stands for;
 - ``serverprofile``: which server this is (banner, VERSION extensions): SYMLINK

@@ -335,6 +335,11 @@ class LocalTarget:
         except OSError as exc:
             raise local_error(self.file, exc) from exc
 
+    def fileno(self) -> int:
+        """The open temporary file's descriptor (a worker process inherits it)."""
+        assert self._fd is not None
+        return self._fd
+
     def start_writer(
         self,
         on_written: Callable[[int, LocalError | None], None],

@@ -58,6 +58,7 @@ FILE_KEYS: dict[str, Any] = {
     "resumed_bytes": int,
     "setup": list,
     "compression": dict,  # Compression auto's report (null unless Compression=auto)
+    "workers": int,
     "throughput": float,
     "server": dict,
 }

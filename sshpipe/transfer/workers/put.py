@@ -1,0 +1,178 @@
+"""An upload shared by worker processes: one remote temporary file, one rename.
+
+The parent creates the temporary file (EXCL, the source's mode, the replaced
+file's mode and owner kept as a single upload keeps them) and closes it; each
+worker opens it for WRITE only and sends its stripe, read by pread from the
+source, at the same offsets (fsyncing its handle when ``config.fsync``). Once
+every worker is done the existing verify and rename run; any failure removes
+the temporary file, as a single upload does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from functools import partial
+
+from ..._config import ConnectConfig, TransferConfig
+from ..._errors import RemoteError
+from ..._stats import TransferStats, Verified
+from ...core import codec
+from ...core.readplan import Range
+from ...local.source import LocalSource
+from ...transport.pool import ChannelPool, Lease
+from ...transport.remoteplace import (
+    keep_existing_mode,
+    landing_of,
+    named,
+    remote_temp_name,
+    remove_quietly,
+    remove_soon,
+    rename_into_place,
+)
+from ...transport.replies import quiet
+from ...transport.sftp import SFTPSession
+from ..lanes import cancelled
+from ..progress import Tally
+from ..stream import read_back
+from ..verify import check_copy, digests_of, plan_for
+from . import wire
+from .common import count_for, hello_for, merged, split
+from .crew import Crew
+
+
+def shares_upload(config: TransferConfig) -> bool:
+    """Whether an upload may be shared: not one whose temp name or order is fixed."""
+    return not (config.resume or config.inplace or config.sequential_writes)
+
+
+async def shared_upload(
+    connect: ConnectConfig,
+    pool: ChannelPool,
+    lease: Lease,
+    local: str,
+    remote: str,
+    config: TransferConfig,
+    tally: Tally | None = None,
+) -> TransferStats | None:
+    """``local`` to ``remote`` by ``config.workers`` processes; None: copy it in one.
+
+    None: a file too small for a second worker, or a config a shared upload
+    does not do (``shares_upload``).
+
+    Raises:
+        as ``upload``; UsageError from ``hello_for``.
+    """
+    if not shares_upload(config):
+        return None
+    source = LocalSource(local)
+    source.open()
+    try:
+        count = count_for(config, source.size)
+        if count < 2:
+            return None
+        hello = hello_for(connect, pool, config, count)
+        return await _shared(hello, count, lease, source, remote, config, tally)
+    finally:
+        source.close()
+
+
+async def _shared(
+    hello: wire.Hello,
+    count: int,
+    lease: Lease,
+    source: LocalSource,
+    remote: str,
+    config: TransferConfig,
+    tally: Tally | None,
+) -> TransferStats:
+    started = time.perf_counter()
+    sftp = lease.channels[0]
+    size = source.size
+    temp: str | None = None
+    failure: BaseException | None = None
+    try:
+        async with Crew(count, hello) as crew:  # they log in while the temp file is made
+            remote, existing = await _landing(sftp, remote, source)
+            temp = remote_temp_name(remote)  # from here on it is ours to remove
+            await _create(sftp, temp, remote, existing, source)
+            if tally is not None:
+                tally.sized(size)
+            jobs = [
+                wire.Job(
+                    direction="put",
+                    remote=temp,
+                    shown=remote,
+                    local=str(source.path),
+                    size=size,
+                    ranges=ranges,
+                    mtime_ns=source.mtime_ns,
+                )
+                for ranges in split([Range(0, size)], count)
+            ]
+            await crew.shrink(len(jobs))
+
+            def moved(report: wire.Moved) -> None:
+                if tally is not None:
+                    tally.moved(report.count)
+
+            dones = await crew.run(jobs, moved)
+        verified: Verified = "none"
+        if config.verify != "none":
+            checks = plan_for(config.verify, sftp)
+            verified = await check_copy(
+                sftp,
+                temp,
+                checks,
+                size=size,
+                digests=await digests_of(None, source.path, size, checks.specs),
+                read_back=partial(read_back, lease, temp, config),
+                shown=remote,
+            )
+        await rename_into_place(sftp, temp, remote, size)
+        temp = None
+        return merged(dones, size=size, started=started, verified=verified)
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        if temp is not None:
+            live = [channel for channel in lease.channels if channel.broken is None]
+            if cancelled(failure):  # leave within a round trip: the pool settles the REMOVE
+                remove_soon((live or lease.channels)[0], temp)
+            else:
+                await remove_quietly((live or lease.channels)[0], temp)
+
+
+async def _landing(
+    sftp: SFTPSession, remote: str, source: LocalSource
+) -> tuple[str, asyncio.Future[codec.Reply]]:
+    """Where the file lands (inside a directory at ``remote``), and the STAT of what is there."""
+    existing = sftp.stat_request(remote)
+    existing.add_done_callback(quiet)
+    landing = await landing_of(existing, remote, source.path.name)
+    if landing != remote:  # a directory: the file goes inside it
+        existing = sftp.stat_request(landing)
+        existing.add_done_callback(quiet)
+    return landing, existing
+
+
+async def _create(
+    sftp: SFTPSession,
+    temp: str,
+    remote: str,
+    existing: asyncio.Future[codec.Reply],
+    source: LocalSource,
+) -> None:
+    """``temp`` created empty, with the mode (and owner) the file it replaces had."""
+    pflags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_EXCL | codec.FXF_TRUNC
+    try:
+        handle = await sftp.open(temp, pflags, codec.Attrs(permissions=source.mode))
+    except RemoteError as exc:
+        raise named(exc, remote) from exc
+    try:
+        kept = await keep_existing_mode(sftp, handle, existing, source.mode)
+        if kept is not None:
+            sftp.check_status(await kept, remote)
+    finally:
+        await sftp.close_handle(handle, temp)
