@@ -16,7 +16,9 @@ otherwise wait ``WIND_DOWN`` for channels that nobody is there to give back.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import logging
 import os
 import weakref
 from collections.abc import Callable
@@ -25,6 +27,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .._client import Client
     from .._remotefile import RemoteFile
+
+logger = logging.getLogger("sshpipe.fsspec")
 
 # How long close() waits for a client on another loop to say goodbye to its
 # server: a server gone silent must not hang the caller's exit.
@@ -62,6 +66,23 @@ class LoopClients:
         if client is None:
             client = self._by_loop[loop] = self._factory()
         return client
+
+    def warm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Log in and open a channel on ``loop`` now, in the background (``connect_early``).
+
+        The first call, made while this runs, waits for the same log-in (and
+        hears its failure); one made after a failure connects again itself.
+        """
+
+        async def warm() -> None:
+            try:
+                await self.current().warm(1)
+            except Exception as exc:  # the first call will say it, with its own
+                logger.debug("sshpipe filesystem: early log-in failed: %s", exc)
+
+        future = asyncio.run_coroutine_threadsafe(warm(), loop)
+        _WARMING.add(future)
+        future.add_done_callback(_WARMING.discard)
 
     def track(self, file: RemoteFile) -> None:
         """Note a reader opened through the running loop's client, to close before it.
@@ -123,3 +144,5 @@ def close_all(clients: LoopClients) -> None:
 
 # Tasks of close_all() kept referenced until they end (asyncio holds only weak ones).
 _PENDING: set[asyncio.Task[None]] = set()
+# Early log-ins under way (``LoopClients.warm``), referenced until they end.
+_WARMING: set[concurrent.futures.Future[None]] = set()

@@ -12,6 +12,7 @@ users catch (``_oserrors``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import glob
 import posixpath
 import weakref
@@ -63,8 +64,11 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     ``fsspec.filesystem("sshpipe", host=HOST, port=PORT, username=USER,
     identity_files=[KEY])``: the options are :func:`sshpipe.connect`'s keyword
-    arguments plus ``host``. Nothing connects until the first call; the
-    filesystem pickles (Dask workers open their own connections on first use),
+    arguments plus ``host``, and ``connect_early`` (default True): made by a
+    synchronous caller, it logs in and opens a channel in the background at
+    once (as sshfs connects in its constructor, but without waiting), so the
+    first call finds them ready; False connects on the first call. The
+    filesystem pickles (an unpickled copy, a Dask worker's, connects on first use),
     keeps one connection set per event loop and closes them with ``close()``
     (or when it is garbage collected).
     """
@@ -80,12 +84,20 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     def __init__(self, host: str, **options: Any) -> None:
         super().__init__(host, **options)
+        connect_early = bool(options.pop("connect_early", True))
         self.host = host
         self._connect_kwargs = connect_options(options)
         self._clients = LoopClients(self._new_client)
         self.parquet_layouts = Layouts()  # footers parsed, for the next open of the file
         self._new_client()  # a bad option fails here, not on first use
         weakref.finalize(self, close_all, self._clients)
+        if connect_early and not self.asynchronous and not _UNPICKLING.get():
+            # The log-in's round trips pass while the caller goes on (pyarrow
+            # imports its dataset module, ~0.3 s) instead of at its first call.
+            self._clients.warm(self.loop)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickled, (type(self), self.storage_args, self.storage_options)
 
     def _new_client(self) -> Client:
         from .._connect import connect
@@ -423,6 +435,19 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         from fsspec.asyn import sync
 
         return sync(self.loop, func, *args)
+
+
+# Set while a pickled filesystem is made again: a Dask worker's copy connects on
+# first use, never on arrival.
+_UNPICKLING = contextvars.ContextVar("_UNPICKLING", default=False)
+
+
+def _unpickled(cls: type[SSHPipeFileSystem], args: Any, kwargs: dict[str, Any]) -> Any:
+    token = _UNPICKLING.set(True)
+    try:
+        return cls(*args, **kwargs)
+    finally:
+        _UNPICKLING.reset(token)
 
 
 def _split(where: str, infos: list[Info]) -> tuple[Info, Info, dict[str, str]]:

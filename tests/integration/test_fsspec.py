@@ -12,10 +12,12 @@ import os
 import pickle
 import posixpath
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import fsspec
+import fsspec.asyn
 import pytest
 
 import sshpipe
@@ -258,3 +260,57 @@ def test_url_with_storage_options(openssh: SSHServerInfo, here: Path) -> None:
     url = f"sshpipe://{openssh.user}@{openssh.host}:{openssh.port}{where}"
     with fsspec.open(url, "rt", **rest) as f:
         assert f.read() == "by url"
+
+
+def _client_state(fs: SSHPipeFileSystem) -> str:
+    """The repr of the client on fsspec's loop, made there if it is not yet."""
+
+    async def state() -> str:
+        return repr(fs.client)
+
+    return str(fsspec.asyn.sync(fs.loop, state))
+
+
+def test_a_new_filesystem_logs_in_at_once_and_its_first_call_shares_it(
+    openssh: SSHServerInfo, here: Path
+) -> None:
+    (here / "f").write_bytes(b"x")
+    fs = fsspec.filesystem("sshpipe", **storage_options(openssh), skip_instance_cache=True)
+    try:
+        # Called at once, while the early log-in runs: it waits for that one.
+        assert fs.ls(str(here), detail=False) == [str(here / "f")]
+        assert "connections=1 idle_channels=1 busy_channels=0" in _client_state(fs)
+    finally:
+        fs.close()
+    untouched = fsspec.filesystem("sshpipe", **storage_options(openssh), skip_instance_cache=True)
+    try:  # no call made: it logs in and opens its channel by itself
+        deadline = time.monotonic() + 10
+        while "connections=1 idle_channels=1" not in _client_state(untouched):
+            assert time.monotonic() < deadline, _client_state(untouched)
+            time.sleep(0.02)
+    finally:
+        untouched.close()
+    lazy = fsspec.filesystem(
+        "sshpipe", **storage_options(openssh), connect_early=False, skip_instance_cache=True
+    )
+    try:
+        time.sleep(0.2)  # what an early log-in would have begun by now
+        assert len(lazy._clients) == 0  # nothing made, nothing connecting
+        assert lazy.cat_file(str(here / "f")) == b"x"
+        assert "connections=1" in _client_state(lazy)
+    finally:
+        lazy.close()
+
+
+def test_an_early_log_in_that_fails_is_tried_again_by_the_first_call(
+    openssh: SSHServerInfo,
+) -> None:
+    options = {**storage_options(openssh), "port": _dead_port(), "skip_instance_cache": True}
+    fs = fsspec.filesystem("sshpipe", **options)
+    try:
+        with pytest.raises(sshpipe.ConnectError):
+            fs.ls("/")
+        with pytest.raises(sshpipe.ConnectError):
+            fs.ls("/")  # a new attempt, failing the same way
+    finally:
+        fs.close()
