@@ -203,6 +203,11 @@ class RemoteFile:
             return max(file.attrs.size or 0, file.writer.written)
         return file.attrs.size
 
+    @property
+    def attributes(self) -> RemoteStat:
+        """What the server said of the file at open (or the last :meth:`stat`), asking nothing."""
+        return remote_stat(self.name, self._open_file().attrs)
+
     async def stat(self) -> RemoteStat:
         """What the server says of the open file now (FSTAT); ``size`` follows it."""
         file = self._open_file()

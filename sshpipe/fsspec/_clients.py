@@ -24,6 +24,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._isfile import Parked
+
 if TYPE_CHECKING:
     from .._client import Client
     from .._remotefile import RemoteFile
@@ -47,6 +49,8 @@ class LoopClients:
         self._files: weakref.WeakKeyDictionary[Client, weakref.WeakSet[RemoteFile]] = (
             weakref.WeakKeyDictionary()
         )
+        self.uses = 0  # calls of ``current``: an isfile's parked file wants none since
+        self.parked = Parked()
 
     def __len__(self) -> int:
         self._forget_after_fork()
@@ -61,6 +65,7 @@ class LoopClients:
     def current(self) -> Client:
         """The running loop's client, made (not connected: its first call connects) if new."""
         self._forget_after_fork()
+        self.uses += 1
         loop = asyncio.get_running_loop()
         client = self._by_loop.get(loop)
         if client is None:
@@ -83,6 +88,17 @@ class LoopClients:
         future = asyncio.run_coroutine_threadsafe(warm(), loop)
         _WARMING.add(future)
         future.add_done_callback(_WARMING.discard)
+
+    def park(self, path: str, file: RemoteFile) -> None:
+        """Keep an isfile's open ``file`` for the open of ``path`` that may come next."""
+        client = self.current()
+        self.parked.park(client, path, file, self.uses)
+
+    def take_parked(self, path: str) -> RemoteFile | None:
+        """The file an isfile of ``path`` just opened, if the client was used for nothing since."""
+        self._forget_after_fork()
+        client = self._by_loop.get(asyncio.get_running_loop())
+        return self.parked.take(client, path, self.uses)
 
     def track(self, file: RemoteFile) -> None:
         """Note a reader opened through the running loop's client, to close before it.

@@ -25,6 +25,7 @@ from fsspec.utils import tokenize
 from .._errors import HashUnavailable, RemoteError, RemoteIsADirectory, RemoteNotFound
 from . import _bulk
 from ._clients import LoopClients, close_all
+from ._isfile import RecentFiles, open_to_answer
 from ._options import PROTOCOL, connect_options, strip_protocol, url_options
 from ._oserrors import as_oserror, oserrors, translated
 from ._parquet import DEFAULT_PARQUET_PREFETCH, Layouts
@@ -89,6 +90,7 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         self._connect_kwargs = connect_options(options)
         self._clients = LoopClients(self._new_client)
         self.parquet_layouts = Layouts()  # footers parsed, for the next open of the file
+        self._recent_files = RecentFiles()  # an isfile of one of them opens it (``_isfile``)
         self._new_client()  # a bad option fails here, not on first use
         weakref.finalize(self, close_all, self._clients)
         if connect_early and not self.asynchronous and not _UNPICKLING.get():
@@ -135,7 +137,22 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if info is None:
             info = info_of(await self.client.stat(where), where)
             _bulk.seen(info)
+            self._recent_files.saw(info)
         return info
+
+    async def _isfile(self, path: str) -> bool:
+        """A STAT; for a path last seen as a regular file, an OPEN with it, the file
+        kept for the open that usually follows (``_isfile.py``)."""
+        where = self._strip_protocol(path)
+        if where in self._recent_files:
+            answer = await open_to_answer(self.client, where)
+            if isinstance(answer, bool):
+                return answer
+            if answer is not None:
+                self._clients.track(answer)
+                self._clients.park(where, answer)
+                return True
+        return bool(await super()._isfile(where))
 
     @translated
     async def _exists(self, path: str, **kwargs: Any) -> bool:
@@ -178,6 +195,7 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
                     infos[i] = {**info_of(target), "islink": True}
         for info in infos:
             _bulk.seen(info)
+            self._recent_files.saw(info)
         return infos
 
     async def _walk(
@@ -377,6 +395,8 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     async def _open_remote(self, path: str, mode: str) -> RemoteFile:
         """The remote file under an ``open()``, opened (errors as OSErrors)."""
         where = self._strip_protocol(path)
+        if mode == "rb" and (parked := self._clients.take_parked(where)) is not None:
+            return parked  # opened by the isfile just before
         with oserrors():
             remote = await self.client.open(where, mode)
         self._clients.track(remote)

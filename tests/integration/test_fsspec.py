@@ -22,6 +22,7 @@ import pytest
 
 import sshpipe
 from sshpipe.fsspec import SSHPipeFileSystem
+from sshpipe.fsspec._isfile import PARKED_FOR
 from sshpipe.fsspec._options import strip_protocol, url_options
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.fsspecfs import opened, register, sshpipe_fs, storage_options
@@ -314,3 +315,45 @@ def test_an_early_log_in_that_fails_is_tried_again_by_the_first_call(
             fs.ls("/")  # a new attempt, failing the same way
     finally:
         fs.close()
+
+
+def test_an_isfile_then_open_of_a_known_file_opens_it_once(
+    sshpipe_fs: SSHPipeFileSystem, here: Path, opened: list[Any]
+) -> None:
+    """pyarrow's idiom: the isfile's OPEN (sent with its STAT) serves the open."""
+    path = str(here / "f")
+    (here / "f").write_bytes(b"abc" * 1000)
+    assert sshpipe_fs.info(path)["type"] == "file"  # seen as a regular file
+    assert sshpipe_fs.isfile(path)
+    with sshpipe_fs.open(path, "rb") as f:
+        assert f.read() == b"abc" * 1000
+    assert len(opened) == 1  # the isfile's, taken by the open
+    # Not seen before: an isfile is a STAT, and opens nothing.
+    (here / "g").write_bytes(b"g")
+    assert sshpipe_fs.isfile(str(here / "g")) and len(opened) == 1
+    assert not sshpipe_fs.isfile(str(here / "missing")) and not sshpipe_fs.isfile(str(here))
+
+
+def test_an_isfile_open_not_taken_next_is_closed(
+    sshpipe_fs: SSHPipeFileSystem, here: Path, opened: list[Any]
+) -> None:
+    path = str(here / "f")
+    (here / "f").write_bytes(b"first")
+    sshpipe_fs.ls(str(here))  # the listing shows it a regular file
+    assert sshpipe_fs.isfile(path)
+    (here / "f").write_bytes(b"second")  # changed between the two calls
+    assert sshpipe_fs.info(path)["size"] == 6  # another use of the client between
+    with sshpipe_fs.open(path, "rb") as f:
+        assert f.read() == b"second"  # opened anew, not the isfile's handle
+    assert len(opened) == 2
+    assert sshpipe_fs.isfile(path)
+    time.sleep(PARKED_FOR + 0.2)  # too late for its open
+    with sshpipe_fs.open(path, "rb") as f:
+        assert f.read() == b"second"
+    assert len(opened) == 4
+    deadline = time.monotonic() + 5  # the isfile's opens are closed (in the background)
+    while not all(file.closed for file in opened):
+        assert time.monotonic() < deadline, opened
+        time.sleep(0.02)
+    os.remove(here / "f")
+    assert not sshpipe_fs.isfile(path)  # seen before, now gone: False, not an error
