@@ -10,10 +10,11 @@ It goes back to the idle list only when its last user gives it back.
 
 Light users (``ChannelPool.lease(light=True)``: a remote file held open, a
 STAT or a listing) ask little of a channel for most of its life, so they share
-one with each other before a new channel is opened for them (3 round trips:
-open, subsystem, INIT): pyarrow stats a file while another it holds open sits
-idle on its channel. A channel stays "light" while only light users ever
-joined it; a transfer that had to share one makes it ordinary again.
+one with each other, while the channel is quiet, before a new channel is
+opened for them (3 round trips: open, subsystem, INIT): pyarrow stats a file
+while another it holds open sits idle on its channel. A channel stays
+"light" while only light users ever joined it; a transfer that had to share
+one makes it ordinary again.
 
 When even sharing finds no room (every channel at its cap, no connection left
 to open), a transfer waits in ``Room`` until something changes anywhere (a
@@ -39,6 +40,9 @@ ChannelKey = tuple[int, int, int]
 # four readers with the default 8 MiB read-ahead each ask 32 MiB of a 15 MiB
 # window, still 300 MB/s at 50 ms; metadata requests are a few bytes each.
 LIGHT_SHARE = 4
+# Replies a light channel may owe and still take a light user: a CLOSE not
+# waited for, a STAT or two; not a reader's read-ahead (16 READs for 4 MiB).
+QUIET = 4
 
 
 @dataclass(slots=True, eq=False)
@@ -126,8 +130,11 @@ class BusyChannels:
 
         Only live channels under their ``share_cap``; None (nothing joined) if
         fewer than ``count`` have room. ``light``: a light user joining light
-        channels only, at most ``LIGHT_SHARE`` users on each; a user that is
-        not light makes the channels it joins ordinary.
+        channels only, at most ``LIGHT_SHARE`` users on each, and only while
+        they owe at most ``QUIET`` replies (a STAT behind a reader's megabytes
+        of READs would wait for them all: on a channel of its own it waits only
+        for what the connection has already queued); a user that is not light
+        makes the channels it joins ordinary.
         """
         fits = [
             sftp
@@ -135,7 +142,7 @@ class BusyChannels:
             if self._key[sftp] == key
             and sftp.broken is None
             and users < (min(LIGHT_SHARE, share_cap(sftp)) if light else share_cap(sftp))
-            and (sftp in self._light or not light)
+            and (not light or (sftp in self._light and sftp.pending <= QUIET))
         ]
         if len(fits) < count:
             return None

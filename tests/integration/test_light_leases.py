@@ -37,7 +37,8 @@ async def test_metadata_and_further_opens_share_an_open_files_channel(
     a = random_file(peer.root / "a.bin", 300 * KiB)
     b = random_file(peer.root / "b.bin", 5 * KiB)
     async with peer.client() as sp:
-        first = await sp.open(peer.remote("a.bin"))  # held open, as pyarrow leaves its files
+        # Held open, as pyarrow leaves its files; no read-ahead left in flight.
+        first = await sp.open(peer.remote("a.bin"), read_ahead=0)
         assert await first.read(10) == a[:10]
         assert (await sp.stat(peer.remote("a.bin"))).size == len(a)
         assert await sp.exists(peer.remote("b.bin"))
@@ -50,6 +51,20 @@ async def test_metadata_and_further_opens_share_an_open_files_channel(
         await first.aclose()
         assert _channels(sp) == (1, 0)  # one channel was ever opened
         assert sp.connections == 1
+
+
+async def test_a_stat_beside_a_file_with_reads_in_flight_takes_its_own_channel(
+    openssh_peer: Peer,
+) -> None:
+    """Behind megabytes of READs a STAT would wait for them all: it goes beside them."""
+    peer = openssh_peer
+    data = random_file(peer.root / "big.bin", 4 * 1024 * KiB)
+    async with peer.client() as sp, sp.open(peer.remote("big.bin")) as f:
+        reading = asyncio.create_task(f.pread(0, len(data)))
+        await asyncio.sleep(0)  # its READs are sent, none answered yet
+        assert (await sp.stat(peer.remote("big.bin"))).size == len(data)
+        assert await reading == data
+        assert _channels(sp) == (1, 1) and "shared" not in repr(sp)
 
 
 async def test_a_transfer_takes_a_channel_of_its_own_beside_an_open_file(
