@@ -127,6 +127,18 @@ class ClientBase:
         async with self._opening:
             await pool.open()
 
+    async def warm(self, channels: int = 1) -> None:
+        """Connect, and open up to ``channels`` SFTP channels to keep idle for what comes.
+
+        The first request then pays no log-in or channel set-up (5 or 6
+        round trips); it never waits for room the client does not have.
+
+        Raises:
+            as :meth:`open` (connecting).
+        """
+        pool = await self._ready()
+        await pool.warm(self.config, channels)  # it logs in first (``ChannelPool.open``)
+
     async def aclose(self) -> None:
         """Close every channel and connection; calling it twice is fine.
 

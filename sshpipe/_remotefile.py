@@ -43,8 +43,10 @@ class RemoteFile:
 
     Made by :meth:`Client.open`; open it with ``async with`` (closed on
     leaving) or ``f = await client.open(...)`` and close it with
-    ``await f.aclose()``. It holds one SFTP channel of the client's pool
-    until closed. Reads: ``read``/``readinto`` at the position (with a
+    ``await f.aclose()``. It holds a lease on one SFTP channel of the
+    client's pool until closed, a light one: other open files and metadata
+    requests (``stat``, ``ls``) share that channel rather than open one.
+    Reads: ``read``/``readinto`` at the position (with a
     read-ahead that grows while reads are sequential and drops on a seek),
     ``pread`` anywhere (many tasks may call it at once), ``read_ranges``
     (every range's READs sent at once). Writes stream through the upload's
@@ -94,7 +96,7 @@ class RemoteFile:
 
         stack = contextlib.AsyncExitStack()
         try:
-            lease = await stack.enter_async_context(pool.lease(self._config))
+            lease = await stack.enter_async_context(pool.lease(self._config, light=True))
             self._file = await open_file(
                 lease, self.name, self.mode, self._config, self._read_ahead
             )
@@ -200,6 +202,11 @@ class RemoteFile:
         if file.writer is not None:
             return max(file.attrs.size or 0, file.writer.written)
         return file.attrs.size
+
+    @property
+    def attributes(self) -> RemoteStat:
+        """What the server said of the file at open (or the last :meth:`stat`), asking nothing."""
+        return remote_stat(self.name, self._open_file().attrs)
 
     async def stat(self) -> RemoteStat:
         """What the server says of the open file now (FSTAT); ``size`` follows it."""

@@ -1,7 +1,8 @@
 """Remote file operations on :class:`sshpipe.Client`: ls, stat, remove, mkdir, rename, copy.
 
-Each lends one channel from the client's pool (as ``glob`` does) and runs
-``transport.remoteops`` on it; ``copy`` without the server's copy-data takes
+Each lends one channel from the client's pool (as ``glob`` does), a light
+lease (a channel a remote file holds open is shared, not a new one opened),
+and runs ``transport.remoteops`` on it; ``copy`` without the server's copy-data takes
 two, one streaming the source in, one writing the copy. The transfers are in
 ``_client``; this is the part of the client an fsspec filesystem maps onto
 (``_ls``, ``_info``, ``_rm``, ``_mkdir``, ``_mv``, ``_cp_file``, ``checksum``).
@@ -28,8 +29,9 @@ class RemoteOps(ClientBase):
 
     @contextlib.asynccontextmanager
     async def _channel(self) -> AsyncIterator[SFTPSession]:
+        """A channel for a few requests: shared with a remote file held open, if any."""
         pool = await self._ready()
-        async with pool.lease(self.config) as lease:
+        async with pool.lease(self.config, light=True) as lease:
             yield lease.channels[0]
 
     @overload
@@ -46,7 +48,8 @@ class RemoteOps(ClientBase):
         """A remote file for random access: ``async with sp.open(path) as f:``.
 
         Or ``f = await sp.open(path)`` and, when done, ``await f.aclose()``.
-        The file holds one channel of the pool until it is closed. Without a
+        The file holds a channel of the pool (shared with other open files and
+        metadata requests) until it is closed. Without a
         path, ``await sp.open()`` connects and authenticates (as ``async
         with sp`` does; a transfer does it too).
 

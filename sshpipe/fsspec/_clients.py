@@ -16,15 +16,21 @@ otherwise wait ``WIND_DOWN`` for channels that nobody is there to give back.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import logging
 import os
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._isfile import Parked
+
 if TYPE_CHECKING:
     from .._client import Client
     from .._remotefile import RemoteFile
+
+logger = logging.getLogger("sshpipe.fsspec")
 
 # How long close() waits for a client on another loop to say goodbye to its
 # server: a server gone silent must not hang the caller's exit.
@@ -43,6 +49,8 @@ class LoopClients:
         self._files: weakref.WeakKeyDictionary[Client, weakref.WeakSet[RemoteFile]] = (
             weakref.WeakKeyDictionary()
         )
+        self.uses = 0  # calls of ``current``: an isfile's parked file wants none since
+        self.parked = Parked()
 
     def __len__(self) -> int:
         self._forget_after_fork()
@@ -57,11 +65,40 @@ class LoopClients:
     def current(self) -> Client:
         """The running loop's client, made (not connected: its first call connects) if new."""
         self._forget_after_fork()
+        self.uses += 1
         loop = asyncio.get_running_loop()
         client = self._by_loop.get(loop)
         if client is None:
             client = self._by_loop[loop] = self._factory()
         return client
+
+    def warm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Log in and open a channel on ``loop`` now, in the background (``connect_early``).
+
+        The first call, made while this runs, waits for the same log-in (and
+        hears its failure); one made after a failure connects again itself.
+        """
+
+        async def warm() -> None:
+            try:
+                await self.current().warm(1)
+            except Exception as exc:  # the first call will say it, with its own
+                logger.debug("sshpipe filesystem: early log-in failed: %s", exc)
+
+        future = asyncio.run_coroutine_threadsafe(warm(), loop)
+        _WARMING.add(future)
+        future.add_done_callback(_WARMING.discard)
+
+    def park(self, path: str, file: RemoteFile) -> None:
+        """Keep an isfile's open ``file`` for the open of ``path`` that may come next."""
+        client = self.current()
+        self.parked.park(client, path, file, self.uses)
+
+    def take_parked(self, path: str) -> RemoteFile | None:
+        """The file an isfile of ``path`` just opened, if the client was used for nothing since."""
+        self._forget_after_fork()
+        client = self._by_loop.get(asyncio.get_running_loop())
+        return self.parked.take(client, path, self.uses)
 
     def track(self, file: RemoteFile) -> None:
         """Note a reader opened through the running loop's client, to close before it.
@@ -123,3 +160,5 @@ def close_all(clients: LoopClients) -> None:
 
 # Tasks of close_all() kept referenced until they end (asyncio holds only weak ones).
 _PENDING: set[asyncio.Task[None]] = set()
+# Early log-ins under way (``LoopClients.warm``), referenced until they end.
+_WARMING: set[concurrent.futures.Future[None]] = set()

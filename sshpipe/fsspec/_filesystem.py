@@ -12,6 +12,7 @@ users catch (``_oserrors``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import glob
 import posixpath
 import weakref
@@ -24,6 +25,7 @@ from fsspec.utils import tokenize
 from .._errors import HashUnavailable, RemoteError, RemoteIsADirectory, RemoteNotFound
 from . import _bulk
 from ._clients import LoopClients, close_all
+from ._isfile import RecentFiles, open_to_answer
 from ._options import PROTOCOL, connect_options, strip_protocol, url_options
 from ._oserrors import as_oserror, oserrors, translated
 from ._parquet import DEFAULT_PARQUET_PREFETCH, Layouts
@@ -63,8 +65,11 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     ``fsspec.filesystem("sshpipe", host=HOST, port=PORT, username=USER,
     identity_files=[KEY])``: the options are :func:`sshpipe.connect`'s keyword
-    arguments plus ``host``. Nothing connects until the first call; the
-    filesystem pickles (Dask workers open their own connections on first use),
+    arguments plus ``host``, and ``connect_early`` (default True): made by a
+    synchronous caller, it logs in and opens a channel in the background at
+    once (as sshfs connects in its constructor, but without waiting), so the
+    first call finds them ready; False connects on the first call. The
+    filesystem pickles (an unpickled copy, a Dask worker's, connects on first use),
     keeps one connection set per event loop and closes them with ``close()``
     (or when it is garbage collected).
     """
@@ -80,12 +85,21 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
 
     def __init__(self, host: str, **options: Any) -> None:
         super().__init__(host, **options)
+        connect_early = bool(options.pop("connect_early", True))
         self.host = host
         self._connect_kwargs = connect_options(options)
         self._clients = LoopClients(self._new_client)
         self.parquet_layouts = Layouts()  # footers parsed, for the next open of the file
+        self._recent_files = RecentFiles()  # an isfile of one of them opens it (``_isfile``)
         self._new_client()  # a bad option fails here, not on first use
         weakref.finalize(self, close_all, self._clients)
+        if connect_early and not self.asynchronous and not _UNPICKLING.get():
+            # The log-in's round trips pass while the caller goes on (pyarrow
+            # imports its dataset module, ~0.3 s) instead of at its first call.
+            self._clients.warm(self.loop)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickled, (type(self), self.storage_args, self.storage_options)
 
     def _new_client(self) -> Client:
         from .._connect import connect
@@ -123,7 +137,22 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         if info is None:
             info = info_of(await self.client.stat(where), where)
             _bulk.seen(info)
+            self._recent_files.saw(info)
         return info
+
+    async def _isfile(self, path: str) -> bool:
+        """A STAT; for a path last seen as a regular file, an OPEN with it, the file
+        kept for the open that usually follows (``_isfile.py``)."""
+        where = self._strip_protocol(path)
+        if where in self._recent_files:
+            answer = await open_to_answer(self.client, where)
+            if isinstance(answer, bool):
+                return answer
+            if answer is not None:
+                self._clients.track(answer)
+                self._clients.park(where, answer)
+                return True
+        return bool(await super()._isfile(where))
 
     @translated
     async def _exists(self, path: str, **kwargs: Any) -> bool:
@@ -166,6 +195,7 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
                     infos[i] = {**info_of(target), "islink": True}
         for info in infos:
             _bulk.seen(info)
+            self._recent_files.saw(info)
         return infos
 
     async def _walk(
@@ -363,6 +393,8 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     async def _open_remote(self, path: str, mode: str) -> RemoteFile:
         """The remote file under an ``open()``, opened (errors as OSErrors)."""
         where = self._strip_protocol(path)
+        if mode == "rb" and (parked := self._clients.take_parked(where)) is not None:
+            return parked  # opened by the isfile just before
         with oserrors():
             remote = await self.client.open(where, mode)
         self._clients.track(remote)
@@ -421,6 +453,19 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         from fsspec.asyn import sync
 
         return sync(self.loop, func, *args)
+
+
+# Set while a pickled filesystem is made again: a Dask worker's copy connects on
+# first use, never on arrival.
+_UNPICKLING = contextvars.ContextVar("_UNPICKLING", default=False)
+
+
+def _unpickled(cls: type[SSHPipeFileSystem], args: Any, kwargs: dict[str, Any]) -> Any:
+    token = _UNPICKLING.set(True)
+    try:
+        return cls(*args, **kwargs)
+    finally:
+        _UNPICKLING.reset(token)
 
 
 def _split(where: str, infos: list[Info]) -> tuple[Info, Info, dict[str, str]]:

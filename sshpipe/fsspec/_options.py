@@ -28,6 +28,8 @@ FSSPEC_OPTIONS = frozenset(
         "max_paths",
     }
 )
+# The filesystem's own keywords (``SSHPipeFileSystem``), not ``sshpipe.connect``'s.
+FILESYSTEM_OPTIONS = frozenset({"connect_early"})
 
 
 def connect_parameters() -> frozenset[str]:
@@ -46,7 +48,7 @@ def connect_options(options: dict[str, Any]) -> dict[str, Any]:
             typo would otherwise be dropped in silence).
     """
     known = connect_parameters()
-    chosen = {k: v for k, v in options.items() if k not in FSSPEC_OPTIONS}
+    chosen = {k: v for k, v in options.items() if k not in FSSPEC_OPTIONS | FILESYSTEM_OPTIONS}
     unknown = sorted(set(chosen) - known)
     if unknown:
         raise UsageError(f"sshpipe filesystem: unknown storage option(s) {', '.join(unknown)}")

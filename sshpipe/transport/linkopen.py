@@ -10,9 +10,11 @@ with it) is imported only for a direct connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import sys
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
 from .._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
@@ -51,9 +53,38 @@ class Link(Protocol):
     async def close(self) -> None: ...
 
 
-__all__ = ["Link", "open_link"]
+__all__ = ["Link", "LoginTurns", "open_link"]
 
 logger = logging.getLogger("sshpipe.mux")
+
+
+class LoginTurns:
+    """One log-in at a time; those who waited for one that failed hear its error.
+
+    A filesystem's early log-in and its first call (``fsspec._clients``), or
+    two transfers starting at once, would otherwise each connect: a caller
+    arriving while a log-in runs takes its outcome, and one arriving after a
+    failure tries again itself.
+    """
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._failures = 0
+        self._error: Exception | None = None
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """The body logs in (or finds it done); raises the failure it waited behind."""
+        failures = self._failures
+        async with self._lock:
+            if self._failures != failures and self._error is not None:
+                raise self._error
+            try:
+                yield
+            except Exception as exc:
+                self._failures, self._error = self._failures + 1, exc
+                raise
+
 
 _SSH = "sshpipe.transport.ssh"
 

@@ -32,10 +32,10 @@ from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.sizing import reply_cap
 from .authmemory import AuthMemory
-from .linkopen import open_link
+from .linkopen import LoginTurns, open_link
 from .poollease import Lease as Lease
 from .poollease import Pool as Pool
-from .poollease import PoolLease, leased_with_spares
+from .poollease import PoolLease, leased
 from .poolshare import BusyChannels, ChannelKey, PooledLink, Room
 from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
@@ -64,6 +64,8 @@ class ChannelPool:
         self._settling = Settling()  # given back with replies owed: not reused yet
         self._connecting = 0
         self._closed = False
+        self._login = LoginTurns()  # the first connection's (``open``)
+        self.warming = 0  # ``warm`` calls under way
         # The server's limits@openssh.com answer, learned on the first channel:
         # every connection reaches the same server.
         self._server_limits: Limits | None = None
@@ -104,7 +106,11 @@ class ChannelPool:
         """
         if self._closed:
             raise ClosedError("this client was closed")
-        if not self._slots:
+        if self._slots:
+            return
+        async with self._login.turn():  # a log-in under way: its outcome is ours
+            if self._slots:
+                return
             link = await open_link(self.connect_config, self.auth_memory)
             if self._closed:  # closed while we connected
                 await link.close()
@@ -164,6 +170,7 @@ class ChannelPool:
         *,
         required: int,
         ready: Callable[[SFTPSession], None] | None = None,
+        light: bool = False,
     ) -> list[SFTPSession]:
         """Up to ``count`` channels: idle ones first, then new ones, on new connections if needed.
 
@@ -171,7 +178,8 @@ class ChannelPool:
         connections); fewer than ``required`` raises the first failure. When
         every connection the client may open is full, the ``required`` are
         busy channels shared (``poolshare``); when none has room either, the
-        call waits for room, at most ``config.queue_timeout``.
+        call waits for room, at most ``config.queue_timeout``. ``light``
+        (``lease``): busy light channels are joined before new ones open.
 
         Raises:
             PoolExhausted: no room came within ``queue_timeout``.
@@ -183,7 +191,9 @@ class ChannelPool:
         try:
             while True:
                 seen = self._room.epoch  # a wake-up while we look is not lost
-                taken = await self._try_take_channels(config, count, required=required, ready=ready)
+                taken = await self._try_take_channels(
+                    config, count, required=required, ready=ready, light=light
+                )
                 if taken is not None:
                     return taken
                 if self._evict_idle(keep=_key(config)):
@@ -236,6 +246,7 @@ class ChannelPool:
         *,
         required: int,
         ready: Callable[[SFTPSession], None] | None,
+        light: bool = False,
     ) -> list[SFTPSession] | None:
         """One attempt of ``_take_channels``; None when no room is left anywhere yet."""
         if self._closed:
@@ -252,6 +263,9 @@ class ChannelPool:
             else:
                 self._forget(sftp)
         self._busy.add(_key(config), taken)
+        if light and len(taken) < count:
+            joined = self._busy.share(_key(config), count - len(taken), light=True)
+            taken += joined or []
         if ready is not None:
             for sftp in taken:
                 ready(sftp)
@@ -449,7 +463,11 @@ class ChannelPool:
 
     @contextlib.asynccontextmanager
     async def lease(
-        self, config: TransferConfig, *, at_start: Callable[[float], int] | None = None
+        self,
+        config: TransferConfig,
+        *,
+        at_start: Callable[[float], int] | None = None,
+        light: bool = False,
     ) -> AsyncIterator[PoolLease]:
         """Channels for one transfer, given back to the pool when it ends.
 
@@ -459,34 +477,18 @@ class ChannelPool:
         be: the transfer gets the first as soon as it is open and the others
         as they are (``PoolLease.add``), so none waits for measured growth.
 
+        ``light``: a user asking little of its channel (a file held open, a
+        STAT) shares a busy light one before one is opened for it (``poolshare``).
+
         From the moment it asks, the transfer is a member of the client's byte
         budget (``core.flight.SharedBytes``): a block of it is kept for its start.
         """
         self.client_bytes.members += 1
         try:
-            async with self._lease(config, at_start) as lease:
+            async with leased(self, config, at_start, light) as lease:
                 yield lease
         finally:
             self.client_bytes.members -= 1
-
-    @contextlib.asynccontextmanager
-    async def _lease(
-        self, config: TransferConfig, at_start: Callable[[float], int] | None
-    ) -> AsyncIterator[PoolLease]:
-        first = config.channels or 1
-        if config.channels is None and at_start is not None:
-            await self.open()
-            early = at_start(self.rtt_estimate) - first
-            if early > 0:
-                async with leased_with_spares(self, config, first, early) as lease:
-                    yield lease
-                return
-        lease = PoolLease(self, config, await self._take_channels(config, first, required=first))
-        lease.grow_no_more_if_shared()
-        try:
-            yield lease
-        finally:
-            self._give_back(config, lease.channels)
 
     @property
     def rtt_estimate(self) -> float:
@@ -494,5 +496,13 @@ class ChannelPool:
         return self._slots[0].link.rtt_estimate if self._slots else 0.0
 
     async def warm(self, config: TransferConfig, count: int) -> None:
-        """Open up to ``count`` idle channels now, if there is room; never wait for one."""
-        self._give_back(config, await self._take_channels(config, count, required=0))
+        """Open up to ``count`` idle channels now, if there is room; never wait for one.
+
+        A light lease asking meanwhile waits for them (``poollease.leased``).
+        """
+        self.warming += 1
+        try:
+            self._give_back(config, await self._take_channels(config, count, required=0))
+        finally:
+            self.warming -= 1
+            self._room.wake()

@@ -185,6 +185,38 @@ class PoolLease:
 
 
 @contextlib.asynccontextmanager
+async def leased(
+    client: ChannelPool,
+    config: TransferConfig,
+    at_start: Callable[[float], int] | None,
+    light: bool,
+) -> AsyncIterator[PoolLease]:
+    """The body of ``ChannelPool.lease`` (see there), its byte budget's count aside."""
+    first = config.channels or 1
+    if config.channels is None and at_start is not None:
+        await client.open()
+        early = at_start(client.rtt_estimate) - first
+        if early > 0:
+            async with leased_with_spares(client, config, first, early) as lease:
+                yield lease
+            return
+    while light and client.warming:
+        # A warm-up's channels are on their way (an fsspec filesystem's early
+        # log-in): one of them will be idle, sooner than a channel of our own.
+        seen = client._room.epoch
+        await client._room.wait(seen, None)
+    taken = await client._take_channels(config, first, required=first, light=light)
+    if light:
+        client._busy.mark_light(taken)
+    lease = PoolLease(client, config, taken)
+    lease.grow_no_more_if_shared()
+    try:
+        yield lease
+    finally:
+        client._give_back(config, lease.channels)
+
+
+@contextlib.asynccontextmanager
 async def leased_with_spares(
     client: ChannelPool, config: TransferConfig, first: int, spares: int
 ) -> AsyncIterator[PoolLease]:

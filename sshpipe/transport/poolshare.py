@@ -8,6 +8,14 @@ carries the handles and requests of many transfers. A channel shared by k
 transfers holds about k handles, so its users stay under ``share_cap``.
 It goes back to the idle list only when its last user gives it back.
 
+Light users (``ChannelPool.lease(light=True)``: a remote file held open, a
+STAT or a listing) ask little of a channel for most of its life, so they share
+one with each other, while the channel is quiet, before a new channel is
+opened for them (3 round trips: open, subsystem, INIT): pyarrow stats a file
+while another it holds open sits idle on its channel. A channel stays
+"light" while only light users ever joined it; a transfer that had to share
+one makes it ordinary again.
+
 When even sharing finds no room (every channel at its cap, no connection left
 to open), a transfer waits in ``Room`` until something changes anywhere (a
 channel given back, a connection or channel opened, one lost), for at most
@@ -27,6 +35,14 @@ from .sftp import SFTPSession
 
 # (window, max_packet_size, longest reply) a channel was opened with
 ChannelKey = tuple[int, int, int]
+
+# Light users one channel carries before the next gets a channel of its own:
+# four readers with the default 8 MiB read-ahead each ask 32 MiB of a 15 MiB
+# window, still 300 MB/s at 50 ms; metadata requests are a few bytes each.
+LIGHT_SHARE = 4
+# Replies a light channel may owe and still take a light user: a CLOSE not
+# waited for, a STAT or two; not a reader's read-ahead (16 READs for 4 MiB).
+QUIET = 4
 
 
 @dataclass(slots=True, eq=False)
@@ -61,6 +77,7 @@ class BusyChannels:
     def __init__(self) -> None:
         self._users: dict[SFTPSession, int] = {}
         self._key: dict[SFTPSession, ChannelKey] = {}
+        self._light: set[SFTPSession] = set()  # only light users ever joined
 
     def __len__(self) -> int:
         return len(self._users)
@@ -86,6 +103,13 @@ class BusyChannels:
         """Forget ``sftp`` whoever used it (it is being closed)."""
         self._users.pop(sftp, None)
         self._key.pop(sftp, None)
+        self._light.discard(sftp)
+
+    def mark_light(self, channels: list[SFTPSession]) -> None:
+        """``channels``, each lent to one light user alone, may take other light users."""
+        for sftp in channels:
+            if self._users.get(sftp) == 1:
+                self._light.add(sftp)
 
     def leave(self, sftp: SFTPSession) -> bool:
         """One user gives ``sftp`` back; True if it was the last (the channel is free)."""
@@ -99,22 +123,34 @@ class BusyChannels:
     def is_shared(self, channels: list[SFTPSession]) -> bool:
         return any(self._users.get(sftp, 0) > 1 for sftp in channels)
 
-    def share(self, key: ChannelKey, count: int) -> list[SFTPSession] | None:
+    def share(
+        self, key: ChannelKey, count: int, *, light: bool = False
+    ) -> list[SFTPSession] | None:
         """``count`` busy channels opened with ``key``, the least used first, each joined.
 
         Only live channels under their ``share_cap``; None (nothing joined) if
-        fewer than ``count`` have room.
+        fewer than ``count`` have room. ``light``: a light user joining light
+        channels only, at most ``LIGHT_SHARE`` users on each, and only while
+        they owe at most ``QUIET`` replies (a STAT behind a reader's megabytes
+        of READs would wait for them all: on a channel of its own it waits only
+        for what the connection has already queued); a user that is not light
+        makes the channels it joins ordinary.
         """
         fits = [
             sftp
             for sftp, users in self._users.items()
-            if self._key[sftp] == key and sftp.broken is None and users < share_cap(sftp)
+            if self._key[sftp] == key
+            and sftp.broken is None
+            and users < (min(LIGHT_SHARE, share_cap(sftp)) if light else share_cap(sftp))
+            and (not light or (sftp in self._light and sftp.pending <= QUIET))
         ]
         if len(fits) < count:
             return None
         chosen = sorted(fits, key=self._users.__getitem__)[:count]
         for sftp in chosen:
             self._users[sftp] += 1
+            if not light:
+                self._light.discard(sftp)
         return chosen
 
 

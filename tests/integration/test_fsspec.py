@@ -12,14 +12,17 @@ import os
 import pickle
 import posixpath
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import fsspec
+import fsspec.asyn
 import pytest
 
 import sshpipe
 from sshpipe.fsspec import SSHPipeFileSystem
+from sshpipe.fsspec._isfile import PARKED_FOR
 from sshpipe.fsspec._options import strip_protocol, url_options
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.fsspecfs import opened, register, sshpipe_fs, storage_options
@@ -258,3 +261,99 @@ def test_url_with_storage_options(openssh: SSHServerInfo, here: Path) -> None:
     url = f"sshpipe://{openssh.user}@{openssh.host}:{openssh.port}{where}"
     with fsspec.open(url, "rt", **rest) as f:
         assert f.read() == "by url"
+
+
+def _client_state(fs: SSHPipeFileSystem) -> str:
+    """The repr of the client on fsspec's loop, made there if it is not yet."""
+
+    async def state() -> str:
+        return repr(fs.client)
+
+    return str(fsspec.asyn.sync(fs.loop, state))
+
+
+def test_a_new_filesystem_logs_in_at_once_and_its_first_call_shares_it(
+    openssh: SSHServerInfo, here: Path
+) -> None:
+    (here / "f").write_bytes(b"x")
+    fs = fsspec.filesystem("sshpipe", **storage_options(openssh), skip_instance_cache=True)
+    try:
+        # Called at once, while the early log-in runs: it waits for that one.
+        assert fs.ls(str(here), detail=False) == [str(here / "f")]
+        assert "connections=1 idle_channels=1 busy_channels=0" in _client_state(fs)
+    finally:
+        fs.close()
+    untouched = fsspec.filesystem("sshpipe", **storage_options(openssh), skip_instance_cache=True)
+    try:  # no call made: it logs in and opens its channel by itself
+        deadline = time.monotonic() + 10
+        while "connections=1 idle_channels=1" not in _client_state(untouched):
+            assert time.monotonic() < deadline, _client_state(untouched)
+            time.sleep(0.02)
+    finally:
+        untouched.close()
+    lazy = fsspec.filesystem(
+        "sshpipe", **storage_options(openssh), connect_early=False, skip_instance_cache=True
+    )
+    try:
+        time.sleep(0.2)  # what an early log-in would have begun by now
+        assert len(lazy._clients) == 0  # nothing made, nothing connecting
+        assert lazy.cat_file(str(here / "f")) == b"x"
+        assert "connections=1" in _client_state(lazy)
+    finally:
+        lazy.close()
+
+
+def test_an_early_log_in_that_fails_is_tried_again_by_the_first_call(
+    openssh: SSHServerInfo,
+) -> None:
+    options = {**storage_options(openssh), "port": _dead_port(), "skip_instance_cache": True}
+    fs = fsspec.filesystem("sshpipe", **options)
+    try:
+        with pytest.raises(sshpipe.ConnectError):
+            fs.ls("/")
+        with pytest.raises(sshpipe.ConnectError):
+            fs.ls("/")  # a new attempt, failing the same way
+    finally:
+        fs.close()
+
+
+def test_an_isfile_then_open_of_a_known_file_opens_it_once(
+    sshpipe_fs: SSHPipeFileSystem, here: Path, opened: list[Any]
+) -> None:
+    """pyarrow's idiom: the isfile's OPEN (sent with its STAT) serves the open."""
+    path = str(here / "f")
+    (here / "f").write_bytes(b"abc" * 1000)
+    assert sshpipe_fs.info(path)["type"] == "file"  # seen as a regular file
+    assert sshpipe_fs.isfile(path)
+    with sshpipe_fs.open(path, "rb") as f:
+        assert f.read() == b"abc" * 1000
+    assert len(opened) == 1  # the isfile's, taken by the open
+    # Not seen before: an isfile is a STAT, and opens nothing.
+    (here / "g").write_bytes(b"g")
+    assert sshpipe_fs.isfile(str(here / "g")) and len(opened) == 1
+    assert not sshpipe_fs.isfile(str(here / "missing")) and not sshpipe_fs.isfile(str(here))
+
+
+def test_an_isfile_open_not_taken_next_is_closed(
+    sshpipe_fs: SSHPipeFileSystem, here: Path, opened: list[Any]
+) -> None:
+    path = str(here / "f")
+    (here / "f").write_bytes(b"first")
+    sshpipe_fs.ls(str(here))  # the listing shows it a regular file
+    assert sshpipe_fs.isfile(path)
+    (here / "f").write_bytes(b"second")  # changed between the two calls
+    assert sshpipe_fs.info(path)["size"] == 6  # another use of the client between
+    with sshpipe_fs.open(path, "rb") as f:
+        assert f.read() == b"second"  # opened anew, not the isfile's handle
+    assert len(opened) == 2
+    assert sshpipe_fs.isfile(path)
+    time.sleep(PARKED_FOR + 0.2)  # too late for its open
+    with sshpipe_fs.open(path, "rb") as f:
+        assert f.read() == b"second"
+    assert len(opened) == 4
+    deadline = time.monotonic() + 5  # the isfile's opens are closed (in the background)
+    while not all(file.closed for file in opened):
+        assert time.monotonic() < deadline, opened
+        time.sleep(0.02)
+    os.remove(here / "f")
+    assert not sshpipe_fs.isfile(path)  # seen before, now gone: False, not an error

@@ -9,6 +9,7 @@ off; the bytes read ahead stay under the cap.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fsspec.asyn import sync
 
 from sshpipe.core.parquetplan import Chunk
 from sshpipe.fsspec import SSHPipeFileSystem
@@ -277,3 +279,26 @@ def test_the_filesystem_remembers_a_few_footers_by_path_and_size() -> None:
     layouts.put("/c", 100, one)
     assert layouts.get("/b", 100) is None  # the oldest went
     assert layouts.get("/a", 100) == one
+
+
+def test_read_table_opens_one_connection_and_one_channel(
+    openssh: SSHServerInfo, here: Path
+) -> None:
+    """pyarrow's stats and its second open, beside the first file it leaves open,
+    share the first file's channel (a light lease), as does the early log-in's."""
+    path = here / "wide.parquet"
+    _wide(path, 5_000)
+    fs = SSHPipeFileSystem(**storage_options(openssh), skip_instance_cache=True)
+    try:
+        table = pq.read_table(str(path), columns=["c3", "c7"], filesystem=fs)
+        assert table.equals(pq.read_table(path, columns=["c3", "c7"]))
+
+        async def state() -> str:
+            return repr(fs.client)
+
+        shown = str(sync(fs.loop, state))
+        found = re.search(r"connections=(\d+) idle_channels=(\d+) busy_channels=(\d+)", shown)
+        assert found is not None, shown
+        assert found[1] == "1" and int(found[2]) + int(found[3]) == 1, shown
+    finally:
+        fs.close()
