@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -14,6 +12,7 @@ from ._errors import RemoteError, UsageError
 from ._paths import StrPath, fspath, fspaths, is_one
 from ._remoteops import RemoteOps
 from ._stats import ProgressCallback, TransferStats, TreeStats
+from ._transferchoices import by_workers, local_size, reported, tree_options
 
 # The engine loads on the client's first use, in a worker thread
 # (``ClientBase._ready``). The tree machinery (tree/get.py, put.py) loads the
@@ -166,8 +165,8 @@ class Client(RemoteOps):
                         from .tree.get import download_preserving
 
                         stats = await download_preserving(lease, path, dest, cfg, tally)
-                        return _reported(stats, lease)
-                    if _shares(cfg, route):
+                        return reported(stats, lease)
+                    if by_workers(cfg, route):
                         from .transfer.workers.get import shared_download
 
                         shared = await shared_download(
@@ -176,13 +175,13 @@ class Client(RemoteOps):
                         if shared is not None:
                             return shared
                     stats = await download(lease, path, dest, cfg, tally=tally)
-                    return _reported(stats, lease)
+                    return reported(stats, lease)
 
             return await tracked(progress, path, get_one)
         await imported("sshpipe.tree.get")
         from .tree.get import TreeGet
 
-        options = _options(recursive, preserve, follow_symlinks, fail_fast, progress)
+        options = tree_options(recursive, preserve, follow_symlinks, fail_fast, progress)
         return await self._tree(TreeGet, sources, dest, options, cfg)
 
     # A str is also a Sequence[str]: it matches the last overload too, and the
@@ -308,7 +307,7 @@ class Client(RemoteOps):
         await imported("sshpipe.tree.put")
         from .tree.put import TreePut
 
-        options = _options(recursive, preserve, follow_symlinks, fail_fast, progress)
+        options = tree_options(recursive, preserve, follow_symlinks, fail_fast, progress)
         return await self._tree(TreePut, sources, dest, options, cfg, uploads=True)
 
     async def _put_one(
@@ -325,7 +324,7 @@ class Client(RemoteOps):
         pool = await self._ready()
         if preserve:
             await imported("sshpipe.tree.preserving")
-        at_start = channels_at_start(cfg, size=_size_of(local), write=True)
+        at_start = channels_at_start(cfg, size=local_size(local), write=True)
         route = await self._auto_route()
         leasing = pool.lease if route is None else route.lease
         async with leasing(cfg, at_start=at_start) as lease:
@@ -336,9 +335,9 @@ class Client(RemoteOps):
                 stats = await upload_preserving(
                     lease, local, remote, cfg, tally, overwrite=overwrite
                 )
-                return _reported(stats, lease)
+                return reported(stats, lease)
             # Workers commit by a plain rename: a no-clobber put stays in one process.
-            if overwrite and _shares(cfg, route):
+            if overwrite and by_workers(cfg, route):
                 from .transfer.workers.put import shared_upload
 
                 shared = await shared_upload(
@@ -347,7 +346,7 @@ class Client(RemoteOps):
                 if shared is not None:
                     return shared
             stats = await upload(lease, local, remote, cfg, tally=tally, overwrite=overwrite)
-            return _reported(stats, lease)
+            return reported(stats, lease)
 
     async def glob(self, pattern: StrPath) -> list[str]:
         """Remote paths matching ``pattern``, sorted (``*``, ``?``, ``[...]`` per component).
@@ -471,48 +470,3 @@ class Client(RemoteOps):
                 return await upload_stream(lease, chunks, path, cfg, mode, tally=tally)
 
         return await tracked(progress, path, put_one)
-
-
-def _options(
-    recursive: bool,
-    preserve: bool,
-    follow_symlinks: bool,
-    fail_fast: bool,
-    progress: ProgressCallback | None,
-) -> TreeOptions:
-    # Only a tree comes here, its package loaded (``imported``): a single file never does.
-    from .tree.item import TreeOptions
-
-    return TreeOptions(
-        recursive=recursive,
-        preserve=preserve,
-        follow_symlinks=follow_symlinks,
-        fail_fast=fail_fast,
-        progress=progress,
-    )
-
-
-def _shares(config: TransferConfig, route: object) -> bool:
-    """Whether one file may go by worker processes (``transfer/workers``).
-
-    Only when asked for: "auto" is one process until measured to win (README,
-    "Worker processes"). Not with Compression auto's route, whose choice is
-    made per file on the parent's connections.
-    """
-    return config.workers != "auto" and config.workers > 1 and route is None
-
-
-def _size_of(path: str) -> int | None:
-    """The local file's size, to size the start (None: the upload will say what is wrong)."""
-    try:
-        return os.stat(path).st_size
-    except (OSError, ValueError):
-        return None
-
-
-def _reported(stats: TransferStats, lease: object) -> TransferStats:
-    """``stats`` with what Compression auto did, when its lease was routed."""
-    report = getattr(lease, "report", None)
-    if report is None:
-        return stats
-    return dataclasses.replace(stats, compression=report())
