@@ -32,7 +32,8 @@
   reuse until those are in (the pool's);
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
   (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
-  at its start);
+  at its start; ``poolopen`` opens channels on connections with room and on
+  new ones; ``poolshare`` counts them and shares busy ones);
 - ``linkopen``: where the pool's links come from: a mux master's socket
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
   ``muxmaster`` and ``muxconn``: the master that keeps connections for later

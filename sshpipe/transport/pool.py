@@ -24,27 +24,23 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 from .._config import ConnectConfig, TransferConfig
-from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, SSHPipeError
+from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
-from ..core.sizing import reply_cap
 from .authmemory import AuthMemory
 from .linkopen import LoginTurns, open_link
 from .poollease import Lease as Lease
 from .poollease import Pool as Pool
 from .poollease import PoolLease, leased
-from .poolshare import BusyChannels, ChannelKey, PooledLink, Room
+from .poolopen import open_channels
+from .poolshare import BusyChannels, ChannelKey, PooledLink, Room, channel_key
 from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.client")
-
-
-def _key(config: TransferConfig) -> ChannelKey:
-    return (config.window, config.max_packet_size, reply_cap(config.block_size))
 
 
 class ChannelPool:
@@ -196,7 +192,7 @@ class ChannelPool:
                 )
                 if taken is not None:
                     return taken
-                if self._evict_idle(keep=_key(config)):
+                if self._evict_idle(keep=channel_key(config)):
                     continue  # idle channels of other settings made room
                 shared = self._share(config, required, ready)
                 if shared is not None:
@@ -221,7 +217,7 @@ class ChannelPool:
         """``count`` busy channels to share, or None while connections are on their way."""
         if self._connecting:
             return None  # they bring channels of their own: wait for them (woken)
-        shared = self._busy.share(_key(config), count)
+        shared = self._busy.share(channel_key(config), count)
         if shared is not None and ready is not None:
             for sftp in shared:
                 ready(sftp)
@@ -253,7 +249,7 @@ class ChannelPool:
             raise ClosedError("this client was closed")
         if not self._slots:
             await self.open()
-        idle = self._idle.setdefault(_key(config), [])
+        idle = self._idle.setdefault(channel_key(config), [])
         taken: list[SFTPSession] = []
         while idle and len(taken) < count:
             sftp = idle.pop()
@@ -262,21 +258,21 @@ class ChannelPool:
                 taken.append(sftp)
             else:
                 self._forget(sftp)
-        self._busy.add(_key(config), taken)
+        self._busy.add(channel_key(config), taken)
         if light and len(taken) < count:
-            joined = self._busy.share(_key(config), count - len(taken), light=True)
+            joined = self._busy.share(channel_key(config), count - len(taken), light=True)
             taken += joined or []
         if ready is not None:
             for sftp in taken:
                 ready(sftp)
         errors: list[BaseException] = []
         try:
-            taken += await self._open_channels(config, count - len(taken), errors, ready)
+            taken += await open_channels(self, config, count - len(taken), errors, ready)
             if len(taken) < count and any(isinstance(e, ChannelRefused) for e in errors):
                 # A refusal taught us that connection's limit (MaxSessions): what it
                 # refused goes to other connections now, not never (the grower
                 # stops asking once a request brings nothing).
-                taken += await self._open_channels(config, count - len(taken), errors, ready)
+                taken += await open_channels(self, config, count - len(taken), errors, ready)
         except BaseException:
             if ready is None:  # else each went to ``ready``: its holder gives it back
                 self._give_back(config, taken)
@@ -289,121 +285,6 @@ class ChannelPool:
                 raise errors[0]
             return None
         return taken
-
-    async def _open_channels(
-        self,
-        config: TransferConfig,
-        count: int,
-        errors: list[BaseException],
-        ready: Callable[[SFTPSession], None] | None = None,
-    ) -> list[SFTPSession]:
-        """Open ``count`` channels concurrently over the connections with room and new ones."""
-        if count <= 0 or self._closed:  # closed meanwhile: no new connection for nobody
-            return []
-        # Bookkeeping first: reserve room on each connection before awaiting.
-        plan: list[PooledLink] = []  # a channel to open on each existing connection listed
-        for slot in self._slots:
-            take = min(slot.room, count - len(plan))
-            slot.open += take
-            plan += [slot] * take
-        per_new = config.channels_per_connection
-        new_links = min(
-            -(-(count - len(plan)) // per_new),
-            config.max_connections - len(self._slots) - self._connecting,
-        )
-        new_counts = [
-            min(per_new, count - len(plan) - i * per_new) for i in range(max(new_links, 0))
-        ]
-        # Reserved now, before any await: transfers asking at the same moment
-        # must see these connections as already coming (64 concurrent gets
-        # opened 55 connections when each counted only the ones under way).
-        self._connecting += len(new_counts)
-        unsettled = [len(new_counts)]  # reservations not yet given back
-        opened: list[SFTPSession] = []
-
-        async def on_slot(slot: PooledLink) -> None:
-            try:
-                await open_on(slot)
-            finally:
-                self._room.wake()  # a channel to share came, or its room is free again
-
-        async def open_on(slot: PooledLink) -> None:
-            try:
-                sftp = await slot.link.open_sftp(
-                    window=config.window,
-                    max_packet_size=config.max_packet_size,
-                    max_reply=reply_cap(config.block_size),
-                    stall_timeout=config.stall_timeout,
-                    known_limits=self._server_limits,
-                )
-            except ChannelRefused as exc:
-                slot.open -= 1
-                slot.cap = slot.open  # the server said how many it allows
-                errors.append(exc)
-                return
-            except SSHPipeError as exc:
-                slot.open -= 1
-                errors.append(exc)
-                return
-            except BaseException:
-                slot.open -= 1
-                raise
-            if self._closed:
-                sftp.close()
-                slot.open -= 1
-                return
-            sftp.on_limits = self._learned
-            sftp.caps = self.server_caps
-            sftp.left_temps = self.left_temps
-            sftp.client_bytes = self.client_bytes
-            self.peer = self.peer or sftp.peer
-            self.server_profile = self.server_profile or sftp.profile
-            self._slot_of[sftp] = slot
-            self._busy.add(_key(config), [sftp])
-            opened.append(sftp)
-            if ready is not None:
-                ready(sftp)
-
-        async def on_new_link(channels: int) -> None:
-            try:
-                link = await open_link(self.connect_config, self.auth_memory)
-            except SSHPipeError as exc:
-                errors.append(exc)
-                return
-            finally:
-                self._connecting -= 1
-                unsettled[0] -= 1
-                self._room.wake()  # waiters for it may share now, or find its room
-            if self._closed:
-                await link.close()
-                return
-            slot = PooledLink(link, per_new, open=channels)
-            self._slots.append(slot)
-            async with asyncio.TaskGroup() as group:
-                for _ in range(channels):
-                    group.create_task(on_slot(slot))
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                for slot in plan:
-                    group.create_task(on_slot(slot))
-                for channels in new_counts:
-                    group.create_task(on_new_link(channels))
-        except BaseException:
-            # Cancelled (or failed) midway: what opened is closed, unless it was
-            # already handed to ``ready`` (a grower's lane, a lease's spare):
-            # that is its holder's to give back.
-            if ready is None:
-                for sftp in opened:
-                    self._busy.discard(sftp)
-                    self._forget(sftp)
-                    sftp.close()
-            raise
-        finally:
-            self._connecting -= unsettled[0]  # tasks cancelled before they started
-        if errors:
-            logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
-        return opened
 
     def server(self) -> dict[str, object]:
         """What the server is, offers and was found to allow (``--json``'s "server")."""
@@ -443,7 +324,7 @@ class ChannelPool:
             slot.open -= 1
 
     def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
-        key = _key(config)
+        key = channel_key(config)
         if channels:
             self._room.wake()
         for sftp in channels:

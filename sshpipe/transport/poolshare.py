@@ -29,12 +29,20 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .._config import TransferConfig
 from ..core.servercaps import handle_cap
+from ..core.sizing import reply_cap
 from .linkopen import Link
 from .sftp import SFTPSession
 
 # (window, max_packet_size, longest reply) a channel was opened with
 ChannelKey = tuple[int, int, int]
+
+
+def channel_key(config: TransferConfig) -> ChannelKey:
+    """Channels are reused by (window, packet size, reply cap): what they were opened with."""
+    return (config.window, config.max_packet_size, reply_cap(config.block_size))
+
 
 # Light users one channel carries before the next gets a channel of its own:
 # four readers with the default 8 MiB read-ahead each ask 32 MiB of a 15 MiB
