@@ -36,7 +36,8 @@
   new ones; ``poolshare`` counts them and shares busy ones);
 - ``linkopen``: where the pool's links come from: a mux master's socket
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
-  ``muxmaster`` and ``muxconn``: the master that keeps connections for later
+  ``muxshell``: a remote shell through the master; ``muxmaster`` and
+  ``muxconn``: the master that keeps connections for later
   commands (``-o ControlMaster=auto``) and its socket;
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename;
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
