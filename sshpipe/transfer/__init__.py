@@ -4,7 +4,8 @@
 
 - ``download`` / ``upload`` / ``stream``: one file end to end (temp name,
   verify, commit, or bytes yielded in order), each attempt run inside the
-  reconnect loop of ``retrying``;
+  reconnect loop of ``retrying``; ``sending``: an upload's WRITEs across its
+  reconnects (what is sent, what is acknowledged);
 - ``readpump`` / ``writepump``: READs or WRITEs in flight, replies fed to the
   read plan or the acknowledgement count;
 - ``pump``: what both share (lanes, flight budget, flow controller, error,

@@ -145,7 +145,7 @@ async def _put(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
     from ..blocksource import FileBlocks
     from ..lanes import sizing_for
     from ..retrying import Retrying
-    from ..upload import _Sending
+    from ..sending import Sending
 
     assert isinstance(client, Client)
     config = client.config
@@ -159,7 +159,7 @@ async def _put(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
         async with pool.lease(config) as lease:
             sizing = await sizing_for(config, lease.channels[0], write=True)
             blocks = FileBlocks(source, in_thread=False)
-            sending = _Sending(config, sizing, blocks, job.size, source.mode, None, None, reports)
+            sending = Sending(config, sizing, blocks, job.size, source.mode, None, None, reports)
             sending.skip(others(job.size, list(job.ranges)))
             retry = Retrying(lease, RetryBudget(attempts=config.retries), path=job.shown)
 

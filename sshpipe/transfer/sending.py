@@ -1,0 +1,263 @@
+"""An upload's sending, across its connections: what is sent, what is acknowledged.
+
+``Sending`` lives as long as one upload, through every reconnect of
+``upload``'s retry loop: ``attempt`` opens the target on a lease and keeps
+WRITEs in flight (what a dropped connection took first, then the rest), and
+the counts it keeps (``offset``, ``acked``, ``resend``, the ranges kept by a
+resume) carry over to the next attempt. A worker process's stripe of a
+shared put runs on it too (``workers.child``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from .._config import TransferConfig
+from .._errors import RemoteError
+from ..core import codec
+from ..core.checkfile import HashSpec
+from ..core.flight import SharedBytes
+from ..core.readplan import Range
+from ..core.sizing import Sizing
+from ..durability.putresume import UploadResume
+from ..local import writeback
+from ..transport.pool import Lease
+from ..transport.remoteplace import (
+    keep_existing_mode,
+    named,
+)
+from ..transport.replies import quiet
+from ..transport.sftp import SFTPSession
+from .blockprobe import needs_probe, probe_write
+from .blocksource import BlockSource
+from .earlysync import EarlySync, syncing_early
+from .lanes import Handles, open_lanes
+from .progress import Tally
+from .pump import pumping
+from .verify import OrderedHash
+from .writepump import WritePump
+
+
+class Sending:
+    """An upload's progress across connections: what is sent, what is acknowledged."""
+
+    def __init__(
+        self,
+        config: TransferConfig,
+        sizing: Sizing,
+        blocks: BlockSource,
+        size: int | None,
+        mode: int,
+        shared: SharedBytes | None,
+        on_tail: Callable[[], None] | None,
+        tally: Tally | None,
+        resuming: UploadResume | None = None,
+        specs: Sequence[HashSpec] = (),
+    ) -> None:
+        self.config = config
+        # Fixed for the whole upload, reconnects included (once probed, ``probe_block``).
+        self.sizing = sizing
+        self.blocks = blocks
+        self.size = size
+        self.mode = mode
+        self.shared = shared
+        self.on_tail = on_tail
+        self.tally = tally
+        # ``specs``: what --verify hashes as the bytes go. A resumed upload sends
+        # only the gaps: its source is hashed from disk instead.
+        self.digest = OrderedHash(specs) if specs and resuming is None else None
+        self.offset = 0  # the next byte never sent
+        self.resend: dict[int, int] = {}  # sent on a connection that dropped, never acknowledged
+        self.acked = 0
+        self.closing = 0.0  # seconds the last attempt's fsync and CLOSE took
+        self.resuming = resuming
+        self.kept: list[Range] = []  # ranges the server already has: skipped
+        self.early: EarlySync | None = None  # fsyncs while the writes go on
+        # The first attempt's OPEN, sent with the STAT of the destination, whose
+        # mode and owner a replaced file keeps (None: the OPEN's mode stands).
+        self.first_open: asyncio.Future[codec.Reply] | None = None
+        self.existing: asyncio.Future[codec.Reply] | None = None
+        self._next_kept = 0
+
+    async def probe_block(self, sftp: SFTPSession, target: str) -> None:
+        """On a server stating no limits, the block it takes (``blockprobe``), once.
+
+        Before the first byte is sent, on the temporary file the first OPEN
+        made: the probe's zeros are overwritten from offset 0.
+        """
+        size = self.size or 0
+        if self.first_open is None or not needs_probe(self.config, sftp, write=True, size=size):
+            return
+        try:
+            handle = await sftp.handle_from(self.first_open, target)
+            block = await probe_write(sftp, handle, target)
+        except BaseException:
+            self.first_open = None  # the retry opens afresh, and probes no more
+            raise
+        self.sizing = replace(self.sizing, block=block)
+
+    def heed_stalls(self, sftp: SFTPSession) -> None:
+        """Fewer requests in flight once the server stalled past some (``ServerCaps``)."""
+        learned = sftp.caps.requests
+        if learned is not None and learned < self.sizing.requests:
+            self.sizing = replace(self.sizing, requests=learned)
+
+    def skip(self, kept: list[Range]) -> None:
+        """Send nothing of ``kept`` (sorted, disjoint)."""
+        self.kept = kept
+        self._next_kept = 0
+        if self.size is not None:
+            self.size -= sum(rng.length for rng in kept)
+
+    def _past_kept(self) -> int | None:
+        """Move ``offset`` past any kept range it is in; where the next one starts."""
+        kept = self.kept
+        while self._next_kept < len(kept) and kept[self._next_kept].offset <= self.offset:
+            self.offset = max(self.offset, kept[self._next_kept].end)
+            self._next_kept += 1
+        return kept[self._next_kept].offset if self._next_kept < len(kept) else None
+
+    def _send(self, pump: WritePump, offset: int, data: bytes) -> None:
+        if self.resuming is not None:
+            self.resuming.sent(offset, data)
+        pump.send(offset, data)
+
+    def _moved(self, count: int) -> None:
+        self.acked += count
+        if self.early is not None:
+            self.early.acked(count)
+        if self.tally is not None:
+            self.tally.moved(count)
+
+    async def attempt(self, lease: Lease, target: str, remote: str, pflags: int) -> WritePump:
+        """Open ``target`` on the lease, send what is owed and the rest, wait for every ack.
+
+        Raises:
+            ConnectionBroken: the connection dropped or stalled (``resend`` then
+                holds what it took with it).
+        """
+        config = self.config
+        pump: WritePump | None = None
+        fsynced: asyncio.Future[codec.Reply] | None = None
+        kept: asyncio.Future[codec.Reply] | None = None  # the FSETSTAT of the kept mode
+        try:
+            async with pumping(
+                lease,
+                config,
+                self.sizing,
+                size=self.size,
+                shared=self.shared,
+                sample=self.blocks.sample,
+            ) as setup:
+                sent, self.first_open = self.first_open, None
+                try:
+                    handles = await open_lanes(
+                        setup.channels,
+                        target,
+                        pflags,
+                        codec.Attrs(permissions=self.mode),
+                        write=True,
+                        sent=sent,
+                    )
+                except RemoteError as exc:
+                    raise named(exc, remote) from exc  # the user's path, not our temp name
+                lane = handles.lanes[0]
+                if self.existing is not None:  # again on each attempt: a drop may lose it
+                    try:
+                        kept = await keep_existing_mode(
+                            lane.sftp, lane.handle, self.existing, self.mode
+                        )
+                    except BaseException as exc:  # cancelled before the pump took them
+                        await handles.close_after(exc)
+                        raise
+                pump = WritePump(setup.parts(handles))
+                pump.on_moved = self._moved
+                if self.resuming is not None:
+                    pump.on_acked = self.resuming.acked
+                setup.start(pump)
+                if self._syncs_early(handles):
+                    left = (self.size or 0) - self.acked
+                    async with syncing_early(setup.grower, pump, target, remote, left) as early:
+                        self.early = early
+                        try:
+                            await self._send_all(pump)
+                        finally:
+                            self.early = None
+                else:
+                    await self._send_all(pump)
+                closing = time.monotonic()
+                if kept is not None and pump.error is None:
+                    lane.sftp.check_status(await kept, remote)
+                if config.fsync and lane.sftp.can_fsync and pump.error is None:
+                    # Every WRITE is acknowledged: make them durable. The CLOSEs
+                    # go right behind (leaving this block): requests on one handle
+                    # are done in order, and both answers take one round trip.
+                    fsynced = lane.sftp.fsync_request(lane.handle)
+                    fsynced.add_done_callback(quiet)
+            if fsynced is not None:
+                lane.sftp.check_status(await fsynced, remote)
+            self.closing = time.monotonic() - closing
+        except BaseException:
+            # The writes in flight were let answer before the handles closed:
+            # what is still unacknowledged goes again on the next connection.
+            if pump is not None:
+                self.resend.update(pump.unacked)
+            raise
+        return pump
+
+    def _syncs_early(self, handles: Handles) -> bool:
+        """Worth a channel of its own: a durable upload with more than one sync's worth left."""
+        left = (self.size or 0) - self.acked
+        durable = self.config.fsync and handles.lanes[0].sftp.can_fsync
+        return durable and left > 2 * writeback.SYNC_EVERY
+
+    async def _send_all(self, pump: WritePump) -> None:
+        while self.resend and pump.error is None:  # first what a dropped connection took
+            if pump.room() == 0:
+                await pump.wait()
+                continue
+            offset, length = self.resend.popitem()
+            data = await self.blocks.reread(offset, length)
+            while pump.room() == 0 and pump.error is None:  # as below: lanes changed
+                await pump.wait()
+            if pump.error is not None:
+                self.resend[offset] = length
+                break
+            self._send(pump, offset, data)
+        block = pump.block_size
+        while pump.error is None:
+            room = pump.room()
+            if room == 0:
+                await pump.wait()
+                continue
+            limit = self._past_kept()
+            if limit is not None:
+                room = min(room, -(-(limit - self.offset) // block))
+            new = await self.blocks.next(self.offset, block, room)
+            if limit is not None and new:  # the last block stops where a kept range starts
+                over = self.offset + sum(len(data) for data in new) - limit
+                if over > 0:
+                    new[-1] = new[-1][: len(new[-1]) - over]
+            if not new and self.on_tail is not None:
+                self.on_tail()  # every byte is sent: the tree may start its next file
+                self.on_tail = None
+            if not new:
+                break
+            for data in new:
+                # The room again: lanes may have changed while the disk was read
+                # (Compression auto moved the file, a lane drained); sent on the
+                # room counted before, a channel had 129 WRITEs of its 128.
+                while pump.room() == 0 and pump.error is None:
+                    await pump.wait()
+                if pump.error is not None:
+                    break
+                if self.digest is not None:
+                    self.digest.update(data)
+                self._send(pump, self.offset, data)
+                self.offset += len(data)
+        while pump.unanswered and pump.error is None:
+            await pump.wait()
+        await pump.drain()
