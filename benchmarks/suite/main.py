@@ -43,8 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scenarios", type=_names, help="comma-separated scenario labels")
     parser.add_argument("--directions", type=_names, default=["get", "put"])
     parser.add_argument("--reps", type=positive_int, help="repetitions (default: the preset's)")
-    parser.add_argument("--workdir", type=Path, default=REPO_ROOT.parent / "bench-scratch",
-                        help="scratch space for sshd, sources and outputs (not /tmp: tmpfs)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=REPO_ROOT.parent / "bench-scratch",
+        help="scratch space for sshd, sources and outputs (not /tmp: tmpfs)",
+    )
     parser.add_argument("--list", action="store_true", help="list clients and scenarios")
     return parser
 
@@ -91,9 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine_info(),
         "clients": records,
     }
-    with scratch_dir(args.workdir) as scratch, openssh_server(
-        scratch / "sshd", max_sessions=STOCK_MAX_SESSIONS
-    ) as srv:
+    with (
+        scratch_dir(args.workdir) as scratch,
+        openssh_server(scratch / "sshd", max_sessions=STOCK_MAX_SESSIONS) as srv,
+    ):
         files, trees = make_sources(scenarios, srv.root, preset.setup)
         run = Run(clients=clients, directions=tuple(args.directions), scenarios=scenarios,
                   reps=args.reps or preset.reps, setup=preset.setup, files=files, trees=trees,

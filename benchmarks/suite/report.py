@@ -121,8 +121,7 @@ def format_md(run: Run, rows: list[Row], meta: dict[str, Any]) -> str:
         "## Clients", "",
     ]  # fmt: skip
     client_lines = [
-        [c["name"], c["describe"], c["version"] or "—", c["skip"] or "ran"]
-        for c in meta["clients"]
+        [c["name"], c["describe"], c["version"] or "—", c["skip"] or "ran"] for c in meta["clients"]
     ]
     out += _table(["client", "what", "version", "status"], client_lines)
     for scenario in run.scenarios:

@@ -64,7 +64,8 @@ PRESETS = {
     # CI's smoke test: plumbing and correctness of every client, no speed claims.
     "quick": Preset(
         scenarios=(_loopback((2 * MIB,), (TREE_QUICK,)), _link(20, 1000, (2 * MIB,))),
-        reps=1, setup=False,
+        reps=1,
+        setup=False,
     ),
     "standard": Preset(
         scenarios=(

@@ -88,8 +88,6 @@ def test_dask_on_two_worker_processes_reads_a_glob(openssh: SSHServerInfo, here:
         ) as cluster,
         distributed.Client(cluster),
     ):
-        frame = dd.read_csv(
-            f"sshpipe://{openssh.host}{here}/data/*.csv", storage_options=options
-        )
+        frame = dd.read_csv(f"sshpipe://{openssh.host}{here}/data/*.csv", storage_options=options)
         got = frame.groupby("key")["value"].sum().compute()
     pd.testing.assert_series_equal(got.sort_index(), expected.sort_index())
