@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
 from ..core.compresspolicy import (
+    MAX_SWITCHES,
     MIN_RATIO,
     SAMPLE_BYTES,
     Decision,
@@ -57,6 +58,10 @@ Sampler = Callable[[], Awaitable[list[bytes]]]
 # the controller's new startup (a few RTTs) at any RTT sshpipe meets.
 _JUDGE_AFTER = 1.0
 _JUDGE_RTTS = 10
+# Seconds of plain, afresh, before a re-test is judged (``RETEST_SHARE``): the
+# plain lanes take over at the compressed stretch's pipe, no ramp to wait for.
+_RETEST_AFTER = 0.3
+_RETEST_RTTS = 8
 # What incompressible data is weighed with when zlib was never probed: its
 # ratio alone decides (below MIN_RATIO), so the rates do not matter.
 _ANY_COST = ZlibCost(compress=1.0, decompress=1.0)
@@ -123,6 +128,10 @@ class Switch:
         self._first_reply = 0.0
         self._cpu_at_first = 0.0  # this process's CPU seconds at the first reply
         self._plain_mean: float | None = None  # payload bytes/s plain until the move
+        # Plain measured afresh after a compressed stretch (the policy's re-test):
+        # under way, and its first plain reply's (time, plain bytes then).
+        self._retesting = False
+        self._fresh_since: tuple[float, int] | None = None
         # The probe train: its byte cap (None: not capped), and its replies' times.
         self.cap: int | None = None
         self.train = ProbeTrain()
@@ -261,6 +270,10 @@ class Switch:
                 self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
             self._last_compressed = now
+        elif self._retesting and self.route is Route.PLAIN and delivered:
+            plain = self.delivered - self.compressed_bytes
+            if self._fresh_since is None:
+                self._fresh_since = (now, plain)
         self._weigh(pump, now)
 
     def _weigh(self, pump: Pump, now: float) -> None:
@@ -268,7 +281,23 @@ class Switch:
         if self._pending is not None or self._moving:
             return
         ctrl = pump.controller
-        if self.route is Route.PLAIN:
+        if self._retesting:
+            if self._fresh_since is None:
+                return
+            began, before = self._fresh_since
+            elapsed = now - began
+            if elapsed < max(_RETEST_AFTER, _RETEST_RTTS * ctrl.min_rtt):
+                return
+            self._retesting = False
+            fresh = (self.delivered - self.compressed_bytes - before) / elapsed
+            measured = Measured(
+                ratio=self.ratio,
+                link_rate=fresh,
+                rtt=ctrl.min_rtt,
+                compressed_rate=self.compressed_rate,
+                retested=True,
+            )
+        elif self.route is Route.PLAIN:
             if self._decided_plain or self.ratio is None:
                 return
             if self.cost is None:
@@ -315,29 +344,25 @@ class Switch:
                 upload=pump.handles.write,
             )
         else:
-            if self._first_compressed is None or self.switches > 1:
+            if self._first_compressed is None or self.switches != 1:
                 return
             elapsed = now - self._first_compressed
             if elapsed < max(_JUDGE_AFTER, _JUDGE_RTTS * ctrl.min_rtt):
                 return
             self.compressed_rate = (self.compressed_bytes - self._bytes_at_move) / elapsed
-            # Against what plain achieved over its whole stretch, not the estimate
-            # that chose compression (an upload's probe train read 4.7 MB/s on a
-            # 2.5 MB/s link, and 3.6 MB/s compressed looked like a loss).
-            plain = self.link_rate
-            if self._plain_mean is not None and plain is not None:
-                plain = min(plain, self._plain_mean)
             measured = Measured(
                 ratio=self.ratio,
-                link_rate=plain,
+                link_rate=self.link_rate,
                 rtt=ctrl.min_rtt,
                 compressed_rate=self.compressed_rate,
+                plain_mean=self._plain_mean,
             )
         assert self.cost is not None  # set above for plain, before any move for compressed
         decision = decide(self.route, measured, self.cost, switches=self.switches)
         self._log(pump, decision)
         if decision.route is not self.route:
             self._pending = decision
+            self._retesting = decision.retest
             self.wake.set()
             if self.cap is not None:
                 self._hold(pump)  # until the compressed lanes take over
@@ -345,7 +370,7 @@ class Switch:
             self._decided_plain = True  # once: a file is not weighed again and again
             self._uncap(pump)
         else:
-            self.switches = 2  # judged compressed and kept: no more moves
+            self.switches = MAX_SWITCHES  # judged compressed and kept: no more moves
 
     def _start_probe(self) -> None:
         """zlib's rates measured beside the mover (which may be opening a connection)."""
@@ -409,7 +434,8 @@ class Switch:
                 self.reason = f"stays {self.route.value}: {exc}"
                 logger.info("compression auto: %s", self.reason)
                 self._decided_plain = True
-                self.switches = 2
+                self._retesting = False
+                self.switches = MAX_SWITCHES
             finally:
                 self._moving = False
                 self._uncap(pump)  # moved (or not): the controller's budget again
@@ -435,6 +461,8 @@ class Switch:
             cap = self._cap_of.setdefault(id(lane), lane.cap)
             lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
         self.route = Route.COMPRESSED if compressed else Route.PLAIN
+        if not compressed and not self._retesting:
+            self._decided_plain = True  # back for good: not weighed again
         self._used = self._used or compressed
         if compressed:
             self.idle.clear()
