@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._errors import SSHPipeError
@@ -39,11 +38,9 @@ from ..core.compresspolicy import (
 )
 from ..core.flowcontrol import FlowController
 from ..core.text import printable
-from ..transport.alongside import alongside
 from ..transport.compressroute import EAGER_RTT, RoutedLease
-from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-from .probetrain import TRAIN_BLOCKS, ProbeTrain
+from .probetrain import TRAIN_BLOCKS, FreshRate, ProbeTrain
 
 if TYPE_CHECKING:
     from .lanes import Lane
@@ -51,17 +48,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sshpipe.compress")
 
-# Blocks of the data a put will send, read ahead of it (``BlockSource.sample``).
-Sampler = Callable[[], Awaitable[list[bytes]]]
-
 # Seconds compressed before the achieved rate is judged: enough rounds for
 # the controller's new startup (a few RTTs) at any RTT sshpipe meets.
 _JUDGE_AFTER = 1.0
 _JUDGE_RTTS = 10
-# Seconds of plain, afresh, before a re-test is judged (``RETEST_SHARE``): the
-# plain lanes take over at the compressed stretch's pipe, no ramp to wait for.
-_RETEST_AFTER = 0.3
-_RETEST_RTTS = 8
 # What incompressible data is weighed with when zlib was never probed: its
 # ratio alone decides (below MIN_RATIO), so the rates do not matter.
 _ANY_COST = ZlibCost(compress=1.0, decompress=1.0)
@@ -128,10 +118,7 @@ class Switch:
         self._first_reply = 0.0
         self._cpu_at_first = 0.0  # this process's CPU seconds at the first reply
         self._plain_mean: float | None = None  # payload bytes/s plain until the move
-        # Plain measured afresh after a compressed stretch (the policy's re-test):
-        # under way, and its first plain reply's (time, plain bytes then).
-        self._retesting = False
-        self._fresh_since: tuple[float, int] | None = None
+        self.fresh = FreshRate()  # plain measured afresh (the policy's re-test)
         # The probe train: its byte cap (None: not capped), and its replies' times.
         self.cap: int | None = None
         self.train = ProbeTrain()
@@ -167,18 +154,24 @@ class Switch:
         shrinks = self.ratio is not None and self.ratio >= MIN_RATIO
         if self._wan and (shrinks or self.lease.route.shrank):
             self._ask_warm()
+        elif self._wan and self.lease.route.early:
+            # A get whose name does not say compressed, its connection logged in
+            # beside the plain one: opened there beside the probe train, not
+            # after its first reply (zlib is probed only if the data shrinks).
+            self._ask_warm(probe=False)
         if shrinks:
             self.lease.route.shrank = True
             if self.cost is None:
                 self._start_probe()
 
-    def _ask_warm(self) -> None:
-        """Ready the compressed connection, and the file on it (once): the data shrinks."""
+    def _ask_warm(self, *, probe: bool = True) -> None:
+        """Ready the compressed connection, and the file on it (once): the data shrinks
+        (``probe``: zlib's rates measured beside it), or may."""
         if self._warm_asked or self.group is None or not self._wan:
             return
         self._warm_asked = self._warm = True
         self._connect_task = self.group.create_task(self.lease.route.connect())
-        if self.cost is None:
+        if self.cost is None and probe:
             self._start_probe()  # beside the log-in, not after the ratio
         self.wake.set()
 
@@ -235,10 +228,12 @@ class Switch:
             take = bytes(piece[: SAMPLE_BYTES - self._sampled])
             self._samples.append(take)
             self._sampled += len(take)
-        if not self._warm_asked and self._sampled >= _GUESSED_AT:
+        if not (self._warm_asked and self._probe) and self._sampled >= _GUESSED_AT:
             guess = ratio_of(self._samples)
             if guess is not None and guess >= MIN_RATIO:
                 self._ask_warm()
+                if self.cost is None:
+                    self._start_probe()
         if self._sampled >= min(SAMPLE_BYTES, _JUDGED_AT):
             self.ratio = ratio_of(self._samples)
             self._samples = []
@@ -270,10 +265,8 @@ class Switch:
                 self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
             self._last_compressed = now
-        elif self._retesting and self.route is Route.PLAIN and delivered:
-            plain = self.delivered - self.compressed_bytes
-            if self._fresh_since is None:
-                self._fresh_since = (now, plain)
+        elif self.route is Route.PLAIN and delivered:
+            self.fresh.reply(now, self.delivered - self.compressed_bytes)
         self._weigh(pump, now)
 
     def _weigh(self, pump: Pump, now: float) -> None:
@@ -281,15 +274,10 @@ class Switch:
         if self._pending is not None or self._moving:
             return
         ctrl = pump.controller
-        if self._retesting:
-            if self._fresh_since is None:
+        if self.fresh.on:
+            fresh = self.fresh.rate(now, self.delivered - self.compressed_bytes, ctrl.min_rtt)
+            if fresh is None:
                 return
-            began, before = self._fresh_since
-            elapsed = now - began
-            if elapsed < max(_RETEST_AFTER, _RETEST_RTTS * ctrl.min_rtt):
-                return
-            self._retesting = False
-            fresh = (self.delivered - self.compressed_bytes - before) / elapsed
             measured = Measured(
                 ratio=self.ratio,
                 link_rate=fresh,
@@ -362,7 +350,8 @@ class Switch:
         self._log(pump, decision)
         if decision.route is not self.route:
             self._pending = decision
-            self._retesting = decision.retest
+            if decision.retest:
+                self.fresh.begin()
             self.wake.set()
             if self.cap is not None:
                 self._hold(pump)  # until the compressed lanes take over
@@ -434,7 +423,7 @@ class Switch:
                 self.reason = f"stays {self.route.value}: {exc}"
                 logger.info("compression auto: %s", self.reason)
                 self._decided_plain = True
-                self._retesting = False
+                self.fresh.on = False
                 self.switches = MAX_SWITCHES
             finally:
                 self._moving = False
@@ -461,7 +450,7 @@ class Switch:
             cap = self._cap_of.setdefault(id(lane), lane.cap)
             lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
         self.route = Route.COMPRESSED if compressed else Route.PLAIN
-        if not compressed and not self._retesting:
+        if not compressed and not self.fresh.on:
             self._decided_plain = True  # back for good: not weighed again
         self._used = self._used or compressed
         if compressed:
@@ -502,26 +491,3 @@ class Switch:
             compressed_rate=achieved,
             reason=self.reason,
         )
-
-
-@contextlib.asynccontextmanager
-async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterator[Switch | None]:
-    """A switch for a routed lease (None for any other), its mover stopped on leaving.
-
-    ``sample``: a put's blocks of the local file, read before its first WRITE
-    (zlib-6 on 256 KiB: a few ms), so that random data never starts the
-    compressed log-in and text starts it at once. Its tasks run ``alongside``
-    the block: the block's error comes out as it was raised.
-    """
-    if not isinstance(lease, RoutedLease) or lease.pacer is not None:
-        # Under a rate limit (-l) the bucket counts payload bytes: compression
-        # could not carry more of them, only cost CPU.
-        yield None
-        return
-    ratio = None
-    if sample is not None and lease.hint is not Route.PLAIN and lease.route.offered is not False:
-        ratio = ratio_of(await sample())
-    switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
-    lease.report = switch.report
-    async with alongside(switch.attach, switch.stop):
-        yield switch

@@ -6,10 +6,12 @@ Speed is the benchmark's (benchmarks/bench_compress.py), not asserted here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 import sshpipe
@@ -133,3 +135,60 @@ async def test_a_mixed_tree_uses_both_connections(
     assert reports["text.csv"].used and reports["text.csv"].compressed_bytes > 0
     assert not reports["packed.gz"].used and reports["packed.gz"].ratio is None
     assert not reports["noise.bin"].used and reports["noise.bin"].compressed_bytes == 0
+
+
+async def test_the_compressed_log_in_runs_beside_the_plain_one(
+    openssh_peer: Peer,
+    emulated_link: EmulatedLink,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A new host with accept-new: the compressed log-in, begun beside the plain
+    # one, waits for its host-key check, so the key is recorded once, not twice
+    # (nor refused as changed). Random data then never uses that connection.
+    noise = os.urandom(SIZE // 4)
+    (openssh_peer.root / "noise.bin").write_bytes(noise)
+    known = tmp_path / "known_hosts"
+    caplog.set_level(logging.INFO, logger="sshpipe")
+    async with emulated_link(openssh_peer, SLOW) as (_, far):
+        client = sshpipe.connect(
+            f"{far.user}@{far.host}",
+            port=far.port,
+            identity_files=[str(far.client_key)],
+            known_hosts=[str(known)],
+            strict_host_key_checking="accept-new",
+            ssh_config=[],
+            compression="auto",
+        )
+        async with client:
+            stats = await client.get(far.remote("noise.bin"), tmp_path / "noise.bin")
+    assert (tmp_path / "noise.bin").read_bytes() == noise
+    assert len(known.read_text().splitlines()) == 1
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("compressed connection up" in m for m in said) == 1, said
+    assert sum("Permanently added" in m for m in said) == 1, said
+    report = stats.compression
+    assert report is not None and not report.used and report.compressed_bytes == 0
+
+
+async def test_a_failed_log_in_leaves_no_compressed_one_behind(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    # A key the server refuses: the plain log-in fails in its authentication,
+    # after the compressed one was let begin.
+    stranger = tmp_path / "stranger"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
+    client = sshpipe.connect(
+        f"{openssh_peer.user}@{openssh_peer.host}",
+        port=openssh_peer.port,
+        identity_files=[str(stranger)],
+        known_hosts=[str(openssh_peer.known_hosts)],
+        ssh_config=[],
+        compression="auto",
+        batch_mode=True,
+    )
+    with pytest.raises(sshpipe.AuthenticationError):
+        async with client:
+            pass
+    current = asyncio.current_task()
+    assert [t for t in asyncio.all_tasks() if t is not current and not t.done()] == []
