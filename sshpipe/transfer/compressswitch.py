@@ -112,6 +112,7 @@ class Switch:
         self._wan = not self._decided_plain and lease.rtt >= EAGER_RTT
         self._warm = False  # a parked compressed lane is wanted (``run`` opens it)
         self._warm_asked = False
+        self._weighed_at_start = False  # weighed before its first request: no train
         self._moving = False
         self._used = False  # some of its requests were routed compressed
         self._moved_at = 0.0
@@ -176,8 +177,9 @@ class Switch:
         self.wake.set()
 
     def holds(self, pump: Pump) -> bool:
-        """No new request now: the train is out and the compressed route is coming."""
-        return self.holding and pump.requests >= TRAIN_BLOCKS
+        """No new request now: the train is out (or not needed) and the compressed
+        route is coming."""
+        return self.holding and pump.requests >= (0 if self._weighed_at_start else TRAIN_BLOCKS)
 
     def _hold(self, pump: Pump) -> None:
         if self.holding or self._decided_plain:
@@ -193,7 +195,12 @@ class Switch:
         if self._wan:  # a WAN, and the file may go compressed: the probe train first
             self.cap = TRAIN_BLOCKS * pump.sizing.block
             if self._warm_asked and self.ratio is not None and self.ratio >= MIN_RATIO:
-                self._hold(pump)  # a put's sample shrank: the train, then nothing plain
+                # A put's sample shrank: the train, then nothing plain; no train if an
+                # earlier file measured the link (each train sent 0.8 MB plain).
+                self._weighed_at_start = self.lease.route.link_rate is not None
+                self._hold(pump)
+                if self._weighed_at_start:
+                    self._weigh(pump, time.monotonic())
             pump.resync()
         self.wake.set()  # the warm-up, if asked for before the pump ran
         if self.group is not None:

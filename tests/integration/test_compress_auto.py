@@ -108,18 +108,20 @@ async def test_a_server_without_compression_means_off_said_once(
     assert len(said) == 1, said
 
 
+@pytest.mark.parametrize("direction", ["get", "put"])
 async def test_a_mixed_tree_uses_both_connections(
-    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, direction: str
 ) -> None:
     # A 12 MiB budget makes files past 2 MiB big (their own leases, decided each).
     config = sshpipe.TransferConfig(max_bytes_in_flight=12 * 1024 * 1024)
     files = {
         "logs/text.csv": _text(SIZE * 3 // 4),
+        "logs/more.log": _text(SIZE // 2),  # after text.csv's, a put's is weighed at once
         "media/packed.gz": os.urandom(SIZE // 3),  # compressed by its name: never sampled
         "media/noise.bin": os.urandom(SIZE // 3),  # by its sample
         "small.txt": _text(4096),
     }
-    tree = openssh_peer.root / "tree"
+    tree = (openssh_peer.root if direction == "get" else tmp_path) / "tree"
     for name, data in files.items():
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
         (tree / name).write_bytes(data)
@@ -127,12 +129,18 @@ async def test_a_mixed_tree_uses_both_connections(
         client = _client(far, "auto")
         client.config = config
         async with client:
-            stats = await client.get(far.remote("tree"), tmp_path / "copy", recursive=True)
+            if direction == "get":
+                copy = tmp_path / "copy"
+                stats = await client.get(far.remote("tree"), copy, recursive=True)
+            else:
+                copy = openssh_peer.root / "copy"
+                stats = await client.put(tree, far.remote("copy"), recursive=True)
     for name, data in files.items():
-        assert (tmp_path / "copy" / name).read_bytes() == data, name
+        assert (copy / name).read_bytes() == data, name
     reports = {path.rsplit("/", 1)[-1]: report for path, report in stats.compression}
-    assert set(reports) == {"text.csv", "packed.gz", "noise.bin"}
-    assert reports["text.csv"].used and reports["text.csv"].compressed_bytes > 0
+    assert set(reports) == {"text.csv", "more.log", "packed.gz", "noise.bin"}
+    for text in ("text.csv", "more.log"):
+        assert reports[text].used and reports[text].compressed_bytes > 0, reports[text]
     assert not reports["packed.gz"].used and reports["packed.gz"].ratio is None
     assert not reports["noise.bin"].used and reports["noise.bin"].compressed_bytes == 0
 
