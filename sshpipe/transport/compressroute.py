@@ -84,28 +84,14 @@ class CompressRoute:
             return
         if cfg.compression != "auto" or cfg.control_path or transfer.rate_limit:
             return
-        self._early = asyncio.get_running_loop().create_task(self._connect_early(transfer))
+        self._early = asyncio.get_running_loop().create_task(self._connect_early())
 
-    async def _connect_early(self, transfer: TransferConfig) -> None:
+    async def _connect_early(self) -> None:
         # From the plain log-in's authentication on: its key exchange has
         # checked (and maybe recorded) the host key, and its round trips to
         # come (auth, channel, OPEN) are the ones this one overlaps.
         await self.plain.auth_memory.host_trusted.wait()
         await self.connect()
-        if self._zlib is not None:
-            # A channel too, before a file's first data fills the link: opened
-            # once it did, its round trips queued behind 0.1-0.2 s of it.
-            with contextlib.suppress(SSHPipeError):
-                await self._zlib.warm(transfer, 1)
-
-    async def settled_pool(self) -> ChannelPool | None:
-        """``pool()``, after the early log-in's channel (``speculate``) is open: a lease
-        taken before would open one of its own, its round trips queued behind the
-        file's first data (0.4 s at 20 Mbit/s)."""
-        early = self._early
-        if early is not None and not early.done():
-            await asyncio.wait([early])
-        return await self.pool()
 
     async def cancel_early(self) -> None:
         """The plain log-in failed: no compressed one goes on alone."""
@@ -283,7 +269,7 @@ class RoutedLease:
         when the server offers no compression."""
         if self._zlib is not None:
             return []
-        pool = await self.route.settled_pool()
+        pool = await self.route.pool()
         if pool is None:
             return []
         self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
