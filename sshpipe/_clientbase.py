@@ -125,7 +125,14 @@ class ClientBase:
         """
         pool = await self._ready()
         async with self._opening:
-            await pool.open()
+            if self._route is not None:
+                self._route.speculate(self.config)  # beside this log-in, not after it
+            try:
+                await pool.open()
+            except BaseException:
+                if self._route is not None:
+                    await self._route.cancel_early()
+                raise
 
     async def warm(self, channels: int = 1) -> None:
         """Connect, and open up to ``channels`` SFTP channels to keep idle for what comes.

@@ -40,8 +40,17 @@ ENTER_GAIN = 1.25
 # bottleneck after all, and the file goes back, once. Far enough from
 # ENTER_GAIN that noise does not flip a file back and forth.
 LEAVE_SHARE = 0.9
-# A file moves at most this many times (to compression and back): hysteresis.
-MAX_SWITCHES = 2
+# Once compressed, a link carrying (achieved / ratio) under this share of the
+# plain rate that chose compression was not the bottleneck: compression is
+# CPU-bound there, and that plain rate, read from a few blocks, may have been
+# read low (a 1 Gbit/s get read 5.4 MB/s under load, went compressed and ran
+# at 9.5; plain ran at 60). Plain is then measured afresh before the file is
+# kept compressed. At 20 Mbit/s a get's link carried 0.95 of it compressed, a
+# put's 0.49-0.86 (its plain rate read up to 2x high); that get 0.42.
+RETEST_SHARE = 0.45
+# A file moves at most this many times: to compression and back (final), or
+# to compression, back to re-test plain, and once more to compression.
+MAX_SWITCHES = 3
 # Ratios under this are incompressible data (random, media, .gz: zlib-6 gives
 # 0.999-1.01 on them): never worth a connection's set-up.
 MIN_RATIO = 1.15
@@ -86,7 +95,12 @@ class Measured:
     bytes still to move (None: unknown, taken as plenty); ``ready``: the
     compressed connection is up with the file open on it (a move costs
     nothing then); ``cpu_per_byte``: this process's CPU seconds per payload
-    byte so far (None: not measured); ``upload``: a put (we compress).
+    byte so far (None: not measured); ``upload``: a put (we compress);
+    ``plain_mean``: the mean plain rate over the stretch before the move
+    (an upload's train over-read the link 2x, so the leaving check takes
+    the lower); ``retested``: plain was measured afresh after a compressed
+    stretch, ``link_rate`` is that fresh rate and ``compressed_rate`` the
+    stretch's.
     """
 
     ratio: float | None
@@ -97,12 +111,17 @@ class Measured:
     ready: bool = False
     cpu_per_byte: float | None = None
     upload: bool = False
+    plain_mean: float | None = None
+    retested: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """``retest``: back to plain only to measure it afresh (``RETEST_SHARE``)."""
+
     route: Route
     reason: str
+    retest: bool = False
 
 
 def ratio_of(samples: Iterable[bytes | memoryview]) -> float | None:
@@ -148,22 +167,28 @@ def decide(now: Route, measured: Measured, cost: ZlibCost, *, switches: int = 0)
     ``now``: where they go; ``switches``: how many times this file moved.
     The answer is ``now`` unless the evidence is clear (hysteresis): to
     compress, a gain of ``ENTER_GAIN`` that repays the set-up; back, an
-    achieved rate under ``LEAVE_SHARE`` of the uncompressed one; never a
-    third move.
+    achieved rate under ``LEAVE_SHARE`` of the uncompressed one (final), or
+    a link that compressed carried under ``RETEST_SHARE`` of the plain rate
+    (plain is then measured afresh, and compression kept only if it beats
+    that by ``ENTER_GAIN``); never a fourth move.
     """
     ratio, link = measured.ratio, measured.link_rate
     if switches >= MAX_SWITCHES:
         return Decision(now, f"stays {now.value}: moved {switches} times already")
     if now is Route.COMPRESSED:
+        return _judge_compressed(measured)
+    if measured.retested:
         achieved = measured.compressed_rate
         if achieved is None or link is None:
-            return Decision(now, "stays compressed: no rate achieved yet")
-        if achieved < LEAVE_SHARE * link:
+            return Decision(now, "stays plain: re-testing plain")
+        if achieved >= ENTER_GAIN * link:
             return Decision(
-                Route.PLAIN,
-                f"back to plain: compressed {_rate(achieved)} < uncompressed {_rate(link)}",
+                Route.COMPRESSED,
+                f"compress again: compressed {_rate(achieved)} vs {_rate(link)} plain afresh",
             )
-        return Decision(now, f"stays compressed: {_rate(achieved)} vs {_rate(link)} plain")
+        return Decision(now, f"stays plain: {_rate(link)} afresh vs compressed {_rate(achieved)}")
+    if switches:
+        return Decision(now, "stays plain: moved back already")
     if ratio is None:
         return Decision(now, "stays plain: compressibility not sampled yet")
     if ratio < MIN_RATIO:
@@ -194,6 +219,32 @@ def decide(now: Route, measured: Measured, cost: ZlibCost, *, switches: int = 0)
         Route.COMPRESSED,
         f"compress: link {_rate(link)} x ratio {ratio:.2f} -> {_rate(expected)}"
         f" (gain {gain:.2f}; zlib {_rate(cost.compress)})",
+    )
+
+
+def _judge_compressed(measured: Measured) -> Decision:
+    """Compressed for a while: stay, go back (slower than plain), or re-test plain."""
+    achieved, link, ratio = measured.compressed_rate, measured.link_rate, measured.ratio
+    if achieved is None or link is None:
+        return Decision(Route.COMPRESSED, "stays compressed: no rate achieved yet")
+    # Against what plain achieved over its whole stretch too, not only the
+    # estimate that chose compression (an upload's probe train read 4.7 MB/s
+    # on a 2.5 MB/s link, and 3.6 MB/s compressed looked like a loss).
+    plain = link if measured.plain_mean is None else min(link, measured.plain_mean)
+    if achieved < LEAVE_SHARE * plain:
+        return Decision(
+            Route.PLAIN,
+            f"back to plain: compressed {_rate(achieved)} < uncompressed {_rate(plain)}",
+        )
+    if ratio is not None and achieved / ratio < RETEST_SHARE * link:
+        return Decision(
+            Route.PLAIN,
+            f"re-test plain: the link carried {_rate(achieved / ratio)} compressed,"
+            f" {_rate(link)} plain: CPU-bound",
+            retest=True,
+        )
+    return Decision(
+        Route.COMPRESSED, f"stays compressed: {_rate(achieved)} vs {_rate(plain)} plain"
     )
 
 

@@ -16,8 +16,9 @@
 - ``blockprobe``: the block a server without limits@openssh.com takes whole;
 - ``inorder``: uploads in file order on one channel, where a server needs it;
 - ``progress``: a transfer's counts reported to the user's ``progress=`` callback;
-- ``compressswitch`` / ``probetrain``: Compression auto's per-file route, and the
-  first replies that measure a WAN link for it.
+- ``compressswitch`` / ``compressauto`` / ``probetrain``: Compression auto's
+  per-file route, the switch made for a routed lease, and the replies that
+  measure a WAN link for it (first, and afresh).
 
 May import: ``core``, ``transport``, ``local``, ``durability``, ``_config``,
 ``_errors``, ``_stats``.

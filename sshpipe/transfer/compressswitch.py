@@ -20,12 +20,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._errors import SSHPipeError
 from .._stats import CompressionReport
 from ..core.compresspolicy import (
+    MAX_SWITCHES,
     MIN_RATIO,
     SAMPLE_BYTES,
     Decision,
@@ -38,20 +38,15 @@ from ..core.compresspolicy import (
 )
 from ..core.flowcontrol import FlowController
 from ..core.text import printable
-from ..transport.alongside import alongside
 from ..transport.compressroute import EAGER_RTT, RoutedLease
-from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-from .probetrain import TRAIN_BLOCKS, ProbeTrain
+from .probetrain import TRAIN_BLOCKS, FreshRate, ProbeTrain
 
 if TYPE_CHECKING:
     from .lanes import Lane
     from .pump import Pump
 
 logger = logging.getLogger("sshpipe.compress")
-
-# Blocks of the data a put will send, read ahead of it (``BlockSource.sample``).
-Sampler = Callable[[], Awaitable[list[bytes]]]
 
 # Seconds compressed before the achieved rate is judged: enough rounds for
 # the controller's new startup (a few RTTs) at any RTT sshpipe meets.
@@ -117,12 +112,14 @@ class Switch:
         self._wan = not self._decided_plain and lease.rtt >= EAGER_RTT
         self._warm = False  # a parked compressed lane is wanted (``run`` opens it)
         self._warm_asked = False
+        self._weighed_at_start = False  # weighed before its first request: no train
         self._moving = False
         self._used = False  # some of its requests were routed compressed
         self._moved_at = 0.0
         self._first_reply = 0.0
         self._cpu_at_first = 0.0  # this process's CPU seconds at the first reply
         self._plain_mean: float | None = None  # payload bytes/s plain until the move
+        self.fresh = FreshRate()  # plain measured afresh (the policy's re-test)
         # The probe train: its byte cap (None: not capped), and its replies' times.
         self.cap: int | None = None
         self.train = ProbeTrain()
@@ -158,24 +155,31 @@ class Switch:
         shrinks = self.ratio is not None and self.ratio >= MIN_RATIO
         if self._wan and (shrinks or self.lease.route.shrank):
             self._ask_warm()
+        elif self._wan and self.lease.route.early:
+            # A get whose name does not say compressed, its connection logged in
+            # beside the plain one: opened there beside the probe train, not
+            # after its first reply (zlib is probed only if the data shrinks).
+            self._ask_warm(probe=False)
         if shrinks:
             self.lease.route.shrank = True
             if self.cost is None:
                 self._start_probe()
 
-    def _ask_warm(self) -> None:
-        """Ready the compressed connection, and the file on it (once): the data shrinks."""
+    def _ask_warm(self, *, probe: bool = True) -> None:
+        """Ready the compressed connection, and the file on it (once): the data shrinks
+        (``probe``: zlib's rates measured beside it), or may."""
         if self._warm_asked or self.group is None or not self._wan:
             return
         self._warm_asked = self._warm = True
         self._connect_task = self.group.create_task(self.lease.route.connect())
-        if self.cost is None:
+        if self.cost is None and probe:
             self._start_probe()  # beside the log-in, not after the ratio
         self.wake.set()
 
     def holds(self, pump: Pump) -> bool:
-        """No new request now: the train is out and the compressed route is coming."""
-        return self.holding and pump.requests >= TRAIN_BLOCKS
+        """No new request now: the train is out (or not needed) and the compressed
+        route is coming."""
+        return self.holding and pump.requests >= (0 if self._weighed_at_start else TRAIN_BLOCKS)
 
     def _hold(self, pump: Pump) -> None:
         if self.holding or self._decided_plain:
@@ -191,7 +195,12 @@ class Switch:
         if self._wan:  # a WAN, and the file may go compressed: the probe train first
             self.cap = TRAIN_BLOCKS * pump.sizing.block
             if self._warm_asked and self.ratio is not None and self.ratio >= MIN_RATIO:
-                self._hold(pump)  # a put's sample shrank: the train, then nothing plain
+                # A put's sample shrank: the train, then nothing plain; no train if an
+                # earlier file measured the link (each train sent 0.8 MB plain).
+                self._weighed_at_start = self.lease.route.link_rate is not None
+                self._hold(pump)
+                if self._weighed_at_start:
+                    self._weigh(pump, time.monotonic())
             pump.resync()
         self.wake.set()  # the warm-up, if asked for before the pump ran
         if self.group is not None:
@@ -226,10 +235,12 @@ class Switch:
             take = bytes(piece[: SAMPLE_BYTES - self._sampled])
             self._samples.append(take)
             self._sampled += len(take)
-        if not self._warm_asked and self._sampled >= _GUESSED_AT:
+        if not (self._warm_asked and self._probe) and self._sampled >= _GUESSED_AT:
             guess = ratio_of(self._samples)
             if guess is not None and guess >= MIN_RATIO:
                 self._ask_warm()
+                if self.cost is None:
+                    self._start_probe()
         if self._sampled >= min(SAMPLE_BYTES, _JUDGED_AT):
             self.ratio = ratio_of(self._samples)
             self._samples = []
@@ -261,6 +272,8 @@ class Switch:
                 self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
             self._last_compressed = now
+        elif self.route is Route.PLAIN and delivered:
+            self.fresh.reply(now, self.delivered - self.compressed_bytes)
         self._weigh(pump, now)
 
     def _weigh(self, pump: Pump, now: float) -> None:
@@ -268,7 +281,18 @@ class Switch:
         if self._pending is not None or self._moving:
             return
         ctrl = pump.controller
-        if self.route is Route.PLAIN:
+        if self.fresh.on:
+            fresh = self.fresh.rate(now, self.delivered - self.compressed_bytes, ctrl.min_rtt)
+            if fresh is None:
+                return
+            measured = Measured(
+                ratio=self.ratio,
+                link_rate=fresh,
+                rtt=ctrl.min_rtt,
+                compressed_rate=self.compressed_rate,
+                retested=True,
+            )
+        elif self.route is Route.PLAIN:
             if self._decided_plain or self.ratio is None:
                 return
             if self.cost is None:
@@ -315,29 +339,26 @@ class Switch:
                 upload=pump.handles.write,
             )
         else:
-            if self._first_compressed is None or self.switches > 1:
+            if self._first_compressed is None or self.switches != 1:
                 return
             elapsed = now - self._first_compressed
             if elapsed < max(_JUDGE_AFTER, _JUDGE_RTTS * ctrl.min_rtt):
                 return
             self.compressed_rate = (self.compressed_bytes - self._bytes_at_move) / elapsed
-            # Against what plain achieved over its whole stretch, not the estimate
-            # that chose compression (an upload's probe train read 4.7 MB/s on a
-            # 2.5 MB/s link, and 3.6 MB/s compressed looked like a loss).
-            plain = self.link_rate
-            if self._plain_mean is not None and plain is not None:
-                plain = min(plain, self._plain_mean)
             measured = Measured(
                 ratio=self.ratio,
-                link_rate=plain,
+                link_rate=self.link_rate,
                 rtt=ctrl.min_rtt,
                 compressed_rate=self.compressed_rate,
+                plain_mean=self._plain_mean,
             )
         assert self.cost is not None  # set above for plain, before any move for compressed
         decision = decide(self.route, measured, self.cost, switches=self.switches)
         self._log(pump, decision)
         if decision.route is not self.route:
             self._pending = decision
+            if decision.retest:
+                self.fresh.begin()
             self.wake.set()
             if self.cap is not None:
                 self._hold(pump)  # until the compressed lanes take over
@@ -345,7 +366,7 @@ class Switch:
             self._decided_plain = True  # once: a file is not weighed again and again
             self._uncap(pump)
         else:
-            self.switches = 2  # judged compressed and kept: no more moves
+            self.switches = MAX_SWITCHES  # judged compressed and kept: no more moves
 
     def _start_probe(self) -> None:
         """zlib's rates measured beside the mover (which may be opening a connection)."""
@@ -409,7 +430,8 @@ class Switch:
                 self.reason = f"stays {self.route.value}: {exc}"
                 logger.info("compression auto: %s", self.reason)
                 self._decided_plain = True
-                self.switches = 2
+                self.fresh.on = False
+                self.switches = MAX_SWITCHES
             finally:
                 self._moving = False
                 self._uncap(pump)  # moved (or not): the controller's budget again
@@ -435,6 +457,8 @@ class Switch:
             cap = self._cap_of.setdefault(id(lane), lane.cap)
             lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
         self.route = Route.COMPRESSED if compressed else Route.PLAIN
+        if not compressed and not self.fresh.on:
+            self._decided_plain = True  # back for good: not weighed again
         self._used = self._used or compressed
         if compressed:
             self.idle.clear()
@@ -474,26 +498,3 @@ class Switch:
             compressed_rate=achieved,
             reason=self.reason,
         )
-
-
-@contextlib.asynccontextmanager
-async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterator[Switch | None]:
-    """A switch for a routed lease (None for any other), its mover stopped on leaving.
-
-    ``sample``: a put's blocks of the local file, read before its first WRITE
-    (zlib-6 on 256 KiB: a few ms), so that random data never starts the
-    compressed log-in and text starts it at once. Its tasks run ``alongside``
-    the block: the block's error comes out as it was raised.
-    """
-    if not isinstance(lease, RoutedLease) or lease.pacer is not None:
-        # Under a rate limit (-l) the bucket counts payload bytes: compression
-        # could not carry more of them, only cost CPU.
-        yield None
-        return
-    ratio = None
-    if sample is not None and lease.hint is not Route.PLAIN and lease.route.offered is not False:
-        ratio = ratio_of(await sample())
-    switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
-    lease.report = switch.report
-    async with alongside(switch.attach, switch.stop):
-        yield switch

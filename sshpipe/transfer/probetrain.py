@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..core.compresspolicy import ZlibCost
 
-__all__ = ["TRAIN_BLOCKS", "ProbeTrain"]
+__all__ = ["TRAIN_BLOCKS", "FreshRate", "ProbeTrain"]
 
 # Blocks asked for at once: the first is sampled for the ratio, the spacing of
 # the others is the rate.
@@ -21,6 +21,10 @@ TRAIN_BLOCKS = 3
 # The train's rate decides alone while link x ratio stays under this share of
 # zlib's rate (``ProbeTrain.trusted``).
 TRUSTED_SHARE = 0.5
+# Seconds (and RTTs) of plain afresh before a re-test is judged (``FreshRate``):
+# the plain lanes take over at the compressed stretch's pipe, no ramp to wait for.
+RETEST_AFTER = 0.3
+RETEST_RTTS = 8
 
 
 class ProbeTrain:
@@ -67,3 +71,31 @@ class ProbeTrain:
         """
         assert self.rate is not None
         return self.rate * ratio < TRUSTED_SHARE * min(cost.compress, cost.decompress)
+
+
+class FreshRate:
+    """Plain's rate measured afresh after a compressed stretch (the policy's re-test,
+    ``core.compresspolicy.RETEST_SHARE``): plain bytes from its first plain reply on."""
+
+    def __init__(self) -> None:
+        self.on = False  # under way
+        self._since: tuple[float, int] | None = None  # (time, plain bytes) at its first reply
+
+    def begin(self) -> None:
+        self.on, self._since = True, None
+
+    def reply(self, now: float, plain: int) -> None:
+        """A plain reply came: ``plain`` payload bytes delivered plain so far, this one's too."""
+        if self.on and self._since is None:
+            self._since = (now, plain)
+
+    def rate(self, now: float, plain: int, rtt: float) -> float | None:
+        """Payload bytes/s plain since its first reply, once long enough (then it is over)."""
+        if not self.on or self._since is None:
+            return None
+        began, before = self._since
+        elapsed = now - began
+        if elapsed < max(RETEST_AFTER, RETEST_RTTS * rtt):
+            return None
+        self.on = False
+        return (plain - before) / elapsed

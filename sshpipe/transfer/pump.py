@@ -29,7 +29,8 @@ from ..core.timeline import Timeline, describe, in_round_trips
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-from .compressswitch import Sampler, Switch, switching
+from .compressauto import Sampler, switching
+from .compressswitch import Switch
 from .grower import Grower, growing, make_controller
 from .lanes import Handles, Lane, cancelled, initial_channels
 

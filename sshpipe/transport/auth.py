@@ -144,6 +144,10 @@ class LoginClient(HostKeyPolicy):
         super().connection_made(conn)
         self._conn = conn
 
+    def begin_auth(self, username: str) -> None:
+        super().begin_auth(username)
+        self.memory.host_trusted.set()
+
     def auth_completed(self) -> None:
         super().auth_completed()
         method, value = self._last

@@ -34,6 +34,10 @@ class AuthMemory:
         self.abandoned: set[str] = set()
         self.answers: dict[tuple[str, str], str] = {}
         self.lock = asyncio.Lock()  # one prompt at a time across connections
+        # A log-in got past the host key (to its authentication): one begun
+        # beside it (Compression auto's) waits for this, so that it reads a new
+        # host's key as recorded, not as one more to record (or as changed).
+        self.host_trusted = asyncio.Event()
 
     def __repr__(self) -> str:  # never the secrets
         return (

@@ -60,6 +60,45 @@ class CompressRoute:
         # An earlier file's data shrank: a tree's next file readies the
         # compressed connection from its start, not from its first reply.
         self.shrank = False
+        # The compressed log-in begun beside the plain one (``speculate``).
+        self._early: asyncio.Task[None] | None = None
+
+    @property
+    def early(self) -> bool:
+        """The compressed log-in was begun with the plain one: a file may be opened
+        on it from its start."""
+        return self._early is not None and self.offered is not False
+
+    def speculate(self, transfer: TransferConfig) -> None:
+        """Begin the compressed log-in now, beside the plain one.
+
+        Begun only once the data shrank, its ~8 round trips and key exchange
+        came after the plain log-in, the file's OPEN and first reply: at
+        20 Mbit/s and 40 ms auto took 2.69 s where -C took 2.04. Only where
+        auto is asked for (``Compression=auto``), not through a mux master
+        (auto is off there) or under a rate limit. Unused (random data, a
+        LAN) it costs one idle connection's log-in; ``aclose`` ends it.
+        """
+        cfg = self.plain.connect_config
+        if self._early is not None or self._zlib is not None or self.offered is False:
+            return
+        if cfg.compression != "auto" or cfg.control_path or transfer.rate_limit:
+            return
+        self._early = asyncio.get_running_loop().create_task(self._connect_early())
+
+    async def _connect_early(self) -> None:
+        # From the plain log-in's authentication on: its key exchange has
+        # checked (and maybe recorded) the host key, and its round trips to
+        # come (auth, channel, OPEN) are the ones this one overlaps.
+        await self.plain.auth_memory.host_trusted.wait()
+        await self.connect()
+
+    async def cancel_early(self) -> None:
+        """The plain log-in failed: no compressed one goes on alone."""
+        early, self._early = self._early, None
+        if early is not None:
+            early.cancel()
+            await asyncio.wait([early])
 
     async def mode(self) -> CompressionMode:
         """The client's setting, as its connection was opened with it (ssh_config
@@ -107,11 +146,14 @@ class CompressRoute:
             return self._zlib
 
     async def aclose(self) -> None:
+        await self.cancel_early()  # a log-in still under way is of no use now
         zlib, self._zlib = self._zlib, None
         if zlib is not None:
             await zlib.aclose()
 
     def abort(self) -> None:
+        if self._early is not None:
+            self._early.cancel()
         if self._zlib is not None:
             self._zlib.abort()
 

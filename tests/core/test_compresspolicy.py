@@ -43,19 +43,70 @@ def test_from_plain(
     assert decision.route is expected, decision.reason
 
 
+C, P = Route.COMPRESSED, Route.PLAIN
+
+
 @pytest.mark.parametrize(
-    ("achieved", "switches", "expected"),
+    ("achieved", "ratio", "link", "mean", "switches", "expected", "retest"),
     [
-        (None, 1, Route.COMPRESSED),  # no rate yet: stays
-        (12 * MB, 1, Route.COMPRESSED),  # paid off
-        (2.4 * MB, 1, Route.COMPRESSED),  # within LEAVE_SHARE of plain: not flipped
-        (1.5 * MB, 1, Route.PLAIN),  # the server's zlib was the bottleneck: back, once
-        (1.5 * MB, 2, Route.COMPRESSED),  # moved twice already: stays (hysteresis)
+        # no rate yet: stays
+        (None, 5.5, 2.5 * MB, None, 1, C, False),
+        # paid off: the link carried 2.2 of 2.5
+        (12 * MB, 5.5, 2.5 * MB, None, 1, C, False),
+        # within LEAVE_SHARE of plain: not flipped
+        (2.4 * MB, 1.5, 2.5 * MB, None, 1, C, False),
+        # the server's zlib was the bottleneck: back, for good
+        (1.5 * MB, 5.5, 2.5 * MB, None, 1, P, False),
+        # moved thrice already: stays (hysteresis)
+        (1.5 * MB, 5.5, 2.5 * MB, None, 3, C, False),
+        # against the lower of the chosen rate and the plain stretch's mean (an
+        # upload's train read 4.7 MB/s on a 2.5 MB/s link) ...
+        (4.0 * MB, 1.5, 4.7 * MB, 2.5 * MB, 1, C, False),
+        # ... and against 4.7 alone it is a loss
+        (4.0 * MB, 1.5, 4.7 * MB, None, 1, P, False),
+        # 1 Gbit/s under load: plain read 5.4 MB/s, compressed ran 9.5 at ratio
+        # 4.16, the link carrying 2.3 (under half): re-test plain, though the
+        # plain stretch's mean (1.9) was lower still
+        (9.5 * MB, 4.16, 5.4 * MB, 1.9 * MB, 1, P, True),
+        # 20 Mbit/s get: 2.76 plain, 11.1 compressed, the link full (2.7): stays
+        (11.1 * MB, 4.16, 2.76 * MB, 1.6 * MB, 1, C, False),
+        # the re-test is once: compressed again after it, it stays
+        (9.5 * MB, 4.16, 5.4 * MB, 1.9 * MB, 3, C, False),
     ],
 )
-def test_from_compressed(achieved: float | None, switches: int, expected: Route) -> None:
-    measured = Measured(ratio=5.5, link_rate=2.5 * MB, rtt=0.04, compressed_rate=achieved)
+def test_from_compressed(
+    achieved: float | None,
+    ratio: float,
+    link: float,
+    mean: float | None,
+    switches: int,
+    expected: Route,
+    retest: bool,
+) -> None:
+    measured = Measured(
+        ratio=ratio, link_rate=link, rtt=0.04, compressed_rate=achieved, plain_mean=mean
+    )
     decision = decide(Route.COMPRESSED, measured, ZLIB_37, switches=switches)
+    assert (decision.route, decision.retest) == (expected, retest), decision.reason
+
+
+@pytest.mark.parametrize(
+    ("fresh", "switches", "retested", "expected"),
+    [
+        (60 * MB, 2, True, Route.PLAIN),  # 1 Gbit/s afresh: plain wins, for good
+        (9.0 * MB, 2, True, Route.PLAIN),  # compressed 9.5 not 1.25x better: plain
+        (2.5 * MB, 2, True, Route.COMPRESSED),  # a thin link after all: compress again
+        (None, 2, True, Route.PLAIN),  # not measured afresh yet: stays
+        (2.5 * MB, 2, False, Route.PLAIN),  # back for good (no re-test): never again
+        (2.5 * MB, 3, True, Route.PLAIN),  # moved thrice: never again
+    ],
+)
+def test_after_retest(fresh: float | None, switches: int, retested: bool, expected: Route) -> None:
+    measured = Measured(
+        ratio=4.16, link_rate=fresh, rtt=0.02, compressed_rate=9.5 * MB, retested=retested
+    )
+    decision = decide(Route.PLAIN, measured, ZLIB_37, switches=switches)
+    assert decision.route is expected, decision.reason
     assert decision.route is expected, decision.reason
 
 

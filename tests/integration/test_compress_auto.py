@@ -6,10 +6,12 @@ Speed is the benchmark's (benchmarks/bench_compress.py), not asserted here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 import sshpipe
@@ -106,18 +108,20 @@ async def test_a_server_without_compression_means_off_said_once(
     assert len(said) == 1, said
 
 
+@pytest.mark.parametrize("direction", ["get", "put"])
 async def test_a_mixed_tree_uses_both_connections(
-    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, direction: str
 ) -> None:
     # A 12 MiB budget makes files past 2 MiB big (their own leases, decided each).
     config = sshpipe.TransferConfig(max_bytes_in_flight=12 * 1024 * 1024)
     files = {
         "logs/text.csv": _text(SIZE * 3 // 4),
+        "logs/more.log": _text(SIZE // 2),  # after text.csv's, a put's is weighed at once
         "media/packed.gz": os.urandom(SIZE // 3),  # compressed by its name: never sampled
         "media/noise.bin": os.urandom(SIZE // 3),  # by its sample
         "small.txt": _text(4096),
     }
-    tree = openssh_peer.root / "tree"
+    tree = (openssh_peer.root if direction == "get" else tmp_path) / "tree"
     for name, data in files.items():
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
         (tree / name).write_bytes(data)
@@ -125,11 +129,74 @@ async def test_a_mixed_tree_uses_both_connections(
         client = _client(far, "auto")
         client.config = config
         async with client:
-            stats = await client.get(far.remote("tree"), tmp_path / "copy", recursive=True)
+            if direction == "get":
+                copy = tmp_path / "copy"
+                stats = await client.get(far.remote("tree"), copy, recursive=True)
+            else:
+                copy = openssh_peer.root / "copy"
+                stats = await client.put(tree, far.remote("copy"), recursive=True)
     for name, data in files.items():
-        assert (tmp_path / "copy" / name).read_bytes() == data, name
+        assert (copy / name).read_bytes() == data, name
     reports = {path.rsplit("/", 1)[-1]: report for path, report in stats.compression}
-    assert set(reports) == {"text.csv", "packed.gz", "noise.bin"}
-    assert reports["text.csv"].used and reports["text.csv"].compressed_bytes > 0
+    assert set(reports) == {"text.csv", "more.log", "packed.gz", "noise.bin"}
+    for text in ("text.csv", "more.log"):
+        assert reports[text].used and reports[text].compressed_bytes > 0, reports[text]
     assert not reports["packed.gz"].used and reports["packed.gz"].ratio is None
     assert not reports["noise.bin"].used and reports["noise.bin"].compressed_bytes == 0
+
+
+async def test_the_compressed_log_in_runs_beside_the_plain_one(
+    openssh_peer: Peer,
+    emulated_link: EmulatedLink,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A new host with accept-new: the compressed log-in, begun beside the plain
+    # one, waits for its host-key check, so the key is recorded once, not twice
+    # (nor refused as changed). Random data then never uses that connection.
+    noise = os.urandom(SIZE // 4)
+    (openssh_peer.root / "noise.bin").write_bytes(noise)
+    known = tmp_path / "known_hosts"
+    caplog.set_level(logging.INFO, logger="sshpipe")
+    async with emulated_link(openssh_peer, SLOW) as (_, far):
+        client = sshpipe.connect(
+            f"{far.user}@{far.host}",
+            port=far.port,
+            identity_files=[str(far.client_key)],
+            known_hosts=[str(known)],
+            strict_host_key_checking="accept-new",
+            ssh_config=[],
+            compression="auto",
+        )
+        async with client:
+            stats = await client.get(far.remote("noise.bin"), tmp_path / "noise.bin")
+    assert (tmp_path / "noise.bin").read_bytes() == noise
+    assert len(known.read_text().splitlines()) == 1
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("compressed connection up" in m for m in said) == 1, said
+    assert sum("Permanently added" in m for m in said) == 1, said
+    report = stats.compression
+    assert report is not None and not report.used and report.compressed_bytes == 0
+
+
+async def test_a_failed_log_in_leaves_no_compressed_one_behind(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    # A key the server refuses: the plain log-in fails in its authentication,
+    # after the compressed one was let begin.
+    stranger = tmp_path / "stranger"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
+    client = sshpipe.connect(
+        f"{openssh_peer.user}@{openssh_peer.host}",
+        port=openssh_peer.port,
+        identity_files=[str(stranger)],
+        known_hosts=[str(openssh_peer.known_hosts)],
+        ssh_config=[],
+        compression="auto",
+        batch_mode=True,
+    )
+    with pytest.raises(sshpipe.AuthenticationError):
+        async with client:
+            pass
+    current = asyncio.current_task()
+    assert [t for t in asyncio.all_tasks() if t is not current and not t.done()] == []

@@ -1,0 +1,45 @@
+"""A transfer's ``Compression auto`` switch, made for its lease (``switching``).
+
+The switch itself (``compressswitch``) routes one file's requests between
+the plain and the compressed connection; this makes it for a routed lease
+and runs its tasks beside the transfer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from ..core.compresspolicy import Route, ratio_of
+from ..transport.alongside import alongside
+from ..transport.compressroute import RoutedLease
+from ..transport.pool import Lease
+from .compressswitch import Switch
+
+__all__ = ["Sampler", "switching"]
+
+# Blocks of the data a put will send, read ahead of it (``BlockSource.sample``).
+Sampler = Callable[[], Awaitable[list[bytes]]]
+
+
+@contextlib.asynccontextmanager
+async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterator[Switch | None]:
+    """A switch for a routed lease (None for any other), its mover stopped on leaving.
+
+    ``sample``: a put's blocks of the local file, read before its first WRITE
+    (zlib-6 on 256 KiB: a few ms), so that random data never starts the
+    compressed log-in and text starts it at once. Its tasks run ``alongside``
+    the block: the block's error comes out as it was raised.
+    """
+    if not isinstance(lease, RoutedLease) or lease.pacer is not None:
+        # Under a rate limit (-l) the bucket counts payload bytes: compression
+        # could not carry more of them, only cost CPU.
+        yield None
+        return
+    ratio = None
+    if sample is not None and lease.hint is not Route.PLAIN and lease.route.offered is not False:
+        ratio = ratio_of(await sample())
+    switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
+    lease.report = switch.report
+    async with alongside(switch.attach, switch.stop):
+        yield switch
