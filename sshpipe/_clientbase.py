@@ -48,6 +48,10 @@ class ClientBase:
         self._opening = asyncio.Lock()
         self.left_temps: tuple[str, ...] = ()  # see ``aclose``
         self._route: CompressRoute | None = None  # Compression auto's, made with the pool
+        # The engine's import, one for every caller: they go on in the order
+        # they asked (an early ``warm`` counts its channels before a call made
+        # meanwhile looks for them, ``poollease.leased``).
+        self._engine: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         if self._pool is not None:
@@ -99,7 +103,14 @@ class ClientBase:
         if self._pool is None:
             if self._closed:
                 raise ClosedError("this client was closed")
-            await imported(ENGINE)
+            failed = (
+                self._engine is not None
+                and self._engine.done()
+                and (self._engine.cancelled() or self._engine.exception() is not None)
+            )
+            if self._engine is None or failed:  # a failed import is tried again
+                self._engine = asyncio.ensure_future(imported(ENGINE))
+            await asyncio.shield(self._engine)  # a cancelled caller leaves it to the others
             from ._engine import ChannelPool
 
             if self._pool is None:  # another task may have made it meanwhile
