@@ -98,10 +98,17 @@ class ReadPlan:
 
     # -- asking -----------------------------------------------------------
 
-    def next_range(self) -> Range | None:
-        """The next range to request, or None when nothing should be sent now."""
+    def next_range(self, limit: int | None = None) -> Range | None:
+        """The next range to request, or None when nothing should be sent now.
+
+        ``limit``: at most this many bytes (Compression auto's probe train asks
+        for short blocks); the rest of a longer hole stays owed.
+        """
         for index, hole in enumerate(self.holes):
             if self.eof_at is None or hole.offset < self.eof_at:
+                if limit is not None and hole.length > limit:
+                    self.holes[index] = Range(hole.offset + limit, hole.length - limit)
+                    return self._issue(Range(hole.offset, limit))
                 del self.holes[index]
                 return self._issue(hole)
         if self.eof_at is not None:
@@ -111,7 +118,7 @@ class ReadPlan:
                 return None
             self._probe_out = True  # one request past the hint finds EOF or growth
             return self._issue_frontier(self.probe_length)
-        length = self.block_size
+        length = self.block_size if limit is None else min(self.block_size, limit)
         if self.size_hint is not None and self.frontier < self.size_hint:
             length = min(length, self.size_hint - self.frontier)
         return self._issue_frontier(length)

@@ -2,14 +2,16 @@
 
 The switch itself (``compressswitch``) routes one file's requests between
 the plain and the compressed connection; this makes it for a routed lease
-and runs its tasks beside the transfer.
+and runs its tasks beside the transfer, and says what it did (``report_of``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 
+from .._stats import CompressionReport
 from ..core.compresspolicy import Route, ratio_of
 from ..transport.alongside import alongside
 from ..transport.compressroute import RoutedLease
@@ -40,6 +42,24 @@ async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterato
     if sample is not None and lease.hint is not Route.PLAIN and lease.route.offered is not False:
         ratio = ratio_of(await sample())
     switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
-    lease.report = switch.report
+    lease.report = partial(report_of, switch)
     async with alongside(switch.attach, switch.stop):
         yield switch
+
+
+def report_of(switch: Switch) -> CompressionReport:
+    """What the switch did with its file, for the stats (``--json``, the summary)."""
+    used, began = switch.used, switch.started_compressed
+    achieved = switch.compressed_rate
+    if began is not None and switch.last_compressed > began:
+        achieved = switch.compressed_bytes / (switch.last_compressed - began)
+    return CompressionReport(
+        used=used,
+        algorithm=switch.lease.route.algorithm if used else "none",
+        plain_bytes=switch.delivered - switch.compressed_bytes,
+        compressed_bytes=switch.compressed_bytes,
+        ratio=switch.ratio,
+        link_rate=switch.link_rate,
+        compressed_rate=achieved,
+        reason=switch.reason,
+    )

@@ -1,17 +1,15 @@
-"""Moving one file's remaining requests to the compressed connection (``Compression auto``).
+"""Routing one file's requests between the plain and the compressed connection.
 
-A file starts on the plain connection. Its data is sampled (a put: blocks of
-the local file before its first WRITE; a get: its first reply) and, on a WAN,
-its first requests are a probe train (``probetrain``) that measures the link.
-Data that shrinks readies the compressed connection at once, and nothing
-more goes plain until the policy (``core.compresspolicy``) has spoken: when it
-says compress, the file is opened on channels of the compressed connection
-(``RoutedLease.move``), the plain lanes get no new request (their cap goes to
-0; what is in flight drains, no byte is sent twice) and the controller starts
-from the measured rate x ratio. After a few round trips compressed, the rate
-achieved is checked against the plain one (the server's zlib is unknown):
-slower, and the file goes back, once (``MAX_SWITCHES``). On a LAN there is no
-train: the controller's rounds measure the link.
+``Compression auto``: a file starts plain. Its data is sampled (a put: the
+local file's blocks before its first WRITE; a get: its first replies) and, on
+a WAN, its first requests are a short probe train (``probetrain``) measuring
+the link. Data that may shrink readies the compressed connection and the
+file's channels there beside the plain OPEN, and after the train nothing
+more goes plain until the policy (``core.compresspolicy``) has spoken. On
+"compress" the plain lanes drain (``RouteLanes``; no byte is sent twice) and
+the controller goes on from rate x ratio; after a few round trips the rate
+achieved is judged, and the file may go back (``MAX_SWITCHES``). On a LAN
+there is no train: the controller's rounds measure the link.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import time
 from typing import TYPE_CHECKING
 
 from .._errors import SSHPipeError
-from .._stats import CompressionReport
 from ..core.compresspolicy import (
     MAX_SWITCHES,
     MIN_RATIO,
@@ -40,7 +37,8 @@ from ..core.flowcontrol import FlowController
 from ..core.text import printable
 from ..transport.compressroute import EAGER_RTT, RoutedLease
 from ..transport.sftp import SFTPSession
-from .probetrain import TRAIN_BLOCKS, FreshRate, ProbeTrain
+from .probetrain import TRAIN_BLOCK, TRAIN_BLOCKS, FreshRate, ProbeTrain
+from .routelanes import RouteLanes
 
 if TYPE_CHECKING:
     from .lanes import Lane
@@ -57,9 +55,9 @@ _JUDGE_RTTS = 10
 _ANY_COST = ZlibCost(compress=1.0, decompress=1.0)
 # Rounds (about an RTT each) after which the best one's rate is the link's.
 _KNOWN_ROUNDS = 6
-# Sampled bytes from which a get's ratio is trusted: one READ of sshd's 255 KiB
-# (waiting for SAMPLE_BYTES held the probe train a second reply), and a
-# first guess from a first reply's 32 KiB, enough to ready the connection.
+# Sampled bytes from which a get's ratio is trusted: the probe train's (waiting
+# for SAMPLE_BYTES held it a reply longer), and a first guess from a first
+# reply's 32 KiB, enough to ready the connection.
 _JUDGED_AT = 192 * 1024
 _GUESSED_AT = 32 * 1024
 # CPU per byte is counted from this many bytes: over a train's few, it is the
@@ -83,7 +81,9 @@ class Switch:
         self.cost = cost
         self._probe = False  # started
         self._probe_task: asyncio.Task[None] | None = None
-        self._connect_task: asyncio.Task[None] | None = None
+        # The compressed log-in and this file's channels there (before the pump runs).
+        self._connect_task: asyncio.Task[list[SFTPSession]] | None = None
+        self._widen_task: asyncio.Task[None] | None = None
         self.route = Route.PLAIN
         self.switches = 0
         self._samples: list[bytes] = []
@@ -94,7 +94,7 @@ class Switch:
         self.reason = "not decided: the file ended first"
         self.delivered = 0
         self.compressed_bytes = 0
-        self._compressed: set[SFTPSession] = set()
+        self.lanes = RouteLanes()
         self._pending: Decision | None = None
         self._decided_plain = lease.route.offered is False or lease.hint is Route.PLAIN
         if lease.route.offered is False:
@@ -114,7 +114,7 @@ class Switch:
         self._warm_asked = False
         self._weighed_at_start = False  # weighed before its first request: no train
         self._moving = False
-        self._used = False  # some of its requests were routed compressed
+        self.used = False  # some of its requests were routed compressed
         self._moved_at = 0.0
         self._first_reply = 0.0
         self._cpu_at_first = 0.0  # this process's CPU seconds at the first reply
@@ -127,12 +127,9 @@ class Switch:
         # measure the link: the start without a train, else the train's untrusted end.
         self._measured_since: tuple[float, int, int] | None = None
         self._first_compressed: float | None = None  # the first compressed reply's time
-        self._started_compressed: float | None = None  # the first ever (for the report)
-        self._last_compressed = 0.0
+        self.started_compressed: float | None = None  # the first ever (for the report)
+        self.last_compressed = 0.0
         self._bytes_at_move = 0
-        self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
-        # Compressed channels the file is open on that no request was routed to.
-        self.idle: set[SFTPSession] = set()
         self.wake = asyncio.Event()
         # Data that shrinks on a WAN: after the train, nothing more is asked for
         # on the plain lanes until the policy has spoken and, if it said
@@ -171,10 +168,20 @@ class Switch:
         if self._warm_asked or self.group is None or not self._wan:
             return
         self._warm_asked = self._warm = True
-        self._connect_task = self.group.create_task(self.lease.route.connect())
+        self._connect_task = self.group.create_task(self._open_compressed())
         if self.cost is None and probe:
             self._start_probe()  # beside the log-in, not after the ratio
         self.wake.set()
+
+    async def _open_compressed(self) -> list[SFTPSession]:
+        """The compressed log-in, then this file's channels there, not yet routed to:
+        their three round trips overlap the plain OPEN, not follow it (only the
+        file's OPEN on them waits for the pump: a put's temp file is made plain)."""
+        await self.lease.route.connect()
+        try:
+            return await self.lease.prepare()
+        except SSHPipeError:
+            return []  # the move sees what is missing
 
     def holds(self, pump: Pump) -> bool:
         """No new request now: the train is out (or not needed) and the compressed
@@ -193,7 +200,8 @@ class Switch:
         pump.switch = self
         self._pump = pump
         if self._wan:  # a WAN, and the file may go compressed: the probe train first
-            self.cap = TRAIN_BLOCKS * pump.sizing.block
+            self.cap = TRAIN_BLOCKS * min(TRAIN_BLOCK, pump.sizing.block)
+            self.train.begin(time.monotonic(), time.thread_time())
             if self._warm_asked and self.ratio is not None and self.ratio >= MIN_RATIO:
                 # A put's sample shrank: the train, then nothing plain; no train if an
                 # earlier file measured the link (each train sent 0.8 MB plain).
@@ -209,13 +217,19 @@ class Switch:
     async def stop(self) -> None:
         """No move is under way after this returns (before the handles close)."""
         # The compressed log-in too: a short file is not held up by one it did not need.
-        tasks = [t for t in (self._task, self._probe_task, self._connect_task) if t is not None]
-        self._task = self._probe_task = self._connect_task = None
+        running = (self._task, self._probe_task, self._connect_task, self._widen_task)
+        tasks = [t for t in running if t is not None]
+        self._task = self._probe_task = self._connect_task = self._widen_task = None
         self._let_go()
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+    @property
+    def train_block(self) -> int | None:
+        """The probe train's request length while it (or the hold after it) lasts."""
+        return TRAIN_BLOCK if self.cap is not None else None
 
     @property
     def sampling(self) -> bool:
@@ -259,19 +273,19 @@ class Switch:
             if not self._wan:  # no train: the controller measures from the first reply
                 self._measured_since = (now, 0, pump.controller.rounds)
         self.delivered += delivered
-        self.train.reply(now, delivered)
+        self.train.reply(now, delivered, rtt=pump.controller.min_rtt, cpu=time.thread_time())
         if self.cap is not None and self._decided_plain:
             self._uncap(pump)
-        if lane.sftp in self._compressed and delivered:
+        if lane.sftp in self.lanes.compressed and delivered:
             if self._first_compressed is None:
                 # Judged from its first reply: until then the plain lanes' requests
                 # issued before the move (the first guess's, seconds of a thin
                 # link) held the byte budget.
                 self._first_compressed = now
-                self._started_compressed = self._started_compressed or now
+                self.started_compressed = self.started_compressed or now
                 self._bytes_at_move = self.compressed_bytes
             self.compressed_bytes += delivered
-            self._last_compressed = now
+            self.last_compressed = now
         elif self.route is Route.PLAIN and delivered:
             self.fresh.reply(now, self.delivered - self.compressed_bytes)
         self._weigh(pump, now)
@@ -331,7 +345,7 @@ class Switch:
                 link_rate=self.link_rate,
                 rtt=ctrl.min_rtt,
                 remaining=remaining,
-                ready=bool(self._compressed),
+                ready=bool(self.lanes.compressed),
                 # Over a train's few blocks the CPU is the log-in's and zlib's: not a rate.
                 cpu_per_byte=cpu / self.delivered
                 if cpu > 0 and self.delivered >= _CPU_AFTER
@@ -415,11 +429,12 @@ class Switch:
             self.wake.clear()
             if self._warm:
                 self._warm = False
-                if self._connect_task is not None:  # the log-in, or its cancellation
-                    await asyncio.wait([self._connect_task])
-                if not self._decided_plain:
+                task = self._connect_task
+                if task is not None:  # the log-in, or its cancellation
+                    await asyncio.wait([task])
+                if task is not None and not task.cancelled() and not self._decided_plain:
                     with contextlib.suppress(SSHPipeError):  # the move sees what is missing
-                        await self._park(pump, await self.lease.prepare())
+                        await self.lanes.park(pump, task.result())
             decision, self._pending = self._pending, None
             if decision is None:
                 continue
@@ -436,32 +451,22 @@ class Switch:
                 self._moving = False
                 self._uncap(pump)  # moved (or not): the controller's budget again
 
-    async def _park(self, pump: Pump, channels: list[SFTPSession]) -> None:
-        """Open the file on compressed ``channels``, their lanes given no request yet."""
-        for sftp in channels:
-            self._compressed.add(sftp)
-            self.idle.add(sftp)
-            lane = await pump.handles.add(sftp)
-            # No await since the lane was appended: the pump never saw its cap.
-            self._cap_of[id(lane)], lane.cap = lane.cap, 0
-
     async def _move(self, pump: Pump, compressed: bool) -> None:
-        live = [lane for lane in pump.handles.lanes if lane.cap > 0]
-        fresh = await self.lease.move(max(1, len(live)), compressed=compressed)
+        want = max(1, sum(1 for lane in pump.handles.lanes if lane.cap > 0))
+        # Onto the lanes parked there at once, the others opened beside: a put
+        # at 20 Mbit/s waited 0.34 s (channel, init, OPEN) for two more.
+        parked = len(self.lanes.idle) if compressed else 0
+        fresh = await self.lease.move(parked or want, compressed=compressed)
         if fresh is None:
             self.reason = "stays plain: the server offers no compression"
             self._decided_plain = True
             return
-        await self._park(pump, fresh)
-        for lane in pump.handles.lanes:  # the other route's lanes drain, get nothing new
-            cap = self._cap_of.setdefault(id(lane), lane.cap)
-            lane.cap = cap if (lane.sftp in self._compressed) == compressed else 0
+        await self.lanes.park(pump, fresh)
+        self.lanes.route(pump, compressed=compressed)
         self.route = Route.COMPRESSED if compressed else Route.PLAIN
         if not compressed and not self.fresh.on:
             self._decided_plain = True  # back for good: not weighed again
-        self._used = self._used or compressed
-        if compressed:
-            self.idle.clear()
+        self.used = self.used or compressed
         self.switches += 1
         self._moved_at, self._first_compressed = time.monotonic(), None
         if compressed and self._moved_at > self._first_reply and self._first_reply:
@@ -475,26 +480,13 @@ class Switch:
             pump.controller.carry_on(self._moved_at, rate=expected)
         pump.add_lane(pump.handles.lanes[-1])
         pump.fill()
+        if compressed and want > parked > 0 and self.group is not None:
+            widen = self.lanes.widen(pump, self.lease, want - parked)
+            self._widen_task = self.group.create_task(widen)
         logger.info(
             "%s: compression auto: %d lane(s) now %s, after %d bytes",
             printable(pump.handles.path),
             sum(1 for lane in pump.handles.lanes if lane.cap > 0),
             self.route.value,
             self.delivered,
-        )
-
-    def report(self) -> CompressionReport:
-        used, began = self._used, self._started_compressed
-        achieved = self.compressed_rate
-        if began is not None and self._last_compressed > began:
-            achieved = self.compressed_bytes / (self._last_compressed - began)
-        return CompressionReport(
-            used=used,
-            algorithm=self.lease.route.algorithm if used else "none",
-            plain_bytes=self.delivered - self.compressed_bytes,
-            compressed_bytes=self.compressed_bytes,
-            ratio=self.ratio,
-            link_rate=self.link_rate,
-            compressed_rate=achieved,
-            reason=self.reason,
         )

@@ -103,6 +103,12 @@ class Pump:
             return None
         return best
 
+    def request_length(self, block: int) -> int:
+        """Bytes of the next request: ``block``, or Compression auto's probe train's
+        shorter one while the file's route is undecided (``compressswitch``)."""
+        train = self.switch.train_block if self.switch is not None else None
+        return block if train is None else min(block, train)
+
     def fill(self) -> None:
         """Issue what the budget allows (the write pump's caller does it)."""
         self.progress.set()
@@ -205,7 +211,7 @@ class Pump:
     def carriers(self) -> list[SFTPSession]:
         """The channels that held a lane, less those Compression auto opened the file
         on and never routed a request to (its parked lanes): for the stats."""
-        idle = self.switch.idle if self.switch is not None else set()
+        idle = self.switch.lanes.idle if self.switch is not None else set()
         return [sftp for sftp in self.handles.used if sftp not in idle]
 
     def flow_stats(self, lease: Lease) -> FlowStats:

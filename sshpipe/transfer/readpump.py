@@ -74,11 +74,12 @@ class ReadPump(Pump):
         plan, budget, pacer = self.plan, self.budget, self.pacer
         if self.switch is not None and self.switch.holds(self):
             return  # Compression auto: its route is being chosen
-        while self.error is None and (budget.has_room(plan.block_size) or self._starved()):
-            lane = self._pick(plan.block_size)
+        length = self.request_length(plan.block_size)
+        while self.error is None and (budget.has_room(length) or self._starved()):
+            lane = self._pick(length)
             if lane is None:
                 break
-            rng = plan.next_range()
+            rng = plan.next_range(length)
             if rng is None:
                 break
             if pacer is not None and not pacer.grant(rng.length):

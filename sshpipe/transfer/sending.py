@@ -227,8 +227,9 @@ class Sending:
                 self.resend[offset] = length
                 break
             self._send(pump, offset, data)
-        block = pump.block_size
         while pump.error is None:
+            # Read each time: Compression auto's probe train asks for short blocks first.
+            block = pump.request_length(pump.block_size)
             room = pump.room()
             if room == 0:
                 await pump.wait()

@@ -44,7 +44,7 @@ class WritePump(Pump):
             return 0
         if self.switch is not None and self.switch.holds(self):
             return 0  # Compression auto: its route is being chosen
-        block = self.block_size
+        block = self.request_length(self.block_size)
         by_requests = budget.max_requests - budget.requests
         by_bytes = (budget.max_bytes - budget.bytes) // block
         if budget.shared is not None:

@@ -84,14 +84,25 @@ class CompressRoute:
             return
         if cfg.compression != "auto" or cfg.control_path or transfer.rate_limit:
             return
-        self._early = asyncio.get_running_loop().create_task(self._connect_early())
+        self._early = asyncio.get_running_loop().create_task(self._connect_early(transfer))
 
-    async def _connect_early(self) -> None:
+    async def _connect_early(self, transfer: TransferConfig) -> None:
         # From the plain log-in's authentication on: its key exchange has
         # checked (and maybe recorded) the host key, and its round trips to
         # come (auth, channel, OPEN) are the ones this one overlaps.
         await self.plain.auth_memory.host_trusted.wait()
         await self.connect()
+        if self._zlib is not None:
+            # And a channel there: its three round trips overlap the plain
+            # OPEN, not follow it (``RoutedLease.prepare`` waits for it).
+            with contextlib.suppress(SSHPipeError):
+                await self._zlib.warm(transfer, 1)
+
+    async def settled(self) -> None:
+        """The early log-in (and its channel) done, failed or cancelled."""
+        early = self._early
+        if early is not None and not early.done():
+            await asyncio.wait([early])
 
     async def cancel_early(self) -> None:
         """The plain log-in failed: no compressed one goes on alone."""
@@ -271,6 +282,9 @@ class RoutedLease:
             return []
         pool = await self.route.pool()
         if pool is None:
+            return []
+        await self.route.settled()  # its warmed channel is the one to take
+        if self._zlib is not None:
             return []
         self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
         return list(self._zlib.channels)

@@ -726,3 +726,18 @@ def test_size_changes_at_any_time(
         assert plan.changed  # we hold bytes the server later said are not there
     if hint is not None and final != hint:
         assert plan.changed
+
+
+def test_a_limit_shortens_requests_and_keeps_the_rest_of_a_hole_owed() -> None:
+    """Compression auto's probe train asks for short blocks, then full ones again."""
+    plan = ReadPlan(block_size=10, size_hint=40)
+    assert plan.next_range(4) == Range(0, 4)
+    assert plan.next_range(4) == Range(4, 4)
+    lost = plan.next_range()
+    assert lost == Range(8, 10)
+    plan.on_retry(lost)
+    assert plan.next_range(3) == Range(8, 3)  # the hole's head ...
+    assert plan.next_range() == Range(11, 7)  # ... and its rest, still owed
+    assert plan.next_range() == Range(18, 10)
+    assert plan.next_range(100) == Range(28, 10)  # never longer than a block
+    assert plan.outstanding == 6
