@@ -243,6 +243,11 @@ class Switch:
             self._feed([chunks] if isinstance(chunks, bytes) else chunks)
         finally:
             self.train.busy(time.perf_counter() - began)
+        if self.ratio is not None and self._pump is not None:
+            # Its reply was weighed before its bytes were sampled: weighed again
+            # now, or a held file waited for the hold's end (1.3 s of a tree's
+            # text file, once zlib's rates were known and no probe ended to weigh it).
+            self._weigh(self._pump, time.monotonic())
 
     def _feed(self, pieces: list[bytes | memoryview] | list[bytes]) -> None:
         for piece in pieces:
