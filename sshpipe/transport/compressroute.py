@@ -75,14 +75,16 @@ class CompressRoute:
         Begun only once the data shrank, its ~8 round trips and key exchange
         came after the plain log-in, the file's OPEN and first reply: at
         20 Mbit/s and 40 ms auto took 2.69 s where -C took 2.04. Only where
-        auto is asked for (``Compression=auto``), not through a mux master
-        (auto is off there) or under a rate limit. Unused (random data, a
-        LAN) it costs one idle connection's log-in; ``aclose`` ends it.
+        auto is asked for: ``Compression=auto`` from the start; ssh_config's
+        ``Compression auto`` once the plain log-in (which reads it) is done.
+        Not through a mux master (auto is off there) or under a rate limit.
+        Unused (random data, a LAN) it costs one idle connection's log-in;
+        ``aclose`` ends it.
         """
         cfg = self.plain.connect_config
         if self._early is not None or self._zlib is not None or self.offered is False:
             return
-        if cfg.compression != "auto" or cfg.control_path or transfer.rate_limit:
+        if cfg.compression not in ("auto", None) or cfg.control_path or transfer.rate_limit:
             return
         self._early = asyncio.get_running_loop().create_task(self._connect_early(transfer))
 
@@ -91,6 +93,8 @@ class CompressRoute:
         # checked (and maybe recorded) the host key, and its round trips to
         # come (auth, channel, OPEN) are the ones this one overlaps.
         await self.plain.auth_memory.host_trusted.wait()
+        if self.plain.connect_config.compression is None and await self.mode() != "auto":
+            return  # ssh_config's Compression is known once the plain log-in is done
         await self.connect()
         if self._zlib is not None:
             # And a channel there: its three round trips overlap the plain

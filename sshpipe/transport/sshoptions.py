@@ -32,6 +32,7 @@ from .._config import (
 from .._errors import ConnectError, KeyLoadError, UsageError
 from ..core.compresspolicy import CompressionMode
 from ..core.sshconfig import jump_in_force, parse_jump
+from .asyncssh_patches import read_compression_auto
 from .auth import AuthMemory, can_prompt
 from .cpuflags import default_ciphers
 from .hostkeys import known_hosts_files, load_known_hosts
@@ -149,6 +150,7 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         kwargs["password_auth"] = False
         kwargs["kbdint_auth"] = False
     files = [str(path) for path in config_files(cfg.ssh_config)]
+    read_compression_auto()  # else asyncssh refuses our "Compression auto" in a file
     with _options_file(cfg.ssh_options) as first:
         kwargs["config"] = [first, *files] if first else files
         try:

@@ -453,3 +453,36 @@ def test_the_negotiation_is_not_read_off_an_unchecked_release() -> None:
     assert patches.auth_method(conn, "2.24.1") == "publickey"  # type: ignore[arg-type]
     conn._auth_methods = "publickey"  # changed shape: not read
     assert patches.auth_method(conn, "2.24.1") is None  # type: ignore[arg-type]
+
+
+def _parse_config(path: Path) -> asyncssh.SSHClientConnectionOptions:
+    return asyncssh.SSHClientConnectionOptions(
+        host="example.test", config=[str(path)], known_hosts=None, client_keys=None
+    )
+
+
+def test_asyncssh_reads_compression_auto_and_still_refuses_other_words(tmp_path: Path) -> None:
+    assert patches.read_compression_auto()
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n    Compression auto\n")
+    _parse_config(config)  # stock asyncssh: "Invalid Compression boolean value: auto"
+    config.write_text("Host *\n    Compression maybe\n")
+    with pytest.raises(asyncssh.config.ConfigParseError, match="Compression boolean"):
+        _parse_config(config)
+
+
+def test_an_unchecked_release_or_another_handler_keeps_the_stock_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncssh.config import SSHClientConfig, SSHConfig
+
+    from sshpipe.transport.asyncssh_patches.configwords import accept_compression_auto
+
+    stock = ("Compression", SSHConfig._set_bool)
+    handlers = dict(SSHClientConfig._handlers, compression=stock)
+    monkeypatch.setattr(SSHClientConfig, "_handlers", handlers)
+    assert not accept_compression_auto(False)  # an unchecked release
+    assert handlers["compression"] == stock
+    handlers["compression"] = ("Compression", SSHConfig._set_string)  # changed shape
+    assert not accept_compression_auto(True)
+    assert handlers["compression"][1] is SSHConfig._set_string

@@ -179,6 +179,37 @@ async def test_the_compressed_log_in_runs_beside_the_plain_one(
     assert report is not None and not report.used and report.compressed_bytes == 0
 
 
+async def test_ssh_config_compression_auto_logs_in_beside_the_plain_one_too(
+    openssh_peer: Peer,
+    emulated_link: EmulatedLink,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # ssh_config's "Compression auto" is known only once the plain log-in has
+    # read it; the compressed log-in then starts at once, not at the first data
+    # that shrinks: random data, which never opens it otherwise, sees it come up.
+    noise = os.urandom(SIZE // 4)
+    (openssh_peer.root / "noise.bin").write_bytes(noise)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n    Compression auto\n")
+    caplog.set_level(logging.INFO, logger="sshpipe")
+    async with emulated_link(openssh_peer, SLOW) as (_, far):
+        client = sshpipe.connect(
+            f"{far.user}@{far.host}",
+            port=far.port,
+            identity_files=[str(far.client_key)],
+            known_hosts=[str(far.known_hosts)],
+            ssh_config=[str(config)],
+        )
+        async with client:
+            stats = await client.get(far.remote("noise.bin"), tmp_path / "noise.bin")
+    assert (tmp_path / "noise.bin").read_bytes() == noise
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("compressed connection up" in m for m in said) == 1, said
+    report = stats.compression
+    assert report is not None and not report.used
+
+
 async def test_a_failed_log_in_leaves_no_compressed_one_behind(
     openssh_peer: Peer, tmp_path: Path
 ) -> None:

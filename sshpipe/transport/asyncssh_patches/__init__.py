@@ -20,6 +20,8 @@ exchange), each allowed by RFC 4252:
   SERVICE_REQUEST without waiting for its SERVICE_ACCEPT. Only for servers
   known to read them in order (OpenSSH's sshd, asyncssh's).
 
+One lets its ssh_config reader take ``Compression auto`` (``configwords.py``).
+
 Two read what asyncssh negotiated and does not tell (for ``-v``):
 
 - ``watch_key_exchange``: the key exchange chosen, recorded as asyncssh chooses it;
@@ -44,6 +46,7 @@ import asyncssh.auth
 from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
+from .configwords import COMPRESSION_AUTO, accept_compression_auto
 from .packets import AeadPackets, accept_views
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -70,6 +73,15 @@ def version_checked(version: str) -> bool:
     except ValueError:  # a pre-release or local build: not checked
         return False
     return CHECKED_FROM <= release <= CHECKED_TO
+
+
+def read_compression_auto(version: str | None = None) -> bool:
+    """Let asyncssh's ssh_config reader take ``Compression auto`` (see ``configwords``)."""
+    version = version or asyncssh.__version__
+    applied = accept_compression_auto(version_checked(version))
+    if not applied:
+        _skipped(COMPRESSION_AUTO)
+    return applied
 
 
 def _skipped(patch: str) -> None:
