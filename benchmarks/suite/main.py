@@ -16,6 +16,7 @@ from _bench_common import REPO_ROOT, machine_info, positive_int, scratch_dir
 from sshpipe.testing.sshd import openssh_server
 
 from .clients import ALL_CLIENTS, BY_NAME
+from .combine import combine
 from .data import make_sources
 from .plots import write_plots
 from .report import summarize, write
@@ -50,11 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="scratch space for sshd, sources and outputs (not /tmp: tmpfs)",
     )
     parser.add_argument("--list", action="store_true", help="list clients and scenarios")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="DIR",
+                        help="measure nothing: one summary and the plots from these runs' "
+                        "results.json, into --out")  # fmt: skip
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.combine:
+        return combine(args.out or RESULTS / "suite", args.combine)
     preset = PRESETS[args.preset]
     scenarios = preset.scenarios
     if args.list:

@@ -46,17 +46,36 @@ def _clients(rows: list[Row]) -> list[str]:
     return list(dict.fromkeys(r.client for r in rows))
 
 
+_MARKERS = "osD^v<>phX*"
+
+
+def _style(client: str, index: int) -> dict[str, Any]:
+    """A line's look: seventeen clients need more than the ten default colours, and
+    sshpipe's lines stand out."""
+    import matplotlib
+
+    ours = client.startswith("sshpipe")
+    return {
+        "color": matplotlib.colormaps["tab20"](index % 20),
+        "marker": _MARKERS[index % len(_MARKERS)],
+        "linewidth": 2.8 if ours else 1.2,
+        "markersize": 7 if ours else 5,
+        "zorder": 3 if ours else 2,
+        "label": client,
+    }
+
+
 def mbps_vs_rtt(rows: list[Row], axes: Any) -> bool:
     link = [r for r in _files(rows) if r.rtt_ms and r.rate_mbit == 1000]
     if not link:
         return False
     size = max(r.size_bytes for r in link)
     for ax, direction in zip(axes, DIRECTIONS, strict=True):
-        for client in _clients(link):
+        for index, client in enumerate(_clients(link)):
             points = sorted((r.rtt_ms, r.mb_per_s) for r in link if r.client == client
                             and r.direction == direction and r.size_bytes == size)  # fmt: skip
             if points:
-                ax.plot(*zip(*points, strict=True), marker="o", label=client)
+                ax.plot(*zip(*points, strict=True), **_style(client, index))
         ax.set(xscale="log", yscale="log", xlabel="RTT (ms), 1 Gbit/s",
                title=f"{direction} {size_label(size)}: whole-command MB/s")  # fmt: skip
     return True
@@ -67,11 +86,11 @@ def time_vs_size(rows: list[Row], axes: Any) -> bool:
     if not at100:
         return False
     for ax, direction in zip(axes, DIRECTIONS, strict=True):
-        for client in _clients(at100):
+        for index, client in enumerate(_clients(at100)):
             points = sorted((r.size_bytes / (1 << 20), r.whole_s) for r in at100
                             if r.client == client and r.direction == direction)  # fmt: skip
             if points:
-                ax.plot(*zip(*points, strict=True), marker="o", label=client)
+                ax.plot(*zip(*points, strict=True), **_style(client, index))
         ax.set(xscale="log", yscale="log", xlabel="file size (MiB)", ylabel="whole s",
                title=f"{direction} at 100 ms, 1 Gbit/s: whole-command time")  # fmt: skip
     return True
