@@ -11,10 +11,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 from .._config import TransferConfig
-from .._stats import TransferStats, Verified
+from .._stats import TransferStats
 from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.readplan import ReadPlan
@@ -27,8 +26,7 @@ from .progress import Tally
 from .pump import setup_phases, take_setup
 from .readpump import ReadPump, reading
 from .retrying import Retrying
-from .stream import read_back
-from .verify import OrderedHash, RemoteHash, check_copy, digests_of, plan_for
+from .verify import OrderedHash, RemoteHash, plan_for, verify_copy
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -124,19 +122,18 @@ async def download(
                 tally.sized(plan.final_size)
             await writer.close()
             written = True
-            verified: Verified = "none"
-            if config.verify != "none":
-                copied = plan.final_size
-                verified = await check_copy(
-                    lease.channels[0],
-                    remote,
-                    checks,
-                    size=copied,
-                    digests=await digests_of(consumer.digest, target.temp, copied, checks.specs),
-                    read_back=partial(read_back, lease, remote, config),
-                    shown=remote,
-                    remote_hash=remote_hash,
-                )
+            verified = await verify_copy(
+                lease.channels[0],
+                lease,
+                remote,
+                config,
+                size=plan.final_size,
+                local=target.temp,
+                streamed=consumer.digest,
+                plan=checks,
+                shown=remote,
+                remote_hash=remote_hash,
+            )
             committing = time.monotonic()
             await target.commit(plan.final_size, in_thread=config.local_io_in_thread, attrs=attrs)
             committed = True

@@ -13,7 +13,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
-from functools import partial
 
 from .._config import TransferConfig
 from .._errors import ConnectionBroken, RemoteError, SSHPipeError
@@ -43,8 +42,7 @@ from .progress import Tally
 from .pump import setup_phases, take_setup
 from .retrying import Retrying
 from .sending import Sending
-from .stream import read_back
-from .verify import RemoteHash, check_copy, digests_of, plan_for
+from .verify import RemoteHash, plan_for, verify_copy
 from .writepump import WritePump
 
 
@@ -169,17 +167,17 @@ async def _upload(
         async def land() -> None:  # the whole file is on the server, under its temp name
             nonlocal verified, checked, renaming
             sftp = lease.channels[0]
-            if config.verify != "none" and not checked:
+            if not checked:  # a land() retried after its check passed goes on to the rename
                 # Without a streamed hash it is a resume: its source is a file.
-                source = resuming.source.path if resuming is not None else ""
-                copied = sending.offset
-                verified = await check_copy(
+                verified = await verify_copy(
                     sftp,
+                    lease,
                     target,
-                    checks,
-                    size=copied,
-                    digests=await digests_of(sending.digest, source, copied, checks.specs),
-                    read_back=partial(read_back, lease, target, config),
+                    config,
+                    size=sending.offset,
+                    local=resuming.source.path if resuming is not None else "",
+                    streamed=sending.digest,
+                    plan=checks,
                     shown=remote,
                     remote_hash=remote_hash,
                 )

@@ -9,7 +9,9 @@ may be tried). ``check`` then tries, in order: the server's ``sha256sum``
 when it runs commands ("hash-remote"); its ``check-file`` extension
 ("hash-remote:<algorithm>": ProFTPD, paramiko); a read-back over SFTP if
 asked ("read-back"); else the size ("best"), or for "hash" asked by name
-nothing: the copy fails with HashUnavailable.
+nothing: the copy fails with HashUnavailable. ``verify_copy`` is that for
+one finished copy, the one call every single-file path (get, put, and their
+worker-shared forms) makes before its commit.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from .._config import DEFAULT_STALL_TIMEOUT
+from .._config import DEFAULT_STALL_TIMEOUT, TransferConfig
 from .._errors import HashUnavailable, IntegrityError
 from .._stats import Verified
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
@@ -32,7 +34,9 @@ from ..core.untrusted import command_output_cap, command_timeout
 from ..local.dirfd import LocalFile, open_regular
 from ..local.target import run_blocking
 from ..transport.checkfile import remote_check_file
+from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
+from .stream import read_back
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 NO_HASH = "no hash check possible on this server: it runs no sha256sum and offers no check-file"
@@ -245,6 +249,55 @@ async def check_copy(
         remote_sha256=hashed,
         read_back=read_back,
         shown=shown,
+    )
+
+
+async def verify_copy(
+    sftp: SFTPSession,
+    lease: Lease,
+    path: str,
+    config: TransferConfig,
+    *,
+    size: int,
+    local: str | os.PathLike[str] | LocalFile,
+    streamed: OrderedHash | None = None,
+    plan: VerifyPlan | None = None,
+    shown: str,
+    remote_hash: RemoteHash | None = None,
+) -> Verified:
+    """Check a finished copy against the server's file at ``path`` (``config.verify``).
+
+    Args:
+        sftp: the channel the checks go on (a download's or upload's first,
+            taken after its last reconnect).
+        lease: what a read-back reads ``path`` again over.
+        size: the copy's length.
+        local: the local file hashed when nothing was hashed as the bytes
+            flowed (``digests_of``).
+        streamed: the hashes taken as the bytes flowed, if they were.
+        plan: the checks chosen before the bytes flowed; None: chosen now
+            (a worker-shared copy, which hashes nothing as it goes).
+        shown: the path named in errors (the user's, not a temporary one).
+        remote_hash: how the server's SHA-256 is had (default: an exec).
+
+    Returns:
+        The level achieved; "none" when ``config.verify`` asks for no check.
+
+    Raises:
+        IntegrityError, HashUnavailable: as ``check``.
+    """
+    if config.verify == "none":
+        return "none"
+    checks = plan if plan is not None else plan_for(config.verify, sftp, remote_hash)
+    return await check_copy(
+        sftp,
+        path,
+        checks,
+        size=size,
+        digests=await digests_of(streamed, local, size, checks.specs),
+        read_back=partial(read_back, lease, path, config),
+        shown=shown,
+        remote_hash=remote_hash,
     )
 
 

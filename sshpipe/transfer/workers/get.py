@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import stat
 import time
-from functools import partial
 
 from ..._config import ConnectConfig, TransferConfig
 from ..._errors import IntegrityError, RemoteError
-from ..._stats import TransferStats, Verified
+from ..._stats import TransferStats
 from ...core.readplan import Range, ReadPlan
 from ...durability.journal import DownloadResume
 from ...local.dirfd import local_error
@@ -25,8 +24,7 @@ from ...local.target import LocalTarget, destination_of
 from ...transport.pool import ChannelPool, Lease
 from ..lanes import sizing_for
 from ..progress import Tally
-from ..stream import read_back
-from ..verify import check_copy, digests_of, plan_for
+from ..verify import verify_copy
 from . import wire
 from .common import count_for, hello_for, merged, split
 from .crew import Crew
@@ -112,18 +110,9 @@ async def shared_download(
                 dones = await crew.run(jobs, moved) if jobs else []
             if any(done.final_size != size for done in dones):
                 raise IntegrityError(remote, "changed size while it was copied")
-            verified: Verified = "none"
-            if config.verify != "none":
-                checks = plan_for(config.verify, sftp)
-                verified = await check_copy(
-                    sftp,
-                    remote,
-                    checks,
-                    size=size,
-                    digests=await digests_of(None, target.temp, size, checks.specs),
-                    read_back=partial(read_back, lease, remote, config),
-                    shown=remote,
-                )
+            verified = await verify_copy(
+                sftp, lease, remote, config, size=size, local=target.temp, shown=remote
+            )
             await target.commit(size, in_thread=config.local_io_in_thread)
             committed = True
         finally:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from functools import partial
 
 from ..._config import ConnectConfig, TransferConfig
 from ..._errors import RemoteError
-from ..._stats import TransferStats, Verified
+from ..._stats import TransferStats
 from ...core import codec
 from ...core.readplan import Range
 from ...local.source import LocalSource
@@ -34,8 +33,7 @@ from ...transport.replies import quiet
 from ...transport.sftp import SFTPSession
 from ..lanes import cancelled
 from ..progress import Tally
-from ..stream import read_back
-from ..verify import check_copy, digests_of, plan_for
+from ..verify import verify_copy
 from . import wire
 from .common import count_for, hello_for, merged, split
 from .crew import Crew
@@ -117,18 +115,9 @@ async def _shared(
                     tally.moved(report.count)
 
             dones = await crew.run(jobs, moved)
-        verified: Verified = "none"
-        if config.verify != "none":
-            checks = plan_for(config.verify, sftp)
-            verified = await check_copy(
-                sftp,
-                temp,
-                checks,
-                size=size,
-                digests=await digests_of(None, source.path, size, checks.specs),
-                read_back=partial(read_back, lease, temp, config),
-                shown=remote,
-            )
+        verified = await verify_copy(
+            sftp, lease, temp, config, size=size, local=source.path, shown=remote
+        )
         await rename_into_place(sftp, temp, remote, size)
         temp = None
         return merged(dones, size=size, started=started, verified=verified)
