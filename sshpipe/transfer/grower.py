@@ -110,7 +110,7 @@ class Grower:
         pump = self._pump
         if pump is None:
             return
-        room = max(0, self.controller.channels - len(pump.handles.lanes) - self._opening)
+        room = max(0, self.controller.channels - pump.live_lanes() - self._opening)
         taken, self._parked = self._parked[:room], self._parked[room:]
         for sftp in taken:
             self._spawn(sftp)
