@@ -94,7 +94,7 @@ class Switch:
         self.reason = "not decided: the file ended first"
         self.delivered = 0
         self.compressed_bytes = 0
-        self.lanes = RouteLanes()
+        self.lanes = RouteLanes(lease.is_compressed)
         self._pending: Decision | None = None
         self._decided_plain = lease.route.offered is False or lease.hint is Route.PLAIN
         if lease.route.offered is False:
@@ -281,7 +281,7 @@ class Switch:
         self.train.reply(now, delivered, rtt=pump.controller.min_rtt, cpu=time.thread_time())
         if self.cap is not None and self._decided_plain:
             self._uncap(pump)
-        if lane.sftp in self.lanes.compressed and delivered:
+        if self.lanes.is_compressed(lane.sftp) and delivered:
             if self._first_compressed is None:
                 # Judged from its first reply: until then the plain lanes' requests
                 # issued before the move (the first guess's, seconds of a thin
@@ -350,7 +350,7 @@ class Switch:
                 link_rate=self.link_rate,
                 rtt=ctrl.min_rtt,
                 remaining=remaining,
-                ready=bool(self.lanes.compressed),
+                ready=bool(self.lanes.idle),
                 # Over a train's few blocks the CPU is the log-in's and zlib's: not a rate.
                 cpu_per_byte=cpu / self.delivered
                 if cpu > 0 and self.delivered >= _CPU_AFTER

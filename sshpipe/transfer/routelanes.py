@@ -10,6 +10,7 @@ lanes' part of them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._errors import SSHPipeError
@@ -25,8 +26,11 @@ __all__ = ["RouteLanes"]
 class RouteLanes:
     """One file's lanes by route, and their own caps."""
 
-    def __init__(self) -> None:
-        self.compressed: set[SFTPSession] = set()  # channels of the compressed connection
+    def __init__(self, is_compressed: Callable[[SFTPSession], bool]) -> None:
+        # A channel of the compressed connection, by the lease: the ones the grower
+        # adds while the file is there too (counted plain, they made its
+        # compressed rate read a fifth of what it was, and the file went back).
+        self.is_compressed = is_compressed
         # Compressed channels the file is open on that no request was routed to.
         self.idle: set[SFTPSession] = set()
         self._cap_of: dict[int, int] = {}  # every lane's own cap, by id
@@ -35,7 +39,6 @@ class RouteLanes:
     async def park(self, pump: Pump, channels: list[SFTPSession]) -> None:
         """Open the file on compressed ``channels``, their lanes given no request yet."""
         for sftp in channels:
-            self.compressed.add(sftp)
             self.idle.add(sftp)
             lane = await pump.handles.add(sftp)
             # No await since the lane was appended: the pump never saw its cap.
@@ -45,7 +48,7 @@ class RouteLanes:
         """New requests go to the lanes of one route; the other's drain."""
         for lane in pump.handles.lanes:
             cap = self._cap_of.setdefault(id(lane), lane.cap)
-            lane.cap = cap if (lane.sftp in self.compressed) == compressed else 0
+            lane.cap = cap if self.is_compressed(lane.sftp) == compressed else 0
         self.on_compressed = compressed
         if compressed:
             self.idle.clear()
@@ -56,7 +59,6 @@ class RouteLanes:
         with contextlib.suppress(SSHPipeError):  # the file goes on with the lanes it has
             for sftp in await lease.add(count):  # the compressed pool's: asked while on it
                 lane = await pump.handles.add(sftp)
-                self.compressed.add(sftp)
                 self._cap_of[id(lane)] = lane.cap
                 if not self.on_compressed:
                     lane.cap = 0  # moved back meanwhile: a later move gives it its cap
