@@ -175,7 +175,7 @@ class Switch:
 
     async def _open_compressed(self) -> list[SFTPSession]:
         """The compressed log-in, then this file's channels there, not yet routed to:
-        their three round trips overlap the plain OPEN, not follow it (only the
+        opened as the file starts, beside its train, not on the policy's word (the
         file's OPEN on them waits for the pump: a put's temp file is made plain)."""
         await self.lease.route.connect()
         try:

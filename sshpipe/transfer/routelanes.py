@@ -27,9 +27,8 @@ class RouteLanes:
     """One file's lanes by route, and their own caps."""
 
     def __init__(self, is_compressed: Callable[[SFTPSession], bool]) -> None:
-        # A channel of the compressed connection, by the lease: the ones the grower
-        # adds while the file is there too (counted plain, they made its
-        # compressed rate read a fifth of what it was, and the file went back).
+        # A channel of the compressed connection, asked of the lease: the ones the
+        # grower adds while the file is there are counted and routed as such too.
         self.is_compressed = is_compressed
         # Compressed channels the file is open on that no request was routed to.
         self.idle: set[SFTPSession] = set()
