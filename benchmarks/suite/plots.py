@@ -30,7 +30,8 @@ def write_plots(out_dir: Path, rows: list[Row]) -> list[str]:
         if draw(rows, axes):
             for ax in axes:
                 ax.grid(True, alpha=0.3)
-            axes[1].legend(fontsize=7, loc="best")
+            if axes[1].get_legend_handles_labels()[0]:  # bar plots carry their labels
+                axes[1].legend(fontsize=7, loc="best")
             fig.tight_layout()
             fig.savefig(out_dir / name, dpi=90)
             written.append(name)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import pytest
@@ -145,6 +146,27 @@ async def test_a_mixed_tree_uses_both_connections(
     assert not reports["noise.bin"].used and reports["noise.bin"].compressed_bytes == 0
 
 
+async def get_noise_over_slow_link(
+    peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, **options: Any
+) -> None:
+    """A random file got over the 20 Mbit/s link with ``options``, checked; random
+    data never opens the compressed connection by itself, nor goes over it."""
+    noise = os.urandom(SIZE // 4)
+    (peer.root / "noise.bin").write_bytes(noise)
+    async with emulated_link(peer, SLOW) as (_, far):
+        client = sshpipe.connect(
+            f"{far.user}@{far.host}",
+            port=far.port,
+            identity_files=[str(far.client_key)],
+            **{"known_hosts": [str(far.known_hosts)], "ssh_config": [], **options},
+        )
+        async with client:
+            stats = await client.get(far.remote("noise.bin"), tmp_path / "noise.bin")
+    assert (tmp_path / "noise.bin").read_bytes() == noise
+    report = stats.compression
+    assert report is not None and not report.used and report.compressed_bytes == 0
+
+
 async def test_the_compressed_log_in_runs_beside_the_plain_one(
     openssh_peer: Peer,
     emulated_link: EmulatedLink,
@@ -153,30 +175,17 @@ async def test_the_compressed_log_in_runs_beside_the_plain_one(
 ) -> None:
     # A new host with accept-new: the compressed log-in, begun beside the plain
     # one, waits for its host-key check, so the key is recorded once, not twice
-    # (nor refused as changed). Random data then never uses that connection.
-    noise = os.urandom(SIZE // 4)
-    (openssh_peer.root / "noise.bin").write_bytes(noise)
+    # (nor refused as changed).
     known = tmp_path / "known_hosts"
     caplog.set_level(logging.INFO, logger="sshpipe")
-    async with emulated_link(openssh_peer, SLOW) as (_, far):
-        client = sshpipe.connect(
-            f"{far.user}@{far.host}",
-            port=far.port,
-            identity_files=[str(far.client_key)],
-            known_hosts=[str(known)],
-            strict_host_key_checking="accept-new",
-            ssh_config=[],
-            compression="auto",
-        )
-        async with client:
-            stats = await client.get(far.remote("noise.bin"), tmp_path / "noise.bin")
-    assert (tmp_path / "noise.bin").read_bytes() == noise
+    await get_noise_over_slow_link(
+        openssh_peer, emulated_link, tmp_path, known_hosts=[str(known)],
+        strict_host_key_checking="accept-new", compression="auto",
+    )  # fmt: skip
     assert len(known.read_text().splitlines()) == 1
     said = [r.getMessage() for r in caplog.records]
     assert sum("compressed connection up" in m for m in said) == 1, said
     assert sum("Permanently added" in m for m in said) == 1, said
-    report = stats.compression
-    assert report is not None and not report.used and report.compressed_bytes == 0
 
 
 async def test_ssh_config_compression_auto_logs_in_beside_the_plain_one_too(
@@ -188,26 +197,12 @@ async def test_ssh_config_compression_auto_logs_in_beside_the_plain_one_too(
     # ssh_config's "Compression auto" is known only once the plain log-in has
     # read it; the compressed log-in then starts at once, not at the first data
     # that shrinks: random data, which never opens it otherwise, sees it come up.
-    noise = os.urandom(SIZE // 4)
-    (openssh_peer.root / "noise.bin").write_bytes(noise)
     config = tmp_path / "ssh_config"
     config.write_text("Host *\n    Compression auto\n")
     caplog.set_level(logging.INFO, logger="sshpipe")
-    async with emulated_link(openssh_peer, SLOW) as (_, far):
-        client = sshpipe.connect(
-            f"{far.user}@{far.host}",
-            port=far.port,
-            identity_files=[str(far.client_key)],
-            known_hosts=[str(far.known_hosts)],
-            ssh_config=[str(config)],
-        )
-        async with client:
-            stats = await client.get(far.remote("noise.bin"), tmp_path / "noise.bin")
-    assert (tmp_path / "noise.bin").read_bytes() == noise
+    await get_noise_over_slow_link(openssh_peer, emulated_link, tmp_path, ssh_config=[str(config)])
     said = [r.getMessage() for r in caplog.records]
     assert sum("compressed connection up" in m for m in said) == 1, said
-    report = stats.compression
-    assert report is not None and not report.used
 
 
 async def test_a_failed_log_in_leaves_no_compressed_one_behind(
