@@ -278,7 +278,8 @@ class Switch:
             if not self._wan:  # no train: the controller measures from the first reply
                 self._measured_since = (now, 0, pump.controller.rounds)
         self.delivered += delivered
-        self.train.reply(now, delivered, rtt=pump.controller.min_rtt, cpu=time.thread_time())
+        if self.train.rate is None:  # its replies only: no clock read per reply after it
+            self.train.reply(now, delivered, rtt=pump.controller.min_rtt, cpu=time.thread_time())
         if self.cap is not None and self._decided_plain:
             self._uncap(pump)
         if self.lanes.is_compressed(lane.sftp) and delivered:
