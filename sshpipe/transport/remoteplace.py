@@ -95,6 +95,15 @@ async def rename_into_place(
     landed = _lstat(sftp, remote)
     try:
         sftp.check_status(await renamed, remote)
+    except RemoteError:
+        # A rename onto a directory comes back as FAILURE from OpenSSH's server:
+        # the LSTAT sent with it says what that means.
+        reply: codec.Reply | None = None
+        with contextlib.suppress(SSHPipeError):
+            reply = await landed
+        if isinstance(reply, codec.AttrsReply) and reply.attrs.kind == "dir":
+            raise RemoteIsADirectory(remote, "is a directory") from None
+        raise
     except BaseException:
         landed.add_done_callback(quiet)
         raise

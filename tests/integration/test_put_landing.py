@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import sshpipe
+from tests.support.cli import assert_one_line_error, run_cli
 from tests.support.files import leftover_temps, random_file
 from tests.support.peers import Peer
 
@@ -43,3 +44,28 @@ async def test_a_stream_onto_a_directory_fails_and_leaves_no_temp(peer: Peer) ->
         await client.put_stream(chunks(), peer.remote("after.bin"))
     assert (peer.root / "after.bin").read_bytes() == b"x" * 1000
     assert leftover_temps(peer.root) == []
+
+
+async def test_a_put_over_a_directory_inside_the_directory_says_so(
+    peer: Peer, tmp_path: Path
+) -> None:
+    """dir/src.bin is itself a directory: the rename cannot replace it (scp: "Is a
+    directory"), and the server's bare FAILURE is not what the user is told."""
+    random_file(tmp_path / "src.bin", 300_000)
+    (peer.root / "dir" / "src.bin").mkdir(parents=True)
+    async with peer.client() as client:
+        with pytest.raises(sshpipe.RemoteIsADirectory, match="is a directory"):
+            await client.put(str(tmp_path / "src.bin"), peer.remote("dir"))
+    assert (peer.root / "dir" / "src.bin").is_dir()
+    assert leftover_temps(peer.root) == []
+
+
+def test_cli_put_over_a_directory_is_one_line_with_its_exit_code(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_bytes(b"a")
+    (openssh_peer.root / "d" / "a.txt").mkdir(parents=True)
+    options = openssh_peer.cli_options()
+    result = run_cli("put", *options, str(tmp_path / "a.txt"), openssh_peer.spec("d"))
+    assert_one_line_error(result, sshpipe.RemoteIsADirectory.exit_code, "is a directory")
+    assert leftover_temps(openssh_peer.root) == []
