@@ -459,3 +459,15 @@ async def test_a_local_directory_that_refuses_writes_exits_3(server: Peer, here:
         )
     assert_one_line_error(done, 3, "locked")
     assert list((here / "locked").iterdir()) == []
+
+
+@each_server()
+async def test_a_put_over_a_remote_directory_says_it_is_one_and_exits_4(
+    server: Peer, here: Path
+) -> None:
+    random_file(here / "a.bin", 1000)
+    (server.root / "d" / "a.bin").mkdir(parents=True)
+    done = await run_cli_async("put", *server.cli_options(), str(here / "a.bin"), server.spec("d"))
+    assert_one_line_error(done, 4, "d/a.bin", "is a directory")
+    assert (server.root / "d" / "a.bin").is_dir()
+    assert_no_temps(server)

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from tests.support.cli import assert_one_line_error, run_cli
 from tests.support.files import leftover_temps, random_file
 from tests.support.peers import Peer
 
@@ -59,13 +58,3 @@ async def test_a_put_over_a_directory_inside_the_directory_says_so(
     assert (peer.root / "dir" / "src.bin").is_dir()
     assert leftover_temps(peer.root) == []
 
-
-def test_cli_put_over_a_directory_is_one_line_with_its_exit_code(
-    openssh_peer: Peer, tmp_path: Path
-) -> None:
-    (tmp_path / "a.txt").write_bytes(b"a")
-    (openssh_peer.root / "d" / "a.txt").mkdir(parents=True)
-    options = openssh_peer.cli_options()
-    result = run_cli("put", *options, str(tmp_path / "a.txt"), openssh_peer.spec("d"))
-    assert_one_line_error(result, sshpipe.RemoteIsADirectory.exit_code, "is a directory")
-    assert leftover_temps(openssh_peer.root) == []
