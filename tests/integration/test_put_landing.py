@@ -57,4 +57,3 @@ async def test_a_put_over_a_directory_inside_the_directory_says_so(
             await client.put(str(tmp_path / "src.bin"), peer.remote("dir"))
     assert (peer.root / "dir" / "src.bin").is_dir()
     assert leftover_temps(peer.root) == []
-
