@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import os
 import re
@@ -27,6 +28,7 @@ from sshpipe.core.sizing import reply_cap
 from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
+from sshpipe.transport.asyncssh_patches import packets
 from sshpipe.transport.hostkeys import HostKeyPolicy
 from sshpipe.transport.sftp import SFTPSession
 from sshpipe.transport.ssh import open_link
@@ -418,6 +420,38 @@ def test_a_channel_without_the_expected_counters_keeps_stock_windows() -> None:
     assert tuning.applied == frozenset()
     tuning.after_data()
     assert tuning.peer_window == 0
+
+
+def test_packet_padding_is_fresh_random_bytes_never_handed_out_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    draws: list[int] = []
+
+    def counting_urandom(size: int) -> bytes:
+        draws.append(size)
+        return bytes(range(256)) * (size // 256)  # every pool the same: reuse would show
+
+    monkeypatch.setattr(packets.os, "urandom", counting_urandom)
+    sender = packets.AeadPackets.__new__(packets.AeadPackets)
+    sender._pad, sender._pad_at = b"", 0
+    pool = bytes(range(256)) * (packets._PAD_POOL // 256)
+    sizes = [4 + i % 16 for i in range(2000)]  # what GCM's 16-byte blocks ask for
+    by_pool: list[list[bytes]] = []
+    for size in sizes:
+        pad = sender._padding(size)
+        assert len(pad) == size
+        if len(draws) > len(by_pool):  # this piece opened a new pool
+            by_pool.append([])
+        by_pool[-1].append(pad)
+    # Each pool is cut into consecutive pieces, none handed out twice, and a
+    # new one is drawn only when the next piece would not fit the old.
+    for pieces in by_pool:
+        used = b"".join(pieces)
+        assert pool.startswith(used)
+    for pieces, following in itertools.pairwise(by_pool):
+        assert sum(map(len, pieces)) + len(following[0]) > packets._PAD_POOL
+    assert draws == [packets._PAD_POOL] * len(by_pool)
+    assert len(draws) < len(sizes) / 100
 
 
 async def test_the_kex_and_the_log_in_method_are_read_from_a_real_connection(
