@@ -17,7 +17,7 @@ import time
 
 from _bench_common import Client, size_label
 from _whole import SETUP_SIZE, Matrix
-from _whole_report import _fmt, _table
+from _whole_report import cell, markdown_table
 from asyncssh.encryption import encryption_needs_mac, get_encryption, get_encryption_params
 
 GIB = 1 << 30
@@ -125,10 +125,10 @@ def cpu_table(matrix: Matrix, alone: dict[str, tuple[float, float]]) -> str:
                 cipher = next((c for c in alone if client.name == f"sshpipe:{short(c)}"), None)
                 own = None if cipher is None else alone[cipher][direction == "get"]
                 lines.append([
-                    size_label(size), direction, name, _fmt(per_gib, ".2f"), _fmt(own, ".2f"),
-                    _fmt(cpu, ".2f"),
-                    _fmt(setup, ".2f"), _fmt(whole, ".2f"),
-                    _fmt(None if whole is None else size / 1e6 / whole, ".1f"),
+                    size_label(size), direction, name, cell(per_gib, ".2f"), cell(own, ".2f"),
+                    cell(cpu, ".2f"),
+                    cell(setup, ".2f"), cell(whole, ".2f"),
+                    cell(None if whole is None else size / 1e6 / whole, ".1f"),
                     f"{len(good)}/{len(runs)}",
                 ])  # fmt: skip
     heading = (
@@ -137,4 +137,4 @@ def cpu_table(matrix: Matrix, alone: dict[str, tuple[float, float]]) -> str:
         f"asyncssh encrypting (put) or decrypting (get) {PACKET // 1024} KiB packets in one "
         f"process, CPU-s/GiB (CTR modes with {CTR_MAC}, as negotiated with sshd)"
     )
-    return "\n".join([heading, "", *_table(header, lines)])
+    return "\n".join([heading, "", *markdown_table(header, lines)])

@@ -34,11 +34,13 @@ THIN_MIN_RATIO = 1.0
 THIN_MIN_PCT_LINK = 90.0
 
 
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+def cell(value: float | None, spec: str, suffix: str = "") -> str:
+    """A table cell: the value formatted, or a dash where none was measured."""
     return "–" if value is None else format(value, spec) + suffix
 
 
-def _table(header: Sequence[str], lines: list[list[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], lines: list[list[str]]) -> list[str]:
+    """A markdown table's lines (the other benchmark reports build theirs with it)."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(cells) + " |" for cells in lines]
     return out
@@ -110,19 +112,19 @@ def _setting_table(setting: Setting, rows: list[Row]) -> list[str]:
             size_label(r.size_bytes),
             r.direction,
             f"**{r.client}**" if sshpipe else r.client,
-            _fmt(r.whole_s, ".2f"),
+            cell(r.whole_s, ".2f"),
             spread,
-            _fmt(r.whole_mb_per_s, ".1f"),
-            _fmt(r.ratio_vs_base, ".2f", "×"),
-            _fmt(r.net_mb_per_s, ".1f"),
+            cell(r.whole_mb_per_s, ".1f"),
+            cell(r.ratio_vs_base, ".2f", "×"),
+            cell(r.net_mb_per_s, ".1f"),
         ]
         if linked:
-            cells.append(_fmt(r.pct_of_link_net, ".0f", " %"))
-            cells.append(_fmt(r.floor_s if sshpipe else None, ".2f"))
-            cells.append(_fmt(r.whole_over_floor if sshpipe else None, ".2f", "×"))
+            cells.append(cell(r.pct_of_link_net, ".0f", " %"))
+            cells.append(cell(r.floor_s if sshpipe else None, ".2f"))
+            cells.append(cell(r.whole_over_floor if sshpipe else None, ".2f", "×"))
         cells.append(f"{r.n_ok}/{r.n_ok + r.n_failed}")
         lines.append(cells)
-    out = [_setting_heading(setting), "", *_table(header, lines)]
+    out = [_setting_heading(setting), "", *markdown_table(header, lines)]
     if setting.role == "thin":
         out += ["", *_thin_verdicts(rows)]
     return out
@@ -150,11 +152,11 @@ def _setup_table(setups: list[Row]) -> list[str]:
     for r in setups:
         spread = "–" if r.whole_min_s is None else f"{r.whole_min_s:.2f}–{r.whole_max_s or 0:.2f}"
         lines.append([
-            r.setting, r.direction, r.client, _fmt(r.whole_s, ".2f"), spread,
-            _fmt(r.cpu_s, ".2f"), _fmt(r.maxrss_mib, ".1f"), f"{r.n_ok}/{r.n_ok + r.n_failed}",
+            r.setting, r.direction, r.client, cell(r.whole_s, ".2f"), spread,
+            cell(r.cpu_s, ".2f"), cell(r.maxrss_mib, ".1f"), f"{r.n_ok}/{r.n_ok + r.n_failed}",
         ])  # fmt: skip
     heading = f"### Set-up: a {SETUP_SIZE}-byte file's whole command"
-    return [heading, "", *_table(header, lines)]
+    return [heading, "", *markdown_table(header, lines)]
 
 
 def write_results(

@@ -16,7 +16,7 @@ from typing import Any
 from _bench_common import size_label
 
 from .plots import write_plots
-from .report import Row, _table
+from .report import Row, markdown_table
 
 SSHPIPE = "sshpipe"
 SFTPS = ("sftp-default", "sftp-tuned")
@@ -43,7 +43,7 @@ def combine(out: Path, sources: list[Path]) -> int:
 
 def summary(rows: list[Row], runs: list[dict[str, Any]], plots: list[str]) -> str:
     out = ["# sshpipe benchmark suite: runs combined", ""]
-    out += _table(
+    out += markdown_table(
         ["scenarios", "measured", "sshpipe", "load at start", "command"],
         [[", ".join(r["scenarios"]), r["date"] or "—", r["sshpipe"] or "—", r["load"] or "—",
           f"`{r['command']}`"] for r in runs],
@@ -68,7 +68,7 @@ def summary(rows: list[Row], runs: list[dict[str, Any]], plots: list[str]) -> st
             *(f"{done[c].whole_s:.2f}" if c in done else "—" for c in SFTPS),
             best.client, f"{best.whole_s:.2f}", f"{(best.whole_s or 0.0) / ours.whole_s:.2f}x",
         ])  # fmt: skip
-    out += _table(["scenario", "item", "dir", "sshpipe s", "sftp s", "sftp tuned s",
+    out += markdown_table(["scenario", "item", "dir", "sshpipe s", "sftp s", "sftp tuned s",
                    "fastest peer", "its s", "its s / sshpipe's"], lines)  # fmt: skip
     if plots:
         out += ["", *(f"![{name}]({name})" for name in plots)]

@@ -100,7 +100,8 @@ def _fmt(value: float | None, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
-def _table(header: Sequence[str], lines: list[list[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], lines: list[list[str]]) -> list[str]:
+    """A markdown table's lines, numbers right-aligned (``combine`` builds its tables with it)."""
     return [
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
@@ -123,7 +124,7 @@ def format_md(run: Run, rows: list[Row], meta: dict[str, Any]) -> str:
     client_lines = [
         [c["name"], c["describe"], c["version"] or "—", c["skip"] or "ran"] for c in meta["clients"]
     ]
-    out += _table(["client", "what", "version", "status"], client_lines)
+    out += markdown_table(["client", "what", "version", "status"], client_lines)
     for scenario in run.scenarios:
         mine = [r for r in rows if r.scenario == scenario.label]
         if not mine:
@@ -144,7 +145,7 @@ def format_md(run: Run, rows: list[Row], meta: dict[str, Any]) -> str:
                 _fmt(r.net_mb_per_s, ".1f"), _fmt(r.cpu_s, ".2f"), _fmt(r.maxrss_mib, ".0f"),
                 r.problem or f"{r.n_ok} ok",
             ])  # fmt: skip
-        out += _table(["item", "dir", "client", "whole s", "MB/s", "vs sftp", "net MB/s",
+        out += markdown_table(["item", "dir", "client", "whole s", "MB/s", "vs sftp", "net MB/s",
                        "CPU-s", "RSS MiB", "samples"], lines)  # fmt: skip
     return "\n".join(out) + "\n"
 
