@@ -166,17 +166,52 @@ async def _refuse_if_there(sftp: SFTPSession, remote: str, reply: codec.Reply) -
 async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> bool:
     """After a reconnect: whether a rename cut off with its connection was done.
 
-    False: ``temp`` is still there (rename it again).
+    False: ``temp`` is still there (rename it again); unless ``remote`` is
+    a hard link to it (``place_new`` cut before its unlink): the temp name
+    is then removed, and that is done.
 
     Raises:
         ProtocolError: ``temp`` is gone and ``remote`` is not what was sent.
     """
     problem = await _outcome(sftp, temp, remote, size)
     if problem == _TEMP_THERE:
-        return False
+        if not await _linked(sftp, temp, remote):
+            return False
+        # place_new's hard link was made and the break came before its unlink.
+        await remove_quietly(sftp, temp)
+        return True
     if problem is not None:
         raise ProtocolError(f"{remote}: the upload's temporary file is gone, but {problem}")
     return True
+
+
+async def _linked(sftp: SFTPSession, temp: str, remote: str) -> bool:
+    """Whether ``remote`` is a hard link to ``temp`` (one file under two names).
+
+    SFTP shows no inode numbers, and a file someone else put at ``remote``
+    may match size, mode and times to the second. So one name's mtime is
+    changed: only the same file shows it under the other. It is put back.
+    False when that cannot be told (no hardlink extension, a refused SETSTAT).
+    """
+    if "hardlink@openssh.com" not in sftp.extensions:
+        return False
+    mine, theirs = await asyncio.gather(_lstat(sftp, temp), _lstat(sftp, remote))
+    if not (isinstance(mine, codec.AttrsReply) and isinstance(theirs, codec.AttrsReply)):
+        return False
+    ours = mine.attrs
+    if ours.kind != "file" or ours.atime is None or ours.mtime is None or ours != theirs.attrs:
+        return False
+    marked = ours.mtime ^ 1
+    try:
+        await sftp.setstat(temp, codec.Attrs(atime=ours.atime, mtime=marked))
+    except RemoteError:
+        return False
+    try:
+        seen = await _lstat(sftp, remote)
+    finally:
+        with contextlib.suppress(RemoteError):
+            await sftp.setstat(temp, codec.Attrs(atime=ours.atime, mtime=ours.mtime))
+    return isinstance(seen, codec.AttrsReply) and seen.attrs.mtime == marked
 
 
 _TEMP_THERE = "its temporary file is still there"

@@ -62,3 +62,52 @@ async def test_a_break_at_the_rename_neither_checks_nor_renames_twice(
     assert len(checks) == 1, checks  # the retry went straight to the rename
     assert len(renames) == (1 if renamed_before_break else 2), renames
     assert leftover_temps(openssh_peer.root) == []
+
+
+@pytest.mark.parametrize("there", ["our hard link", "a twin someone put there"])
+async def test_a_break_between_the_no_clobber_link_and_its_unlink(
+    openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, there: str
+) -> None:
+    """overwrite=False lands by hardlink@openssh.com, then removes the temp name.
+
+    Cut between the two, the retry finds both names holding the upload: that is
+    done, not "already exists". A file someone else put there, alike in size,
+    mode and times to the second, is still refused and kept.
+    """
+    data = os.urandom(2 * 1024 * 1024 + 5)
+    (tmp_path / "up.bin").write_bytes(data)
+    dest = openssh_peer.root / "once.bin"
+    landings: list[str] = []
+    real_rename = upload.rename_into_place
+
+    async def breaks_after_the_link(*args: Any, **kwargs: Any) -> None:
+        landings.append(args[1])
+        if len(landings) > 1:
+            await real_rename(*args, **kwargs)
+            return
+        temp = openssh_peer.root / Path(args[1]).name
+        if there == "our hard link":
+            os.link(temp, dest)
+        else:
+            dest.write_bytes(temp.read_bytes())
+            os.chmod(dest, temp.stat().st_mode)
+            os.utime(dest, ns=(temp.stat().st_atime_ns, temp.stat().st_mtime_ns))
+        raise sshpipe.ConnectionBroken("cut between the link and the unlink (test)")
+
+    monkeypatch.setattr(upload, "rename_into_place", breaks_after_the_link)
+    async with openssh_peer.client() as sp:
+        if there == "our hard link":
+            stats = await sp.put(
+                str(tmp_path / "up.bin"), openssh_peer.remote("once.bin"), overwrite=False
+            )
+            assert stats.reconnects == 1 and len(landings) == 1, landings
+        else:
+            with pytest.raises(sshpipe.RemoteExists):
+                await sp.put(
+                    str(tmp_path / "up.bin"), openssh_peer.remote("once.bin"), overwrite=False
+                )
+            assert len(landings) == 2, landings
+    assert dest.read_bytes() == data
+    assert dest.stat().st_nlink == 1
+    assert leftover_temps(openssh_peer.root) == []
+    dest.unlink()
