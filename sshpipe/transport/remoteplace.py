@@ -195,7 +195,9 @@ async def _linked(sftp: SFTPSession, temp: str, remote: str) -> bool:
     """
     if "hardlink@openssh.com" not in sftp.extensions:
         return False
-    mine, theirs = await asyncio.gather(_lstat(sftp, temp), _lstat(sftp, remote))
+    left, there = _lstat(sftp, temp), _lstat(sftp, remote)
+    there.add_done_callback(quiet)  # if the other fails first, nobody reads this one
+    mine, theirs = await left, await there
     if not (isinstance(mine, codec.AttrsReply) and isinstance(theirs, codec.AttrsReply)):
         return False
     ours = mine.attrs
