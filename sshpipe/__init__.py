@@ -6,11 +6,13 @@ Example::
         stats = await sp.get("/var/log/big.log", "big.log")
         print(stats.throughput)
 
-Nothing is done at import time; uvloop is loaded only by the command line.
+Nothing is done at import time but one warnings filter (below); uvloop is
+loaded only by the command line.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig, VerifyLevel
@@ -59,6 +61,12 @@ from ._stats import (
     TreeStats,
     Verified,
 )
+
+# cryptography 51 warns that DSA is deprecated whenever asyncssh (2.24.1 and
+# older) names its DSA classes, which it does as it is imported: two lines on
+# every command's stderr about a key type nobody chose. That warning alone,
+# from asyncssh's own modules alone, is not shown.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
 
 if TYPE_CHECKING:
     from ._client import Client

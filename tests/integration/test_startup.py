@@ -5,6 +5,8 @@ Checked in fresh interpreters: this test process imported everything long ago.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from sshpipe.transport.loading import in_library_path
@@ -102,3 +104,16 @@ def test_the_command_lines_imports_leave_out_what_a_get_or_put_does_not_use() ->
         )}}))
     """)
     assert result["loaded"] == []
+
+
+def test_importing_the_engine_prints_no_warning() -> None:
+    """cryptography 51 warns about DSA as asyncssh 2.24 is imported: two lines on
+    every command's stderr (every CLI test that checks for a silent stderr failed)."""
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", "import sshpipe.transport.ssh, sshpipe.testing.tap"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
