@@ -123,6 +123,15 @@ def size_label(size: int) -> str:
     return f"{size} B"
 
 
+def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
+    """``--variant NAME=ARGS``: an extra sshpipe client NAME run with ARGS (shell-split)."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=ARGS, got {text!r}")
+    return name, tuple(shlex.split(rest))
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:

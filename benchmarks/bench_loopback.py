@@ -31,6 +31,7 @@ from _bench_common import (
     Client,
     compile_bytecode,
     machine_info,
+    parse_variant,
     positive_int,
     scratch_dir,
     size_label,
@@ -59,14 +60,6 @@ SERVERS: dict[str, Callable[..., contextlib.AbstractContextManager[SSHServerInfo
 }
 # What a stock sshd allows, as in bench_wan.py.
 STOCK_MAX_SESSIONS = 10
-
-
-def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
-    name, sep, rest = text.partition("=")
-    name = name.strip()
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=ARGS, got {text!r}")
-    return name, tuple(shlex.split(rest))
 
 
 def parse_checkout(text: str) -> tuple[str, Path]:

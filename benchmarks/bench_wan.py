@@ -37,6 +37,7 @@ from _bench_common import (
     build_argv,
     machine_info,
     parse_size,
+    parse_variant,
     positive_int,
     run_measured,
     scratch_dir,
@@ -164,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {','.join(DEFAULT_CLIENTS)})",
     )
     parser.add_argument(
+        "--variant",
+        action="append",
+        type=parse_variant,
+        default=[],
+        metavar="NAME=ARGS",
+        help="extra sshpipe client NAME run with ARGS, named in --clients or added to them "
+        '(e.g. --variant sshpipe:no="-o Compression=no"); may repeat',
+    )
+    parser.add_argument(
         "--directions", type=name_list, default=list(ALL_DIRECTIONS), help="get,put or one of them"
     )
     parser.add_argument(
@@ -230,9 +240,14 @@ def resolve_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> N
         args.sizes_at = explicit
     if args.out is None:
         args.out = QUICK_OUT if args.quick else DEFAULT_OUT
-    unknown = [c for c in args.clients if c not in ALL_CLIENTS]
+    variants = [name for name, _ in args.variant]
+    taken = [name for name in variants if name in ALL_CLIENTS]
+    if taken or len(set(variants)) != len(variants):
+        parser.error(f"--variant names must be new and distinct: {', '.join(variants)}")
+    args.clients = list(dict.fromkeys([*args.clients, *variants]))
+    unknown = [c for c in args.clients if c not in (*ALL_CLIENTS, *variants)]
     if unknown or not args.clients:
-        parser.error(f"--clients: choose from {','.join(ALL_CLIENTS)}")
+        parser.error(f"--clients: choose from {','.join(ALL_CLIENTS)} or a --variant")
     bad = [d for d in args.directions if d not in ALL_DIRECTIONS]
     if bad or not args.directions:
         parser.error("--directions: get, put or get,put")
@@ -270,6 +285,8 @@ def select_clients(args: argparse.Namespace) -> list[Client]:
         # --json after -q: the stats object still prints, and lands in the JSON.
         "sshpipe": Client("sshpipe", "sshpipe", ("--json",)),
     }
+    for name, extra in args.variant:
+        available[name] = Client(name, "sshpipe", (*extra, "--json"))
     return [available[name] for name in dict.fromkeys(args.clients)]
 
 
