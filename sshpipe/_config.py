@@ -294,7 +294,7 @@ class ConnectConfig:
             opened beside it for files that shrink on a link slower than
             zlib; True compresses every connection (helps slow links, halves
             fast ones), False none. None means ssh_config's Compression
-            (yes/no/auto), else False: auto is not the default yet (README,
+            (yes/no/auto), else "auto" (OpenSSH's default is no; README,
             "Compression").
         proxy_jump: jump hosts, ``[user@]host[:port]`` separated by commas
             (``ssh -J``): the connection is tunnelled through each in turn,

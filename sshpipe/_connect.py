@@ -80,7 +80,7 @@ def connect(
         compression: "auto" chooses per file (a compressed connection beside
             the plain one, for data that shrinks on a link slower than zlib);
             True compresses everything, False nothing (default: ssh_config's
-            Compression, else False).
+            Compression, else "auto").
         ciphers: encryption algorithms in preference order (default:
             ssh_config's Ciphers, else an order chosen from the CPU's flags:
             AES-GCM first with AES instructions, chacha20-poly1305 first

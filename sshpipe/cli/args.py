@@ -139,7 +139,8 @@ def _add_ssh_options(parser: argparse.ArgumentParser) -> None:
         "-C",
         dest="compression",
         action="store_true",
-        help="compress every connection (default: none; -o Compression=auto chooses per file)",
+        help="compress every connection (default: -o Compression=auto, chosen per file; "
+        "-o Compression=no for none)",
     )
     parser.add_argument("-c", dest="cipher", help="cipher(s), comma separated")
 

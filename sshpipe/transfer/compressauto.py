@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 
 from .._stats import CompressionReport
-from ..core.compresspolicy import Route, ratio_of
+from ..core.compresspolicy import ratio_of
 from ..transport.alongside import alongside
 from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease
@@ -39,7 +39,7 @@ async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterato
         yield None
         return
     ratio = None
-    if sample is not None and lease.hint is not Route.PLAIN and lease.route.offered is not False:
+    if sample is not None and Switch.plain_whatever_its_data(lease) is None:
         ratio = ratio_of(await sample())
     switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
     lease.report = partial(report_of, switch)

@@ -148,6 +148,10 @@ class LoginClient(HostKeyPolicy):
         super().begin_auth(username)
         self.memory.host_trusted.set()
 
+    def service_accepted(self, rtt: float) -> None:
+        """The SERVICE_REQUEST's round trip (``asyncssh_patches``)."""
+        self.memory.round_trip(rtt)
+
     def auth_completed(self) -> None:
         super().auth_completed()
         method, value = self._last

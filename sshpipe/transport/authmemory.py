@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import asyncssh
 
+    from ..core.compresspolicy import CompressionMode
+
 __all__ = ["AuthMemory"]
 
 
@@ -38,6 +40,21 @@ class AuthMemory:
         # beside it (Compression auto's) waits for this, so that it reads a new
         # host's key as recorded, not as one more to record (or as changed).
         self.host_trusted = asyncio.Event()
+        # The first log-in's round trip from its SERVICE_REQUEST to the
+        # SERVICE_ACCEPT (``asyncssh_patches``): no server work in it, where the
+        # log-in's phases carry sshd's signature check and fork. None where
+        # not measured. ``rtt_known`` is set once it is, or once that log-in
+        # is over without it; ``compression`` is the setting it was opened
+        # with. Compression auto's early log-in decides on them (``compressroute``).
+        self.rtt: float | None = None
+        self.rtt_known = asyncio.Event()
+        self.compression: CompressionMode | None = None
+
+    def round_trip(self, seconds: float) -> None:
+        """A log-in's clean round trip: the first one is kept."""
+        if self.rtt is None:
+            self.rtt = seconds
+        self.rtt_known.set()
 
     def __repr__(self) -> str:  # never the secrets
         return (

@@ -34,11 +34,13 @@ from .zlibprobe import cached_zlib_cost, zlib_cost
 
 __all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
 
-# The log-in RTT from which a file that may go compressed is opened on the
-# compressed connection as soon as its data is known to shrink, and starts with
-# a probe train (``transfer.compressswitch``): 5 ms, where the flow controller's
-# first guess (1 Gbit/s x RTT: 625 KB) is a quarter second of a 20 Mbit/s
-# link's queue. Below it (a LAN, loopback) the connection opens when wanted.
+# The RTT from which the compressed connection logs in beside the plain one,
+# and a file that may go compressed is opened there as soon as its data is
+# known to shrink and starts with a probe train (``transfer.compressswitch``):
+# 5 ms, where the flow controller's first guess (1 Gbit/s x RTT: 625 KB) is a
+# quarter second of a 20 Mbit/s link's queue. Below it (a LAN, loopback) the
+# connection opens when a file wants it: on loopback the second log-in cost a
+# get of 64 MiB 11 % of its whole command, the CPU being the bottleneck there.
 EAGER_RTT = 0.005
 
 logger = logging.getLogger("sshpipe.compress")
@@ -70,16 +72,16 @@ class CompressRoute:
         return self._early is not None and self.offered is not False
 
     def speculate(self, transfer: TransferConfig) -> None:
-        """Begin the compressed log-in now, beside the plain one.
+        """Begin the compressed log-in beside the plain one, if the link is a WAN.
 
         Begun only once the data shrank, its ~8 round trips and key exchange
         came after the plain log-in, the file's OPEN and first reply: at
-        20 Mbit/s and 40 ms auto took 2.69 s where -C took 2.04. Only where
-        auto is asked for: ``Compression=auto`` from the start; ssh_config's
-        ``Compression auto`` once the plain log-in (which reads it) is done.
-        Not through a mux master (auto is off there) or under a rate limit.
-        Unused (random data, a LAN) it costs one idle connection's log-in;
-        ``aclose`` ends it.
+        20 Mbit/s and 40 ms auto took 2.69 s where -C took 2.04. It begins at
+        the plain log-in's SERVICE_ACCEPT, once that shows a round trip of
+        ``EAGER_RTT`` or more and the setting in force (given, ssh_config's or
+        the default) is auto. Not through a mux master (auto is off there) or
+        under a rate limit. Unused (random data) it costs one idle
+        connection's log-in; ``aclose`` ends it.
         """
         cfg = self.plain.connect_config
         if self._early is not None or self._zlib is not None or self.offered is False:
@@ -89,12 +91,15 @@ class CompressRoute:
         self._early = asyncio.get_running_loop().create_task(self._connect_early())
 
     async def _connect_early(self) -> None:
-        # From the plain log-in's authentication on: its key exchange has
-        # checked (and maybe recorded) the host key, and its round trips to
-        # come (auth, channel, OPEN) are the ones this one overlaps.
-        await self.plain.auth_memory.host_trusted.wait()
-        if self.plain.connect_config.compression is None and await self.mode() != "auto":
-            return  # ssh_config's Compression is known once the plain log-in is done
+        # From the plain log-in's SERVICE_ACCEPT on: its key exchange has
+        # checked (and maybe recorded) the host key, its round trip is known,
+        # and its round trips to come (auth, channel, OPEN) are the ones this
+        # one overlaps.
+        memory = self.plain.auth_memory
+        await memory.host_trusted.wait()
+        await memory.rtt_known.wait()
+        if memory.compression != "auto" or memory.rtt is None or memory.rtt < EAGER_RTT:
+            return  # a LAN or loopback (or not measured): opened when a file wants it
         # No channel is opened here ahead of a file: one warmed with the client's
         # settings made a put run compressed at 2 MB/s (1 run in 3, then 4 in 6)
         # where the file's own channel ran 11 MB/s in 6 of 6; not understood yet.
@@ -234,8 +239,12 @@ class RoutedLease:
 
     @property
     def rtt(self) -> float:
-        """Seconds of one round trip, from the plain connection's log-in."""
-        return self.route.plain.rtt_estimate
+        """Seconds of one round trip: its channels' SFTP INIT (the log-in's phases
+        carry sshd's signature check and fork: 10-45 ms on loopback), else the log-in's."""
+        return min(
+            (s.init_rtt for s in self._plain.channels if s.init_rtt > 0),
+            default=self.route.plain.rtt_estimate,
+        )
 
     @property
     def _active(self) -> PoolLease:

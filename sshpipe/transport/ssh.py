@@ -144,6 +144,8 @@ async def _log_in(
     )
     label = f"{cfg.host}:{port}"
     where: dict[str, Any] = {"host": cfg.host, "port": port}
+    if memory.compression is None:  # the client's first log-in: its plain one
+        memory.compression = prepared.compression_mode
     started = time.monotonic()
     try:
         async with asyncio.timeout(prepared.connect_timeout) as scope:
@@ -199,6 +201,7 @@ async def _log_in(
     # asyncssh queries it first), plus the server's check of one signature.
     auth = dict(timeline.phases)["auth"]
     link.rtt_estimate = auth if SIGNED_FIRST in patches else auth / 2
+    memory.rtt_known.set()  # measured (``LoginClient.service_accepted``) or not at all
     return link
 
 

@@ -56,7 +56,7 @@ class Prepared:
         jumps: the hops to tunnel through, (user, host, port), first first.
         locked: the encrypted key files to ask passphrases for, in order.
         batch_mode: the BatchMode in force (given, else ssh_config's).
-        compression_mode: the Compression in force (given, else ssh_config's, else no).
+        compression_mode: the Compression in force (given, else ssh_config's, else auto).
     """
 
     options: asyncssh.SSHClientConnectionOptions
@@ -73,7 +73,7 @@ class Prepared:
 
 def compression_mode(cfg: ConnectConfig, own: dict[str, str] | None = None) -> CompressionMode:
     """``cfg.compression``, else ssh_config's Compression (yes/no: OpenSSH's words, or
-    auto), else no: auto is asked for until it is ready to be the default.
+    auto), else auto: sshpipe's default, where OpenSSH's is no (README, "Compression").
 
     ``own``: ssh_config's values (``own_options``), when already read; else
     they are read (blocking: off the loop).
@@ -84,7 +84,7 @@ def compression_mode(cfg: ConnectConfig, own: dict[str, str] | None = None) -> C
         return "yes" if cfg.compression else "no"
     if own is None:
         own = own_options(cfg.ssh_config, cfg.host, cfg.username, options=cfg.ssh_options)
-    value = (own.get("compression") or "no").lower()
+    value = (own.get("compression") or "auto").lower()
     if value == "auto":
         return "auto"
     return "yes" if value in ("yes", "true") else "no"

@@ -46,13 +46,20 @@ def _client(far: Peer, compression: bool | str | None) -> sshpipe.Client:
     )
 
 
-@pytest.mark.parametrize("direction", ["get", "put"])
+@pytest.mark.parametrize(
+    ("direction", "compression"), [("get", "auto"), ("put", "auto"), ("get", None), ("put", None)]
+)
 async def test_text_goes_compressed_and_random_does_not(
-    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, direction: str
+    openssh_peer: Peer,
+    emulated_link: EmulatedLink,
+    tmp_path: Path,
+    direction: str,
+    compression: str | None,
 ) -> None:
+    # None: no setting and no ssh_config, so the default, which is auto.
     # Random data needs only its sample and the link's rate to be judged: 2 MiB.
     text, noise = _text(SIZE), os.urandom(SIZE // 4)
-    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, "auto") as client:
+    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, compression) as client:
         for name, data in (("text.csv", text), ("noise.bin", noise)):
             local = tmp_path / f"local-{name}"
             if direction == "get":
@@ -226,3 +233,44 @@ async def test_a_failed_log_in_leaves_no_compressed_one_behind(
             pass
     current = asyncio.current_task()
     assert [t for t in asyncio.all_tasks() if t is not current and not t.done()] == []
+
+
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_on_loopback_the_default_logs_in_once_and_stays_plain(
+    openssh_peer: Peer, tmp_path: Path, caplog: pytest.LogCaptureFixture, direction: str
+) -> None:
+    # No link is slower than zlib here and the CPU is the bottleneck: a second
+    # log-in would only cost (11 % of a 64 MiB get), and text stays plain.
+    text = _text(SIZE // 2)
+    caplog.set_level(logging.INFO, logger="sshpipe")
+    local = tmp_path / "text.csv"
+    async with _client(openssh_peer, None) as client:
+        if direction == "get":
+            (openssh_peer.root / "text.csv").write_bytes(text)
+            stats = await client.get(openssh_peer.remote("text.csv"), local)
+            assert local.read_bytes() == text
+        else:
+            local.write_bytes(text)
+            stats = await client.put(local, openssh_peer.remote("text.csv"))
+            assert (openssh_peer.root / "text.csv").read_bytes() == text
+        assert client.connections == 1
+    report = stats.compression
+    assert report is not None and not report.used and report.compressed_bytes == 0, report
+    said = [r.getMessage() for r in caplog.records]
+    assert not any("compressed connection up" in m for m in said), said
+
+
+async def test_the_log_in_measures_the_links_round_trip(
+    openssh_peer: Peer, emulated_link: EmulatedLink
+) -> None:
+    # SERVICE_REQUEST to SERVICE_ACCEPT: the round trip the early compressed
+    # log-in is gated on (``compressroute.EAGER_RTT``), with no server work in it.
+    async with _client(openssh_peer, None) as near:
+        memory = near._pool.auth_memory if near._pool is not None else None
+        assert memory is not None and memory.rtt is not None
+        assert 0 < memory.rtt < SLOW.rtt / 2
+    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, None) as client:
+        memory = client._pool.auth_memory if client._pool is not None else None
+        assert memory is not None and memory.rtt is not None
+        assert SLOW.rtt * 0.9 < memory.rtt < SLOW.rtt * 3
+        assert memory.compression == "auto"

@@ -57,7 +57,7 @@ def test_ssh_configs_values_are_no_longer_overridden(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("field", "text", "mode"),
     [
-        (None, "", "no"),  # the default, until auto is ready to be it
+        (None, "", "auto"),  # sshpipe's default (OpenSSH's is no)
         (None, "Compression auto\n", "auto"),
         (None, "Compression yes\n", "yes"),
         (None, "Compression no\n", "no"),

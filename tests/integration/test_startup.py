@@ -110,7 +110,7 @@ def test_importing_the_engine_prints_no_warning() -> None:
     """cryptography 51 warns about DSA as asyncssh 2.24 is imported: two lines on
     every command's stderr (every CLI test that checks for a silent stderr failed)."""
     done = subprocess.run(
-        [sys.executable, "-W", "default", "-c", "import sshpipe.transport.ssh, sshpipe.testing.tap"],
+        [sys.executable, "-W", "default", "-c", "import sshpipe.transport.ssh, sshpipe.testing"],
         capture_output=True,
         text=True,
         timeout=60,
