@@ -158,7 +158,7 @@ class Client(RemoteOps):
 
             async def get_one(tally: FileTally | None) -> TransferStats:
                 at_start = channels_at_start(cfg, size=None, write=False)
-                route = await self._auto_route()
+                route = await self._auto_route(cfg)
                 leasing = pool.lease if route is None else route.lease
                 async with leasing(cfg, at_start=at_start) as lease:
                     if preserve:
@@ -325,7 +325,7 @@ class Client(RemoteOps):
         if preserve:
             await imported("sshpipe.tree.preserving")
         at_start = channels_at_start(cfg, size=local_size(local), write=True)
-        route = await self._auto_route()
+        route = await self._auto_route(cfg)
         leasing = pool.lease if route is None else route.lease
         async with leasing(cfg, at_start=at_start) as lease:
             await lefttemps.sweep(pool, lease.channels[0])

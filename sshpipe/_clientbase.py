@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Self
 
 from ._config import ConnectConfig, TransferConfig
 from ._errors import ClosedError, UsageError
+from ._transferchoices import by_workers
 
 if TYPE_CHECKING:
     from .transport.compressroute import CompressRoute
@@ -120,10 +121,22 @@ class ClientBase:
                 self._route = CompressRoute(self._pool)
         return self._pool
 
-    async def _auto_route(self) -> CompressRoute | None:
-        """The compression route when compression is auto (the server may offer none)."""
+    async def _auto_route(self, config: TransferConfig | None = None) -> CompressRoute | None:
+        """The compression route when compression is auto (the server may offer none).
+
+        None for one file asked to go by worker processes (``config``'s
+        ``workers``) where auto is only the default or ssh_config's: the
+        workers go plain (``workers.common.hello_for``); an explicit
+        ``compression="auto"`` keeps the file in one process.
+        """
         route = self._route
         if route is None or await route.mode() != "auto":
+            return None
+        if (
+            config is not None
+            and self.connect_config.compression != "auto"
+            and by_workers(config, None)
+        ):
             return None
         return route
 

@@ -29,6 +29,7 @@ from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.asyncssh_patches import packets
+from sshpipe.transport.authmemory import AuthMemory
 from sshpipe.transport.hostkeys import HostKeyPolicy
 from sshpipe.transport.sftp import SFTPSession
 from sshpipe.transport.ssh import open_link
@@ -134,12 +135,25 @@ async def test_a_server_not_known_to_read_in_order_gets_the_stock_log_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     login = _LogIn(monkeypatch)
+    memory = AuthMemory()
     async with embedded_server(tmp_path, server_version="SomeOtherSSH_1.0") as server:
-        link = await open_link(from_embedded(server).client().connect_config)
+        link = await open_link(from_embedded(server).client().connect_config, memory)
         assert patches.PIPELINED_AUTH in link.patches  # in force, and stood aside
         await link.close()
     assert login.accept_awaited == [True]
     assert login.requests == [(b"publickey", True)]
+    # The SERVICE_REQUEST's round trip is timed on the stock log-in too.
+    assert memory.rtt is not None and 0 < memory.rtt < 1.0
+
+
+async def test_the_service_requests_round_trip_is_timed(openssh_peer: Peer) -> None:
+    """What Compression auto's early log-in is gated on (``compressroute.EAGER_RTT``)."""
+    memory = AuthMemory()
+    link = await open_link(openssh_peer.client().connect_config, memory)
+    await link.close()
+    assert memory.rtt_known.is_set()
+    assert memory.rtt is not None and 0 < memory.rtt < 1.0
+    assert memory.compression == "auto"  # the setting the first log-in was opened with
 
 
 async def test_the_receive_buffer_stays_ours_while_data_flows(

@@ -46,6 +46,27 @@ async def test_get_by_two_workers_is_byte_identical(openssh_peer: Peer, tmp_path
     assert leftover_temps(tmp_path, openssh_peer.root) == []
 
 
+async def test_an_explicit_compression_auto_keeps_the_file_in_one_process(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    # auto is also the default, and there --workers wins (the test above); asked
+    # for by name it decides per file on this process's connections.
+    random_file(openssh_peer.root / "src.bin", SIZE)
+    client = sshpipe.connect(
+        f"{openssh_peer.user}@{openssh_peer.host}",
+        port=openssh_peer.port,
+        identity_files=[str(openssh_peer.client_key)],
+        known_hosts=[str(openssh_peer.known_hosts)],
+        ssh_config=[],
+        compression="auto",
+        config=sshpipe.TransferConfig(workers=2),
+    )
+    async with client:
+        stats = await client.get(openssh_peer.remote("src.bin"), str(tmp_path / "got.bin"))
+    assert _sha(tmp_path / "got.bin") == _sha(openssh_peer.root / "src.bin")
+    assert stats.workers == 1 and stats.compression is not None, stats
+
+
 async def test_put_by_two_workers_is_byte_identical(openssh_peer: Peer, tmp_path: Path) -> None:
     random_file(tmp_path / "src.bin", SIZE)
     config = sshpipe.TransferConfig(workers=2, verify="hash")

@@ -39,8 +39,16 @@ def hello_for(
             "workers: a known_hosts callable cannot be handed to a worker process; "
             "copy with workers=1"
         )
+    # Compression as the parent's connection has it: auto (the default, or
+    # ssh_config's) goes plain by workers, each copying stripes of one file.
+    compressed = connect.compression
+    if compressed is None or compressed == "auto":
+        compressed = pool.compression_mode == "yes"
     child = dataclasses.replace(
-        connect, prompt=None, password=pool.auth_memory.password or connect.password
+        connect,
+        prompt=None,
+        password=pool.auth_memory.password or connect.password,
+        compression=compressed,
     )
     # One transfer per worker process: local I/O on its loop (as the CLI's).
     # A rate limit is the whole transfer's (``-l``): each worker takes its share.
