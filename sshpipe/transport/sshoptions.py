@@ -32,7 +32,7 @@ from .._config import (
 from .._errors import ConnectError, KeyLoadError, UsageError
 from ..core.compresspolicy import CompressionMode
 from ..core.sshconfig import jump_in_force, parse_jump
-from .asyncssh_patches import read_compression_auto
+from .asyncssh_patches import bound_zlib, read_compression_auto
 from .auth import AuthMemory, can_prompt
 from .cpuflags import default_ciphers
 from .hostkeys import known_hosts_files, load_known_hosts
@@ -151,6 +151,7 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         kwargs["kbdint_auth"] = False
     files = [str(path) for path in config_files(cfg.ssh_config)]
     read_compression_auto()  # else asyncssh refuses our "Compression auto" in a file
+    bound_zlib()  # a compressed packet is inflated only up to what a packet may hold
     with _options_file(cfg.ssh_options) as first:
         kwargs["config"] = [first, *files] if first else files
         try:

@@ -15,11 +15,14 @@ import logging
 import os
 import re
 import time
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncssh
+import asyncssh.compression
 import asyncssh.kex
 import pytest
 
@@ -29,6 +32,7 @@ from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.asyncssh_patches import packets
+from sshpipe.transport.asyncssh_patches.zlibbound import INFLATED_MAX, BoundedZlib, bound_inflation
 from sshpipe.transport.authmemory import AuthMemory
 from sshpipe.transport.hostkeys import HostKeyPolicy
 from sshpipe.transport.sftp import SFTPSession
@@ -534,3 +538,43 @@ def test_an_unchecked_release_or_another_handler_keeps_the_stock_reader(
     handlers["compression"] = ("Compression", SSHConfig._set_string)  # changed shape
     assert not accept_compression_auto(True)
     assert handlers["compression"][1] is SSHConfig._set_string
+
+
+def _sync_flushed(compressor: Any, payload: bytes) -> bytes:
+    """One packet's payload as an SSH peer compresses it (RFC 4253 §6.2)."""
+    data: bytes = compressor.compress(payload) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    return data
+
+
+def test_a_packet_inflating_past_what_a_packet_may_hold_is_refused() -> None:
+    assert patches.bound_zlib()
+    assert type(asyncssh.compression.get_decompressor(b"zlib@openssh.com")) is BoundedZlib
+    assert type(asyncssh.compression.get_decompressor(b"zlib")) is BoundedZlib
+    # Packets a server sends, one stream: each inflates whole, in order.
+    sender, inflate = zlib.compressobj(), BoundedZlib()
+    packets = [os.urandom(1000), b"x" * 300_000, bytes(INFLATED_MAX), b"tail"]
+    assert [inflate.decompress(_sync_flushed(sender, p)) for p in packets] == packets
+    # 64 MiB of zeros is ~64 KB compressed: stock asyncssh inflated all of it.
+    bomb = _sync_flushed(zlib.compressobj(), bytes(64 << 20))
+    assert len(bomb) < 128 * 1024
+    tracemalloc.start()
+    try:
+        assert BoundedZlib().decompress(bomb) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * INFLATED_MAX, peak
+    assert BoundedZlib().decompress(b"not zlib at all") is None
+
+
+def test_an_unchecked_release_or_another_registry_keeps_the_stock_decompressor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stock = asyncssh.compression._ZLibDecompress  # type: ignore[attr-defined]
+    registry = {b"none": object, b"zlib@openssh.com": stock, b"zlib": stock}
+    monkeypatch.setattr(asyncssh.compression, "_cmp_decompressors", registry)
+    assert not bound_inflation(False)  # an unchecked release
+    assert registry[b"zlib"] is stock
+    registry[b"zlib"] = object  # changed shape
+    assert not bound_inflation(True)
+    assert registry[b"zlib@openssh.com"] is stock

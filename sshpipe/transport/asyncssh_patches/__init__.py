@@ -24,7 +24,8 @@ exchange), each allowed by RFC 4252:
   to, where the log-in's own phases carry sshd's signature check and fork
   (10-45 ms on loopback).
 
-One lets its ssh_config reader take ``Compression auto`` (``configwords.py``).
+One lets its ssh_config reader take ``Compression auto`` (``configwords.py``);
+one bounds what a server's compressed packet may inflate to (``zlibbound.py``).
 
 Two read what asyncssh negotiated and does not tell (for ``-v``):
 
@@ -53,6 +54,7 @@ from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
 from .packets import AeadPackets, accept_views
+from .zlibbound import ZLIB_BOUND, bound_inflation
 
 logger = logging.getLogger("sshpipe.ssh")
 
@@ -86,6 +88,16 @@ def read_compression_auto(version: str | None = None) -> bool:
     applied = accept_compression_auto(version_checked(version))
     if not applied:
         _skipped(COMPRESSION_AUTO)
+    return applied
+
+
+def bound_zlib(version: str | None = None) -> bool:
+    """Inflate a server's compressed packets only up to what a packet may hold
+    (see ``zlibbound``)."""
+    version = version or asyncssh.__version__
+    applied = bound_inflation(version_checked(version))
+    if not applied:
+        _skipped(ZLIB_BOUND)
     return applied
 
 
