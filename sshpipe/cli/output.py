@@ -94,7 +94,13 @@ def report(
             + (f" of {stats.workers} worker processes" if stats.workers > 1 else "")
             + f", RTT {stats.rtt_min * 1000:.1f} ms"
             + (f"; verified: {stats.verified}" if stats.verified != "none" else "")
-            + (f"; {stats.compression.summary()}" if stats.compression is not None else "")
+            # Auto is the default: the line names it only where it compressed
+            # (why a file stayed plain: -v, and --json's "compression").
+            + (
+                f"; {stats.compression.summary()}"
+                if stats.compression is not None and stats.compression.used
+                else ""
+            )
         )
 
 
@@ -166,8 +172,8 @@ def report_tree(
             skipped += f", {stats.resumed_files} already copied by an earlier run"
         if stats.verified != "none":
             skipped += f", verified: {stats.verified}"
-        if stats.compression:
-            used = [report for _, report in stats.compression if report.used]
+        used = [report for _, report in stats.compression if report.used]
+        if used:
             packed = sum(report.compressed_bytes for report in used)
             skipped += (
                 f", {len(used)} of {len(stats.compression)} big files compressed"

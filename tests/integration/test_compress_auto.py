@@ -18,6 +18,7 @@ import pytest
 import sshpipe
 from sshpipe.linkemu import LinkSpec
 from sshpipe.testing.embedded import embedded_server
+from tests.support.cli import run_cli_async
 from tests.support.peers import EmulatedLink, Peer, from_embedded
 
 pytestmark = [pytest.mark.openssh]
@@ -274,3 +275,16 @@ async def test_the_log_in_measures_the_links_round_trip(
         assert memory is not None and memory.rtt is not None
         assert SLOW.rtt * 0.9 < memory.rtt < SLOW.rtt * 3
         assert memory.compression == "auto"
+
+
+async def test_the_command_lines_summary_says_what_went_compressed(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path
+) -> None:
+    text = _text(SIZE // 2)
+    (openssh_peer.root / "text.csv").write_bytes(text)
+    async with emulated_link(openssh_peer, SLOW) as (_, far):
+        words = ("get", *far.cli_options(), far.spec("text.csv"), str(tmp_path / "t.csv"))
+        got = await run_cli_async(*words)
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "t.csv").read_bytes() == text
+    assert " bytes compressed (zlib@openssh.com, zlib ratio " in got.stdout, got.stdout
