@@ -123,13 +123,27 @@ def size_label(size: int) -> str:
     return f"{size} B"
 
 
-def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
-    """``--variant NAME=ARGS``: an extra sshpipe client NAME run with ARGS (shell-split)."""
+def _parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
     name, sep, rest = text.partition("=")
     name = name.strip()
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=ARGS, got {text!r}")
     return name, tuple(shlex.split(rest))
+
+
+def add_variant_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--variant NAME=ARGS``, repeatable: an extra sshpipe client NAME run with
+    ARGS (shell-split); ``args.variant`` is a list of (NAME, ARGS). ``what``
+    ends the help: where the client's other arguments come from."""
+    parser.add_argument(
+        "--variant",
+        action="append",
+        type=_parse_variant,
+        default=[],
+        metavar="NAME=ARGS",
+        help=f"extra sshpipe client NAME run with ARGS, {what} "
+        '(e.g. --variant sshpipe:no="-o Compression=no"); may repeat',
+    )
 
 
 def positive_int(text: str) -> int:

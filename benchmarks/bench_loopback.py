@@ -29,9 +29,9 @@ from _bench_common import (
     BENCH_DIR,
     MIB,
     Client,
+    add_variant_option,
     compile_bytecode,
     machine_info,
-    parse_variant,
     positive_int,
     scratch_dir,
     size_label,
@@ -98,15 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra options for every sshpipe client, shell-split "
         "(e.g. --sshpipe-arg='-R 64'); may repeat",
     )
-    parser.add_argument(
-        "--variant",
-        action="append",
-        type=parse_variant,
-        default=[],
-        metavar="NAME=ARGS",
-        help="extra sshpipe client NAME run with ARGS on top of --sshpipe-arg "
-        '(e.g. --variant sshpipe-2ch="--channels 2"); may repeat',
-    )
+    add_variant_option(parser, "on top of --sshpipe-arg")
     parser.add_argument(
         "--checkout",
         action="append",

@@ -34,10 +34,10 @@ from _bench_common import (
     REPO_ROOT,
     Client,
     Paths,
+    add_variant_option,
     build_argv,
     machine_info,
     parse_size,
-    parse_variant,
     positive_int,
     run_measured,
     scratch_dir,
@@ -164,15 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated subset of {','.join(ALL_CLIENTS)} "
         f"(default {','.join(DEFAULT_CLIENTS)})",
     )
-    parser.add_argument(
-        "--variant",
-        action="append",
-        type=parse_variant,
-        default=[],
-        metavar="NAME=ARGS",
-        help="extra sshpipe client NAME run with ARGS, named in --clients or added to them "
-        '(e.g. --variant sshpipe:no="-o Compression=no"); may repeat',
-    )
+    add_variant_option(parser, "whether or not --clients names it")
     parser.add_argument(
         "--directions", type=name_list, default=list(ALL_DIRECTIONS), help="get,put or one of them"
     )
