@@ -157,6 +157,7 @@ async def embedded_server(
     session_refused: Callable[[], None] = lambda: None,
     reuse_keys: bool = False,
     compression_algs: Sequence[str] | None = None,
+    connection_factory: Callable[[], asyncssh.SSHServer] | None = None,
 ) -> AsyncIterator[EmbeddedServer]:
     """Run the server for the duration of the ``async with`` block.
 
@@ -181,6 +182,9 @@ async def embedded_server(
             ``workdir`` (a restart: the same command still logs in).
         compression_algs: what it offers (default asyncssh's: zlib@openssh.com,
             zlib, none); ``["none"]`` is a server without compression.
+        connection_factory: an ``asyncssh.SSHServer`` for each connection
+            that sees its events (log-in, ...) while ``sftp_factory`` still
+            serves its sessions: a server misbehaving below SFTP.
 
     Raises:
         ValueError: a session option together with ``process_factory`` or
@@ -209,6 +213,10 @@ async def embedded_server(
         }
     elif server_factory is not None:
         sessions = {"server_factory": server_factory, "encoding": None}
+    if connection_factory is not None:
+        if "server_factory" in sessions:
+            raise ValueError("connection_factory goes with sftp_factory's sessions only")
+        sessions["server_factory"] = connection_factory
     if process_factory is not None:
         sessions["process_factory"] = process_factory
     if server_version is not None:

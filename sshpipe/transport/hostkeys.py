@@ -56,6 +56,7 @@ class HostKeyPolicy(asyncssh.SSHClient):
         # When the TCP connection was made, the log-in began and it ended
         # (time.monotonic): the connection's set-up phases.
         self.connected_at = self.auth_began_at = self.auth_ended_at = 0.0
+        self.lost: Exception | None = None  # see ``connection_lost``
         # What asyncssh negotiated and does not tell: "kex", "auth" (for -v).
         self.negotiated: dict[str, str] = {}
         self._conn: asyncssh.SSHClientConnection | None = None
@@ -69,6 +70,11 @@ class HostKeyPolicy(asyncssh.SSHClient):
 
     def begin_auth(self, username: str) -> None:
         self.auth_began_at = time.monotonic()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Why asyncssh ended the connection (None: closed on purpose): a channel
+        # open it fails meanwhile says only "SSH connection closed".
+        self.lost = exc
 
     def auth_completed(self) -> None:
         self.auth_ended_at = time.monotonic()

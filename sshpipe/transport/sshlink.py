@@ -23,6 +23,7 @@ from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
 from ..core.timeline import Timeline
 from .asyncssh_patches import ChannelTuning
+from .hostkeys import HostKeyPolicy
 from .replies import ReplyClock
 from .sftp import SFTPSession, lent_session
 from .shell import SHELL_OPEN_TIMEOUT, TEXT, RemoteShell, read_bounded
@@ -107,6 +108,9 @@ class SSHLink:
         self, conn: asyncssh.SSHClientConnection, label: str, patches: frozenset[str] = frozenset()
     ) -> None:
         self._conn = conn
+        # Its client (``hostkeys``): asyncssh lets go of it as the connection
+        # ends, and it keeps why (``lost``).
+        self._owner = conn.get_owner()
         self.label = label
         self.patches = patches
         self.channels_opened = 0
@@ -162,6 +166,10 @@ class SSHLink:
                     max_pktsize=max_packet_size,
                 )
         except asyncssh.ChannelOpenError as exc:
+            if self._conn.is_closed():  # not refused: the connection went away under it
+                owner = self._owner
+                lost = owner.lost if isinstance(owner, HostKeyPolicy) else None
+                raise _broken(lost, "connection lost") from exc
             raise ChannelRefused(
                 f"{self.label}: server refused an SFTP channel: {exc.reason}"
             ) from exc
