@@ -236,6 +236,9 @@ async def test_a_failed_log_in_leaves_no_compressed_one_behind(
     assert [t for t in asyncio.all_tasks() if t is not current and not t.done()] == []
 
 
+# Timing: under three test workers on two cores one loopback SFTP INIT took
+# over 5 ms, and the file was taken for a WAN's.
+@pytest.mark.timing
 @pytest.mark.parametrize("direction", ["get", "put"])
 async def test_on_loopback_the_default_logs_in_once_and_stays_plain(
     openssh_peer: Peer, tmp_path: Path, caplog: pytest.LogCaptureFixture, direction: str
