@@ -32,16 +32,21 @@ from .poollease import PoolLease
 from .sftp import SFTPSession
 from .zlibprobe import cached_zlib_cost, zlib_cost
 
-__all__ = ["EAGER_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
+__all__ = ["EAGER_RTT", "EARLY_LOGIN_RTT", "CompressRoute", "RoutedLease", "RoutedPool"]
 
-# The RTT from which the compressed connection logs in beside the plain one,
-# and a file that may go compressed is opened there as soon as its data is
-# known to shrink and starts with a probe train (``transfer.compressswitch``):
-# 5 ms, where the flow controller's first guess (1 Gbit/s x RTT: 625 KB) is a
-# quarter second of a 20 Mbit/s link's queue. Below it (a LAN, loopback) the
-# connection opens when a file wants it: on loopback the second log-in cost a
-# get of 64 MiB 11 % of its whole command, the CPU being the bottleneck there.
+# The RTT from which a file may go compressed (``transfer.compressswitch``:
+# it is sampled, opened on the compressed connection as soon as its data is
+# known to shrink, and starts with a probe train): 5 ms, where the flow
+# controller's first guess (1 Gbit/s x RTT: 625 KB) is a quarter second of a
+# 20 Mbit/s link's queue. Below it, a LAN or loopback: plain.
 EAGER_RTT = 0.005
+# The log-in round trip from which the compressed connection logs in beside
+# the plain one, before any file: 10 ms. Higher than EAGER_RTT because it is
+# one sample and the log-in a cost of its own: on loopback it cost a get of
+# 64 MiB 11 % of its whole command (the CPU is the bottleneck there), and with
+# the cores 3x overloaded a loopback round trip read over 5 ms 13 times in 60,
+# over 10 ms once. Below it a file that shrinks opens the connection itself.
+EARLY_LOGIN_RTT = 0.010
 
 logger = logging.getLogger("sshpipe.compress")
 
@@ -78,8 +83,8 @@ class CompressRoute:
         came after the plain log-in, the file's OPEN and first reply: at
         20 Mbit/s and 40 ms auto took 2.69 s where -C took 2.04. It begins at
         the plain log-in's SERVICE_ACCEPT, once that shows a round trip of
-        ``EAGER_RTT`` or more and the setting in force (given, ssh_config's or
-        the default) is auto. Not through a mux master (auto is off there) or
+        ``EARLY_LOGIN_RTT`` or more and the setting in force (given,
+        ssh_config's or the default) is auto. Not through a mux master (auto is off there) or
         under a rate limit. Unused (random data) it costs one idle
         connection's log-in; ``aclose`` ends it.
         """
@@ -98,8 +103,8 @@ class CompressRoute:
         memory = self.plain.auth_memory
         await memory.host_trusted.wait()
         await memory.rtt_known.wait()
-        if memory.compression != "auto" or memory.rtt is None or memory.rtt < EAGER_RTT:
-            return  # a LAN or loopback (or not measured): opened when a file wants it
+        if memory.compression != "auto" or memory.rtt is None or memory.rtt < EARLY_LOGIN_RTT:
+            return  # a LAN, loopback or a near WAN (or not measured): opened when wanted
         # No channel is opened here ahead of a file: one warmed with the client's
         # settings made a put run compressed at 2 MB/s (1 run in 3, then 4 in 6)
         # where the file's own channel ran 11 MB/s in 6 of 6; not understood yet.

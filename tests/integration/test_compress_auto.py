@@ -270,7 +270,7 @@ async def test_the_log_in_measures_the_links_round_trip(
     openssh_peer: Peer, emulated_link: EmulatedLink
 ) -> None:
     # SERVICE_REQUEST to SERVICE_ACCEPT: the round trip the early compressed
-    # log-in is gated on (``compressroute.EAGER_RTT``), with no server work in it.
+    # log-in is gated on (``compressroute.EARLY_LOGIN_RTT``), with no server work in it.
     memory = AuthMemory()
     async with emulated_link(openssh_peer, SLOW) as (_, far):
         link = await open_link(far.client().connect_config, memory)
