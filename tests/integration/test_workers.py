@@ -46,11 +46,12 @@ async def test_get_by_two_workers_is_byte_identical(openssh_peer: Peer, tmp_path
     assert leftover_temps(tmp_path, openssh_peer.root) == []
 
 
-async def test_an_explicit_compression_auto_keeps_the_file_in_one_process(
-    openssh_peer: Peer, tmp_path: Path
+@pytest.mark.parametrize(("compression", "workers"), [(None, 2), ("auto", 1)])
+async def test_workers_beside_compression_auto(
+    openssh_peer: Peer, tmp_path: Path, compression: str | None, workers: int
 ) -> None:
-    # auto is also the default, and there --workers wins (the test above); asked
-    # for by name it decides per file on this process's connections.
+    # Auto only as the default (None): --workers wins, the workers copy plain.
+    # Asked for by name, auto decides per file on this process's connections.
     random_file(openssh_peer.root / "src.bin", SIZE)
     client = sshpipe.connect(
         f"{openssh_peer.user}@{openssh_peer.host}",
@@ -58,13 +59,14 @@ async def test_an_explicit_compression_auto_keeps_the_file_in_one_process(
         identity_files=[str(openssh_peer.client_key)],
         known_hosts=[str(openssh_peer.known_hosts)],
         ssh_config=[],
-        compression="auto",
+        compression=compression,  # type: ignore[arg-type]
         config=sshpipe.TransferConfig(workers=2),
     )
     async with client:
         stats = await client.get(openssh_peer.remote("src.bin"), str(tmp_path / "got.bin"))
     assert _sha(tmp_path / "got.bin") == _sha(openssh_peer.root / "src.bin")
-    assert stats.workers == 1 and stats.compression is not None, stats
+    assert stats.workers == workers, stats
+    assert (stats.compression is not None) == (workers == 1), stats
 
 
 async def test_put_by_two_workers_is_byte_identical(openssh_peer: Peer, tmp_path: Path) -> None:
