@@ -153,7 +153,7 @@ async def test_a_server_not_known_to_read_in_order_gets_the_stock_log_in(
 async def test_the_service_requests_round_trip_is_timed(openssh_peer: Peer) -> None:
     """What Compression auto's early log-in is gated on (``compressroute.EARLY_LOGIN_RTT``)."""
     memory = AuthMemory()
-    default = dataclasses.replace(openssh_peer.client().connect_config, compression=None)
+    default = openssh_peer.client(compression=None).connect_config
     link = await open_link(default, memory)
     await link.close()
     assert memory.rtt_known.is_set()

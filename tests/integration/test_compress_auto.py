@@ -7,7 +7,6 @@ Speed is the benchmark's (benchmarks/bench_compress.py), not asserted here.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -39,17 +38,6 @@ def _text(size: int) -> bytes:
     return "".join(rows).encode()[:size]
 
 
-def _client(far: Peer, compression: bool | str | None) -> sshpipe.Client:
-    return sshpipe.connect(
-        f"{far.user}@{far.host}",
-        port=far.port,
-        identity_files=[str(far.client_key)],
-        known_hosts=[str(far.known_hosts)],
-        ssh_config=[],
-        compression=compression,  # type: ignore[arg-type]
-    )
-
-
 @pytest.mark.parametrize(
     ("direction", "compression"), [("get", "auto"), ("put", "auto"), ("get", None), ("put", None)]
 )
@@ -63,7 +51,10 @@ async def test_text_goes_compressed_and_random_does_not(
     # None: no setting and no ssh_config, so the default, which is auto.
     # Random data needs only its sample and the link's rate to be judged: 2 MiB.
     text, noise = _text(SIZE), os.urandom(SIZE // 4)
-    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, compression) as client:
+    async with (
+        emulated_link(openssh_peer, SLOW) as (_, far),
+        far.client(compression=compression) as client,
+    ):
         for name, data in (("text.csv", text), ("noise.bin", noise)):
             local = tmp_path / f"local-{name}"
             if direction == "get":
@@ -94,7 +85,10 @@ async def test_forced_settings_do_not_route(
 ) -> None:
     text = _text(SIZE // 4)
     (openssh_peer.root / "text.csv").write_bytes(text)
-    async with emulated_link(openssh_peer, SLOW) as (_, far), _client(far, forced) as client:
+    async with (
+        emulated_link(openssh_peer, SLOW) as (_, far),
+        far.client(compression=forced) as client,
+    ):
         stats = await client.get(far.remote("text.csv"), tmp_path / "text.csv")
     assert (tmp_path / "text.csv").read_bytes() == text
     assert stats.compression is None
@@ -108,7 +102,7 @@ async def test_a_server_without_compression_means_off_said_once(
         peer = from_embedded(server)
         (peer.root / "text.csv").write_bytes(text)
         caplog.set_level(logging.INFO, logger="sshpipe.compress")
-        async with emulated_link(peer, SLOW) as (_, far), _client(far, "auto") as client:
+        async with emulated_link(peer, SLOW) as (_, far), far.client(compression="auto") as client:
             reports = []
             for copy in ("one.csv", "two.csv"):
                 stats = await client.get(far.remote("text.csv"), tmp_path / copy)
@@ -138,7 +132,7 @@ async def test_a_mixed_tree_uses_both_connections(
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
         (tree / name).write_bytes(data)
     async with emulated_link(openssh_peer, SLOW) as (_, far):
-        client = _client(far, "auto")
+        client = far.client(compression="auto")
         client.config = config
         async with client:
             if direction == "get":
@@ -251,7 +245,7 @@ async def test_on_loopback_the_default_logs_in_once_and_stays_plain(
     text = _text(SIZE // 2)
     caplog.set_level(logging.INFO, logger="sshpipe")
     local = tmp_path / "text.csv"
-    async with _client(openssh_peer, None) as client:
+    async with openssh_peer.client(compression=None) as client:
         if direction == "get":
             (openssh_peer.root / "text.csv").write_bytes(text)
             stats = await client.get(openssh_peer.remote("text.csv"), local)
@@ -274,7 +268,7 @@ async def test_the_log_in_measures_the_links_round_trip(
     # log-in is gated on (``compressroute.EARLY_LOGIN_RTT``), with no server work in it.
     memory = AuthMemory()
     async with emulated_link(openssh_peer, SLOW) as (_, far):
-        default = dataclasses.replace(far.client().connect_config, compression=None)
+        default = far.client(compression=None).connect_config
         link = await open_link(default, memory)
         await link.close()
     assert memory.rtt is not None and SLOW.rtt * 0.9 < memory.rtt < SLOW.rtt * 3

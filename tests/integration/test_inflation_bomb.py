@@ -21,11 +21,12 @@ import pytest
 import sshpipe
 from sshpipe.linkemu import LinkSpec
 from sshpipe.testing.embedded import embedded_server
-from tests.support.peers import EmulatedLink, Peer, from_embedded
+from tests.support.peers import EmulatedLink, from_embedded
 
 pytestmark = [pytest.mark.asyncssh_server]
 
 BOMB = 64 << 20
+RETRY_ONCE = sshpipe.TransferConfig(retries=1)
 
 
 class InflationBomb(asyncssh.SSHServer):
@@ -62,18 +63,6 @@ class InflationBomb(asyncssh.SSHServer):
         self._conn._compressor = Bomb()  # type: ignore[attr-defined]
 
 
-def _client(peer: Peer, compression: bool | None) -> sshpipe.Client:
-    return sshpipe.connect(
-        f"{peer.user}@{peer.host}",
-        port=peer.port,
-        identity_files=[str(peer.client_key)],
-        known_hosts=[str(peer.known_hosts)],
-        ssh_config=[],
-        compression=compression,
-        config=sshpipe.TransferConfig(retries=1),
-    )
-
-
 async def test_forced_compression_fails_cleanly_without_inflating_the_bomb(
     tmp_path: Path,
 ) -> None:
@@ -84,7 +73,7 @@ async def test_forced_compression_fails_cleanly_without_inflating_the_bomb(
         tracemalloc.start()
         try:
             with pytest.raises(sshpipe.SSHPipeError) as caught:
-                async with _client(peer, True) as client:
+                async with peer.client(RETRY_ONCE, compression=True) as client:
                     await client.get(peer.remote("f.bin"), tmp_path / "f.bin")
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -107,7 +96,10 @@ async def test_auto_goes_plain_when_the_compressed_connection_is_a_bomb(
         peer = from_embedded(server)
         (peer.root / "t.csv").write_bytes(text)
         slow = LinkSpec(rtt=0.04, rate=20e6)
-        async with emulated_link(peer, slow) as (_, far), _client(far, None) as client:
+        async with (
+            emulated_link(peer, slow) as (_, far),
+            far.client(RETRY_ONCE, compression=None) as client,
+        ):
             stats = await client.get(far.remote("t.csv"), tmp_path / "t.csv")
     assert (tmp_path / "t.csv").read_bytes() == text
     assert stats.compression is not None and not stats.compression.used, stats.compression

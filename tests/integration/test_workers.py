@@ -53,16 +53,8 @@ async def test_workers_beside_compression_auto(
     # Auto only as the default (None): --workers wins, the workers copy plain.
     # Asked for by name, auto decides per file on this process's connections.
     random_file(openssh_peer.root / "src.bin", SIZE)
-    client = sshpipe.connect(
-        f"{openssh_peer.user}@{openssh_peer.host}",
-        port=openssh_peer.port,
-        identity_files=[str(openssh_peer.client_key)],
-        known_hosts=[str(openssh_peer.known_hosts)],
-        ssh_config=[],
-        compression=compression,  # type: ignore[arg-type]
-        config=sshpipe.TransferConfig(workers=2),
-    )
-    async with client:
+    config = sshpipe.TransferConfig(workers=2)
+    async with openssh_peer.client(config, compression=compression) as client:  # type: ignore[arg-type]
         stats = await client.get(openssh_peer.remote("src.bin"), str(tmp_path / "got.bin"))
     assert _sha(tmp_path / "got.bin") == _sha(openssh_peer.root / "src.bin")
     assert stats.workers == workers, stats

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -74,21 +75,26 @@ class Peer:
     def remote(self, name: str) -> str:
         return f"{self.chroot_prefix}/{name}" if self.chrooted else str(self.root / name)
 
-    # Compression off in the API clients this makes, where sshpipe's default is
-    # auto: on loopback auto does nothing, but under three test workers on two
-    # cores a log-in's round trip can take over 10 ms (1 in 60 with the cores 3x
-    # overloaded), auto then takes loopback for a WAN and logs in a second
-    # connection, which tests that count connections or tasks would see.
-    # Compression's own tests (test_compress_auto.py, test_inflation_bomb.py)
-    # make their clients with auto; the command line's options keep the default.
-    def client(self, config: sshpipe.TransferConfig | None = None) -> sshpipe.Client:
+    # Compression off by default in the API clients this makes, where sshpipe's
+    # default is auto: on loopback auto does nothing, but under three test
+    # workers on two cores a log-in's round trip can take over 10 ms (1 in 60
+    # with the cores 3x overloaded), auto then takes loopback for a WAN and logs
+    # in a second connection, which tests that count connections or tasks would
+    # see. Compression's own tests ask for auto (or None: sshpipe's default);
+    # the command line's options keep the default.
+    def client(
+        self,
+        config: sshpipe.TransferConfig | None = None,
+        *,
+        compression: bool | Literal["auto"] | None = False,
+    ) -> sshpipe.Client:
         return sshpipe.connect(
             f"{self.user}@{self.host}",
             port=self.port,
             identity_files=[str(self.client_key)],
             known_hosts=[str(self.known_hosts)],
             ssh_config=[],
-            compression=False,
+            compression=compression,
             config=config,
         )
 
