@@ -144,10 +144,6 @@ class LoginClient(HostKeyPolicy):
         super().connection_made(conn)
         self._conn = conn
 
-    def begin_auth(self, username: str) -> None:
-        super().begin_auth(username)
-        self.memory.host_trusted.set()
-
     def service_accepted(self, rtt: float) -> None:
         """The SERVICE_REQUEST's round trip (``asyncssh_patches``)."""
         self.memory.round_trip(rtt)

@@ -36,16 +36,14 @@ class AuthMemory:
         self.abandoned: set[str] = set()
         self.answers: dict[tuple[str, str], str] = {}
         self.lock = asyncio.Lock()  # one prompt at a time across connections
-        # A log-in got past the host key (to its authentication): one begun
-        # beside it (Compression auto's) waits for this, so that it reads a new
-        # host's key as recorded, not as one more to record (or as changed).
-        self.host_trusted = asyncio.Event()
         # The first log-in's round trip from its SERVICE_REQUEST to the
         # SERVICE_ACCEPT (``asyncssh_patches``): no server work in it, where the
         # log-in's phases carry sshd's signature check and fork. None where
         # not measured. ``rtt_known`` is set once it is, or once that log-in
-        # is over without it; ``compression`` is the setting it was opened
-        # with. Compression auto's early log-in decides on them (``compressroute``).
+        # is over without it: either way past its key exchange, so a log-in
+        # begun then (Compression auto's, ``compressroute``) reads a new host's
+        # key as recorded, not as one more to record (or as changed).
+        # ``compression`` is the setting that first log-in was opened with.
         self.rtt: float | None = None
         self.rtt_known = asyncio.Event()
         self.compression: CompressionMode | None = None

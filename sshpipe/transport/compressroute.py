@@ -84,9 +84,9 @@ class CompressRoute:
         20 Mbit/s and 40 ms auto took 2.69 s where -C took 2.04. It begins at
         the plain log-in's SERVICE_ACCEPT, once that shows a round trip of
         ``EARLY_LOGIN_RTT`` or more and the setting in force (given,
-        ssh_config's or the default) is auto. Not through a mux master (auto is off there) or
-        under a rate limit. Unused (random data) it costs one idle
-        connection's log-in; ``aclose`` ends it.
+        ssh_config's or the default) is auto. Not through a mux master (auto
+        is off there) or under a rate limit. Unused (random data) it costs one
+        idle connection's log-in; ``aclose`` ends it.
         """
         cfg = self.plain.connect_config
         if self._early is not None or self._zlib is not None or self.offered is False:
@@ -101,7 +101,6 @@ class CompressRoute:
         # and its round trips to come (auth, channel, OPEN) are the ones this
         # one overlaps.
         memory = self.plain.auth_memory
-        await memory.host_trusted.wait()
         await memory.rtt_known.wait()
         if memory.compression != "auto" or memory.rtt is None or memory.rtt < EARLY_LOGIN_RTT:
             return  # a LAN, loopback or a near WAN (or not measured): opened when wanted
