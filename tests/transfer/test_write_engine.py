@@ -74,7 +74,10 @@ async def test_a_refused_write_names_its_offset_and_closes_the_handle() -> None:
 
 async def test_a_cut_leaves_exactly_the_unacknowledged_writes_to_send_again() -> None:
     data = os.urandom(30 * BLOCK)
-    server = FakeServer(faults=Faults(cut_after=12, delay=0.001))
+    # Replies 0.2 s late: the writes sent with the one that is cut (a burst)
+    # have landed and are still unanswered. At 1 ms, a loaded CI worker was
+    # slow enough between sends that every landed write was answered first.
+    server = FakeServer(faults=Faults(cut_after=12, delay=0.2))
     lease = await FakeLease.open(server)
     acked: list[int] = []
     with pytest.raises(ConnectionBroken) as caught:
