@@ -281,7 +281,8 @@ async def test_the_command_lines_summary_says_what_went_compressed(
     text = _text(SIZE // 2)
     (openssh_peer.root / "text.csv").write_bytes(text)
     async with emulated_link(openssh_peer, SLOW) as (_, far):
-        words = ("get", *far.cli_options(), far.spec("text.csv"), str(tmp_path / "t.csv"))
+        auto = ("-o", "Compression=auto")  # before the options' "no": the first wins
+        words = ("get", *auto, *far.cli_options(), far.spec("text.csv"), str(tmp_path / "t.csv"))
         got = await run_cli_async(*words)
     assert got.returncode == 0, got.stderr
     assert (tmp_path / "t.csv").read_bytes() == text
