@@ -24,6 +24,10 @@ exchange), each allowed by RFC 4252:
   to, where the log-in's own phases carry sshd's signature check and fork
   (10-45 ms on loopback).
 
+One cuts a wait from the log-in and the first channel: ``prompt_ack``, the
+server's SERVICE_ACCEPT and global requests acknowledged at once (sshd's next
+packet otherwise waits for our delayed ACK: 40 ms, ``promptack.py``).
+
 One lets its ssh_config reader take ``Compression auto`` (``configwords.py``);
 one bounds what a server's compressed packet may inflate to (``zlibbound.py``).
 
@@ -54,6 +58,7 @@ from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
 from .packets import AeadPackets, accept_views
+from .promptack import ack_unanswered_at_once
 from .zlibbound import ZLIB_BOUND, bound_inflation
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -70,6 +75,7 @@ PEER_WINDOW = "peer_window"
 SIGNED_FIRST = "signed_first"
 PIPELINED_AUTH = "pipelined_auth"
 AEAD_PACKETS = "aead_packets"
+PROMPT_ACK = "prompt_ack"
 CHANNEL_PATCHES = frozenset({WINDOW_TOP_UP, PEER_WINDOW})
 
 
@@ -316,6 +322,10 @@ def prepare_handshake(conn: asyncssh.SSHClientConnection, version: str | None = 
         applied.add(PIPELINED_AUTH)
     else:
         _skipped(PIPELINED_AUTH)
+    if ack_unanswered_at_once(conn):
+        applied.add(PROMPT_ACK)
+    else:
+        _skipped(PROMPT_ACK)
     return applied
 
 
