@@ -292,10 +292,11 @@ class FakePipe:
         self._buffer = bytearray()
         self._highest = -1  # the latest request id answered so far
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, payload: bytes | memoryview = b"") -> None:
         if self.closed:
             return
         self._buffer += data
+        self._buffer += payload
         while len(self._buffer) >= 4:
             length = _U32.unpack_from(self._buffer)[0]
             if len(self._buffer) < 4 + length:

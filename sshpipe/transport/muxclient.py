@@ -191,10 +191,10 @@ class _MuxProtocol(asyncio.Protocol):
             sftp.data_received(early)
 
     # The Pipe an SFTPSession writes to (``wiring.Pipe``).
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, payload: bytes | memoryview = b"") -> None:
         if self.transport is None or self.transport.is_closing():
             raise ConnectionBroken(f"{self._what}: connection lost: the mux master went away")
-        self.transport.write(data)
+        self.transport.write(data + payload if payload else data)
 
     def close(self) -> None:
         if self.transport is not None:

@@ -222,18 +222,21 @@ class RequestChannel:
         self._pending[request_id] = callback
         return request_id
 
-    def _send(self, request_id: int, data: bytes) -> None:
-        """Write one request; if the pipe is gone, the session breaks with it.
+    def _send(self, request_id: int, data: bytes, payload: bytes | memoryview = b"") -> None:
+        """Write one request (``payload``: a WRITE's bytes, after ``data``); if the pipe
+        is gone, the session breaks with it.
 
         The request is no longer owed, and its sender gets the error raised
         here, not also through its callback: nothing is left to fail unseen.
         """
         cap = self.caps.requests
         if cap is not None and len(self._pending) - len(self._held) > cap:
-            self._held.append(data)  # past what the server answers: sent as replies come
+            # Past what the server answers: sent as replies come, as a copy
+            # (the sender may reuse a buffer it lent once this returns).
+            self._held.append(data + payload if payload else data)
             return
         try:
-            self._pipe.write(data)
+            self._pipe.write(data, payload)
         except ConnectionBroken as exc:
             self._pending.pop(request_id, None)
             self._fail(exc)
@@ -253,11 +256,11 @@ class RequestChannel:
 
     def send_write(self, handle: bytes, offset: int, data: bytes, callback: ReplyCallback) -> None:
         request_id = self._allocate(callback)
-        # One write, not header then payload: asyncssh cuts each write into SSH
-        # packets separately, so a separate header would cost a packet of its own.
-        self._send(
-            request_id, codec.encode_write_header(request_id, handle, offset, len(data)) + data
-        )
+        # Header and payload handed over together, not joined: the pipe cuts
+        # packets across both (no packet of a header alone) and, over our
+        # channels, never copies the payload before its packets are built.
+        header = codec.encode_write_header(request_id, handle, offset, len(data))
+        self._send(request_id, header, data)
 
     def _request(
         self, build: Callable[[int], bytes], slow: float = 0.0

@@ -69,16 +69,21 @@ class _ChannelPipe(asyncssh.SSHClientSession[bytes]):
         """The send window the server granted (0 if it is not read)."""
         return self._tuning.peer_window if self._tuning is not None else 0
 
-    def write(self, data: bytes) -> None:
-        """Send ``data``; a channel the server closed under us raises ConnectionBroken.
+    def write(self, data: bytes, payload: bytes | memoryview = b"") -> None:
+        """Send ``data`` then ``payload``; a channel the server closed under us raises
+        ConnectionBroken.
 
         asyncssh raises BrokenPipeError once the channel is closed for sending
         (it may be before ``connection_lost`` tells us): the broken path, so
         the work on it is retried.
         """
         assert self._chan is not None
+        writer = self._tuning.writer if self._tuning is not None else None
         try:
-            self._chan.write(data)
+            if writer is not None:
+                writer.write(data, payload)  # no copy of the payload before its packets
+            else:
+                self._chan.write(data + payload if payload else data)
         except (asyncssh.Error, OSError) as exc:
             raise _broken(exc, "SFTP channel closed by the server") from exc
 

@@ -39,7 +39,9 @@ class RunCommand(Protocol):
 class Pipe(Protocol):
     """A reliable, ordered byte stream to the SFTP server."""
 
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes, payload: bytes | memoryview = b"") -> None:
+        """``data`` then ``payload``, in order (a WRITE's header and its bytes:
+        a pipe that can send the payload without copying it does)."""
 
     def close(self) -> None: ...
 

@@ -25,7 +25,7 @@ import asyncssh
 import asyncssh.compression
 import asyncssh.kex
 import pytest
-from asyncssh.constants import MSG_GLOBAL_REQUEST, MSG_SERVICE_ACCEPT
+from asyncssh.constants import MSG_CHANNEL_DATA, MSG_GLOBAL_REQUEST, MSG_SERVICE_ACCEPT
 
 from sshpipe.core import codec
 from sshpipe.core.sizing import reply_cap
@@ -312,8 +312,8 @@ async def test_writes_past_the_peer_window_reach_the_file_whole_and_in_order(
     payload = os.urandom(5 * SSHD_SESSION_WINDOW + 777)
     target = openssh_peer.root / f"window-{tmp_path.name}.bin"
     handle = await sftp.open(str(target), codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC)
-    direct = link._conn._channels[max(link._conn._channels)].write  # type: ignore[attr-defined]
-    assert getattr(direct, "__qualname__", "").startswith("_direct_write")
+    chan = link._conn._channels[max(link._conn._channels)]  # type: ignore[attr-defined]
+    assert getattr(chan._flush_send_buf, "__qualname__", "") == "ViewWriter.flush"
     replies: list[codec.Reply | BaseException] = []
     done = asyncio.Event()
     count = -(-len(payload) // block)
@@ -323,9 +323,25 @@ async def test_writes_past_the_peer_window_reach_the_file_whole_and_in_order(
         if len(replies) == count:
             done.set()
 
+    conn: Any = link._conn  # type: ignore[attr-defined]
+    data_sizes: list[int] = []
+    send_packet = conn.send_packet
+
+    def counted_send_packet(pkttype: int, *args: Any, handler: Any = None) -> None:
+        if pkttype == MSG_CHANNEL_DATA:
+            data_sizes.append(int.from_bytes(args[1], "big"))
+        send_packet(pkttype, *args, handler=handler)
+
+    conn.send_packet = counted_send_packet
     for offset in range(0, len(payload), block):
         sftp.send_write(handle, offset, payload[offset : offset + block], got)
+    # Past the window, what waits is views of the blocks: no copy in asyncssh.
+    assert chan._send_buf and all(type(buf) is memoryview for buf, _ in chan._send_buf)
     await asyncio.wait_for(done.wait(), 30)
+    # Packets cut across header and payload: none for a header alone.
+    assert sum(data_sizes) == len(payload) + count * 29  # WRITE headers: 29 bytes here
+    # (A window's last few bytes may make a small packet, now and then.)
+    assert sum(size <= 29 for size in data_sizes) < 5, data_sizes
     assert all(isinstance(r, codec.Status) and r.code == codec.FX_OK for r in replies)
     await sftp.close_handle(handle, str(target))
     assert target.read_bytes() == payload

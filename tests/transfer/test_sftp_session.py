@@ -22,8 +22,8 @@ class Pipe:
         self.sent: list[bytes] = []
         self.closed = False
 
-    def write(self, data: bytes) -> None:
-        self.sent.append(data)
+    def write(self, data: bytes, payload: bytes | memoryview = b"") -> None:
+        self.sent.append(data + payload)
 
     def close(self) -> None:
         self.closed = True

@@ -57,7 +57,7 @@ from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
-from .packets import AeadPackets, accept_views
+from .packets import AeadPackets, ViewWriter, accept_views
 from .promptack import ack_unanswered_at_once
 from .zlibbound import ZLIB_BOUND, bound_inflation
 
@@ -269,8 +269,10 @@ class ChannelTuning:
                 _skipped(patch)
         self.applied = frozenset(applied)
         self._top_up = WINDOW_TOP_UP in applied
-        if views and AEAD_PACKETS in enabled:
-            accept_views(chan)
+        # Writes as views of the caller's bytes (None: asyncssh's own write).
+        self.writer: ViewWriter | None = (
+            accept_views(chan) if views and AEAD_PACKETS in enabled else None
+        )
 
     def after_data(self) -> None:
         """Call after each delivery of data: asyncssh has counted it off the window."""

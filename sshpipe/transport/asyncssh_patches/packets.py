@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import time
-import weakref
 from typing import Any
 
 import asyncssh
@@ -43,95 +42,103 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 _TAG = 16  # AES-GCM's tag, after the ciphertext
 _PAD_POOL = 8192  # random bytes drawn at once for packets' padding
 _DATA_HEAD = 10  # padding length, type, recipient channel, data length
-# Channels whose session takes a memoryview for its data (our SFTP pipes).
-_VIEW_CHANNELS: weakref.WeakSet[Any] = weakref.WeakSet()
+# Set on our SFTP channels: their session takes received data as memoryviews.
+_VIEWS = "_sshpipe_views"
+# What a channel needs for ``ViewWriter`` (asyncssh's send side, as read).
+_WRITER_NEEDS = (
+    "_send_state", "_send_buf", "_encoding", "_send_chan", "_send_window", "_send_pktsize",
+    "_conn", "_send_buf_len", "_flush_send_buf",
+)  # fmt: skip
 
 
-def accept_views(chan: Any) -> None:
-    """One of our SFTP channels: views of received data, writes cut without copies.
+def accept_views(chan: Any) -> ViewWriter | None:
+    """One of our SFTP channels: views of received data, and a writer of views if it fits.
 
-    The fast receive may feed its session memoryviews, and what it writes
-    goes out as views of the caller's bytes, one CHANNEL_DATA packet each
-    (``_direct_write``).
+    The fast receive may feed its session memoryviews; what is written through
+    the ``ViewWriter`` returned goes out as views of the caller's bytes.
     """
-    _VIEW_CHANNELS.add(chan)
-    if all(
-        hasattr(chan, name)
-        for name in ("write", "_send_state", "_send_buf", "_encoding", "_send_chan",
-                     "_send_window", "_send_pktsize", "_conn", "_send_buf_len")
-    ):  # fmt: skip
-        chan.write = _direct_write(chan, chan.write)
-        if callable(getattr(chan, "_flush_send_buf", None)):
-            chan._flush_send_buf = _lean_flush(chan, chan._flush_send_buf)
+    setattr(chan, _VIEWS, True)
+    if not all(hasattr(chan, name) for name in _WRITER_NEEDS):
+        return None
+    return ViewWriter(chan)
 
 
-def _direct_write(chan: Any, stock: Any) -> Any:
-    """asyncssh's channel write, less its copies while the peer's window has room.
+def _immutable(part: bytes | memoryview) -> bool:
+    """Bytes nobody can change while a view of them waits for the peer's window."""
+    return type(part) is bytes or (
+        type(part) is memoryview and type(part.obj) is bytes and part.format == "B"
+    )
 
-    asyncssh copies what is written into its send buffer, copies each packet's
-    share out of it, and copies it twice more building the packet; here each
-    packet's share is a view of the caller's bytes, joined once by the
-    connection's ``send_packet``. Anything the window cannot take yet is
-    written the stock way (asyncssh buffers it and sends it as window comes).
+
+class ViewWriter:
+    """Writes to one SFTP channel without copying the caller's bytes into asyncssh.
+
+    asyncssh copies what is written into its send buffer (a bytearray), copies
+    each packet's share out of it and then into the packet; an upload
+    is mostly written past the peer's window (sshd grants 2 MiB and tops it up
+    every 96 KiB), so most of it took that path. Here a request's header and its
+    payload wait in asyncssh's send buffer as views, and each packet is cut
+    across them and joined once, by the connection's ``send_packet``: no copy
+    of the payload before that join, and no packet of a header alone. asyncssh's
+    own flush then does the rest (the writer resumed, a pending EOF or close).
     """
 
-    def write(data: bytes, datatype: int | None = None) -> None:
+    def __init__(self, chan: Any) -> None:
+        self._chan = chan
+        self._stock_write = chan.write
+        self._stock_flush = chan._flush_send_buf
+        # asyncssh flushes through this name when window comes (and we do, on
+        # a WINDOW_ADJUST read by the fast receive).
+        chan._flush_send_buf = self.flush
+
+    def write(self, data: bytes, payload: bytes | memoryview = b"") -> None:
+        """Send ``data`` then ``payload`` as one stream, as the window allows."""
+        chan = self._chan
         if (
-            datatype is not None
-            or chan._send_state != "open"
-            or chan._send_buf
+            chan._send_state != "open"
             or chan._encoding
             or chan._send_chan is None
+            or not (_immutable(data) and _immutable(payload))
         ):
-            stock(data, datatype)  # and asyncssh raises what it raises
+            self._stock_write(bytes(data) + bytes(payload))  # and asyncssh raises what it raises
             return
-        size = len(data)
-        now = min(size, chan._send_window)
-        if now:
-            chan._send_window -= now
-            view = memoryview(data)[:now]  # what the window takes, no more
-            send, step = chan._conn.send_packet, chan._send_pktsize
-            head = chan._send_chan.to_bytes(4, "big")
-            for start in range(0, now, step):
-                piece = view[start : start + step]
-                send(MSG_CHANNEL_DATA, head, len(piece).to_bytes(4, "big"), piece, handler=chan)
-        if now < size:
-            stock(memoryview(data)[now:], None)  # asyncssh keeps a copy: one
-
-    return write
-
-
-def _lean_flush(chan: Any, stock: Any) -> Any:
-    """asyncssh's send-buffer flush, one copy per packet where it made three.
-
-    What the window could not take waits in asyncssh's buffer (bytearrays);
-    each packet's share is cut out once and joined once by ``send_packet``.
-    asyncssh's own flush then does the rest (it finds nothing the window
-    takes, and resumes the writer, sends a pending EOF or close).
-    """
-
-    def flush() -> None:
         pending = chan._send_buf
-        head = chan._send_chan.to_bytes(4, "big") if chan._send_chan is not None else b""
-        while pending and chan._send_window and head:
-            buf, datatype = pending[0]
-            if datatype is not None:
-                break  # extended data: asyncssh's way
-            size = min(len(buf), chan._send_window, chan._send_pktsize)
-            if size < len(buf):
-                piece = buf[:size]
-                del buf[:size]  # O(1) off a bytearray's front
-            else:
-                piece = buf  # out of the buffer: nobody changes it now
-                del pending[0]
-            chan._send_buf_len -= size
-            chan._send_window -= size
-            chan._conn.send_packet(
-                MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), piece, handler=chan
-            )
-        stock()
+        for part in (data, payload):
+            if part:
+                pending.append((memoryview(part), None))
+                chan._send_buf_len += len(part)
+        self.flush()
 
-    return flush
+    def flush(self) -> None:
+        """Send what the window takes, each packet cut across the waiting pieces."""
+        chan = self._chan
+        pending = chan._send_buf
+        if chan._send_chan is not None:
+            head = chan._send_chan.to_bytes(4, "big")
+            send = chan._conn.send_packet
+            while pending and chan._send_window and pending[0][1] is None:
+                room = min(chan._send_window, chan._send_pktsize)
+                pieces: list[bytes | bytearray | memoryview] = []
+                size = 0
+                while pending and size < room and pending[0][1] is None:
+                    buf = pending[0][0]
+                    take = room - size
+                    if take >= len(buf):
+                        pieces.append(buf)
+                        del pending[0]
+                        size += len(buf)
+                    elif type(buf) is memoryview:
+                        pieces.append(buf[:take])
+                        pending[0] = (buf[take:], None)
+                        size += take
+                    else:  # asyncssh's own bytearray (written the stock way)
+                        pieces.append(bytes(buf[:take]))
+                        del buf[:take]  # O(1) off a bytearray's front
+                        size += take
+                chan._send_buf_len -= size
+                chan._send_window -= size
+                send(MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), *pieces, handler=chan)
+        self._stock_flush()
 
 
 def _aead(enc: object) -> AESGCM | None:
@@ -265,7 +272,7 @@ class AeadPackets:
         if pkttype != MSG_CHANNEL_DATA and pkttype != MSG_CHANNEL_WINDOW_ADJUST:
             return None
         chan = self._conn._channels.get(int.from_bytes(plain[2:6], "big"))
-        if chan not in _VIEW_CHANNELS or chan._recv_state != "open":
+        if chan is None or not getattr(chan, _VIEWS, False) or chan._recv_state != "open":
             return None
         if pkttype == MSG_CHANNEL_WINDOW_ADJUST:
             return chan if end == _DATA_HEAD else None
