@@ -26,6 +26,7 @@ import asyncssh.compression
 import asyncssh.kex
 import pytest
 from asyncssh.constants import MSG_CHANNEL_DATA, MSG_GLOBAL_REQUEST, MSG_SERVICE_ACCEPT
+from asyncssh.crypto.cipher import GCMCipher
 
 from sshpipe.core import codec
 from sshpipe.core.sizing import reply_cap
@@ -514,6 +515,15 @@ def test_a_channel_without_the_expected_counters_keeps_stock_windows() -> None:
     assert tuning.applied == frozenset()
     tuning.after_data()
     assert tuning.peer_window == 0
+
+
+def test_the_nonce_steps_as_asyncssh_steps_it() -> None:
+    """Canary: the packets' nonce is stepped inline; asyncssh's own code must agree."""
+    for counter in (0, 1, 0xFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF):
+        iv = b"\x01\x02\x03\x04" + counter.to_bytes(8, "big")
+        cipher = GCMCipher("aes128-gcm", bytes(16), iv)
+        cipher._update_iv()
+        assert packets.next_iv(iv) == cipher._iv
 
 
 def test_packet_padding_is_fresh_random_bytes_never_handed_out_twice(

@@ -40,6 +40,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 _TAG = 16  # AES-GCM's tag, after the ciphertext
+_U64 = 0xFFFFFFFFFFFFFFFF  # GCM's invocation counter (RFC 5647 §7.1) wraps at 64 bits
 _PAD_POOL = 8192  # random bytes drawn at once for packets' padding
 _DATA_HEAD = 10  # padding length, type, recipient channel, data length
 # Set on our SFTP channels: their session takes received data as memoryviews.
@@ -141,6 +142,11 @@ class ViewWriter:
         self._stock_flush()
 
 
+def next_iv(iv: bytes) -> bytes:
+    """The nonce after ``iv``: asyncssh's ``GCMCipher._update_iv``, without a method call."""
+    return iv[:4] + ((int.from_bytes(iv[4:], "big") + 1) & _U64).to_bytes(8, "big")
+
+
 def _aead(enc: object) -> AESGCM | None:
     """An ``AESGCM`` for asyncssh's GCM encryption object; None for any other cipher."""
     if type(enc) is not GCMEncryption:
@@ -183,6 +189,10 @@ class AeadPackets:
         self._buf = buffer
         self._batched = batched
         self._stock_pkthdr = conn._recv_pkthdr
+        # asyncssh's debug level is its logger class's: read per packet (level 2
+        # and up log every data packet, which only the stock path does).
+        level = getattr(conn._logger, "_debug_level", None)
+        self._logger: Any = conn._logger if isinstance(level, int) else None
         self._stock_send = conn.send_packet
         self._recv_enc: object = None
         self._recv_aead: AESGCM | None = None
@@ -210,8 +220,8 @@ class AeadPackets:
         self._conn.send_packet = self.send_packet
 
     def _quiet(self) -> bool:
-        # asyncssh's debug levels 2 and 3 log every data packet: stock path then.
-        return int(getattr(self._conn._logger, "_debug_level", 3)) < 2
+        logger = self._logger
+        return logger is not None and logger._debug_level < 2
 
     # -- receive ------------------------------------------------------------
 
@@ -240,7 +250,7 @@ class AeadPackets:
             raise asyncssh.MACError("MAC verification failed") from None
         finally:
             view.release()  # before the buffer is resized
-        cipher._update_iv()
+        cipher._iv = next_iv(cipher._iv)
         chan = self._ours(plain)
         if chan is None:
             # Not for one of our channels: asyncssh's own path, on the plaintext.
@@ -313,8 +323,9 @@ class AeadPackets:
         plain = b"".join((bytes((padlen, pkttype)), *args, self._padding(padlen)))
         header = len(plain).to_bytes(4, "big")
         cipher = enc._cipher
-        sealed = aead.encrypt(cipher._iv, plain, header)
-        cipher._update_iv()
+        iv = cipher._iv
+        sealed = aead.encrypt(iv, plain, header)
+        cipher._iv = next_iv(iv)
         if self._batched:  # the batch is one writelines: no need to join them
             conn._send(header)
             conn._send(sealed)
