@@ -19,7 +19,9 @@ With AES-GCM, the connection authenticated and no compression:
   Every other packet goes through asyncssh's own ``_recv_packet``, handed the
   plaintext already decrypted;
 - sent: one join of the payload (and the padding), one ``AESGCM`` per key,
-  header and ciphertext written as they are, no ``MSG_IGNORE``.
+  header and ciphertext written as they are, no ``MSG_IGNORE``; on our SFTP
+  channels a WRITE's header and payload wait for the peer's window as views
+  (``ViewWriter``), so that join is the payload's first copy.
 
 Anything else (other ciphers, the key exchange and log-in, a rekey due,
 packet-level debug logging) runs asyncssh's code unchanged. What goes on the
@@ -104,6 +106,17 @@ class ViewWriter:
             self._stock_write(bytes(data) + bytes(payload))  # and asyncssh raises what it raises
             return
         pending = chan._send_buf
+        size = len(data)
+        if not size and not payload:
+            return  # as asyncssh's write: nothing, not an empty packet
+        if not payload and not pending and size <= chan._send_window and size <= chan._send_pktsize:
+            # A request with no payload (a READ, a STAT...) that fits: its own packet, now.
+            chan._send_window -= size
+            chan._conn.send_packet(
+                MSG_CHANNEL_DATA, chan._send_chan.to_bytes(4, "big"), size.to_bytes(4, "big"),
+                data, handler=chan,
+            )  # fmt: skip
+            return
         for part in (data, payload):
             if part:
                 pending.append((memoryview(part), None))
