@@ -517,6 +517,19 @@ def test_a_channel_without_the_expected_counters_keeps_stock_windows() -> None:
     assert tuning.peer_window == 0
 
 
+def test_a_channel_of_another_shape_gets_no_view_writer() -> None:
+    class Slotted:
+        __slots__ = ("write",)  # no room for our mark: stock receive and write
+
+    class Partial:
+        def write(self, data: bytes) -> None: ...  # none of asyncssh's send counters
+
+    assert packets.accept_views(Slotted()) is None
+    partial = Partial()
+    assert packets.accept_views(partial) is None
+    assert "write" not in vars(partial)  # its own write, untouched
+
+
 def test_the_nonce_steps_as_asyncssh_steps_it() -> None:
     """Canary: the packets' nonce is stepped inline; asyncssh's own code must agree."""
     for counter in (0, 1, 0xFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF):

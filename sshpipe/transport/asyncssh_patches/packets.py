@@ -60,6 +60,8 @@ def accept_views(chan: Any) -> ViewWriter | None:
     The fast receive may feed its session memoryviews; what is written through
     the ``ViewWriter`` returned goes out as views of the caller's bytes.
     """
+    if not hasattr(chan, "__dict__"):
+        return None  # a channel of another shape: the stock receive and write
     setattr(chan, _VIEWS, True)
     if not all(hasattr(chan, name) for name in _WRITER_NEEDS):
         return None
