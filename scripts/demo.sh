@@ -6,5 +6,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 if ! command -v sftp >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt_install openssh-client
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check ".[cli]"
+# Editable, as scripts/test.sh and bench.sh install it: the three share .venv, and
+# a copy here would shadow the checkout for every later process started elsewhere
+# (the tests run their CLI children in temp directories).
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[cli]"
 exec "$VENV/bin/python" -m sshpipe demo "$@"
