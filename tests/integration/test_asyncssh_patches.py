@@ -208,9 +208,11 @@ def test_prompt_ack_stands_aside_where_handlers_or_socket_are_not_as_read() -> N
 async def test_the_first_channel_does_not_wait_for_a_delayed_ack(openssh_peer: Peer) -> None:
     """Without ``prompt_ack``, sshd's confirmation of the first channel (or its
     USERAUTH_SUCCESS) waited for our delayed ACK: 42-46 ms on loopback in 8 of 8
-    log-ins, against 2-9 ms. The least of three log-ins is held to 30 ms."""
+    log-ins, against 2-9 ms (the log-in's own part 7-13 ms). The least of five
+    log-ins is held to 35 ms: a 40 ms wait in each cannot pass, and a slow
+    log-in or two on a loaded machine do not fail it."""
     waits = []
-    for _ in range(3):
+    for _ in range(5):
         link = await open_link(openssh_peer.client().connect_config)
         try:
             sftp = await open_sftp(link)
@@ -218,7 +220,7 @@ async def test_the_first_channel_does_not_wait_for_a_delayed_ack(openssh_peer: P
         finally:
             await link.close()
         waits.append(phases["auth"] + phases["channel"])
-    assert min(waits) < 0.030, waits
+    assert min(waits) < 0.035, waits
 
 
 async def test_the_receive_buffer_stays_ours_while_data_flows(
