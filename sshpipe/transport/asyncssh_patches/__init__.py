@@ -58,7 +58,7 @@ from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
 from .packets import AeadPackets, ViewWriter, accept_views
-from .promptack import ack_unanswered_at_once
+from .promptack import QUICKACK_HERE, ack_unanswered_at_once
 from .zlibbound import ZLIB_BOUND, bound_inflation
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -326,7 +326,7 @@ def prepare_handshake(conn: asyncssh.SSHClientConnection, version: str | None = 
         _skipped(PIPELINED_AUTH)
     if ack_unanswered_at_once(conn):
         applied.add(PROMPT_ACK)
-    else:
+    elif QUICKACK_HERE:  # not a shape asyncssh changed where the OS has no such option
         _skipped(PROMPT_ACK)
     return applied
 

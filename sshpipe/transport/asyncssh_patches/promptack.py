@@ -28,6 +28,7 @@ from asyncssh.constants import MSG_GLOBAL_REQUEST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import SSHPacket
 
 _QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+QUICKACK_HERE = _QUICKACK is not None  # Linux: elsewhere the patch has nothing to do
 UNANSWERED = (MSG_SERVICE_ACCEPT, MSG_GLOBAL_REQUEST)
 
 
