@@ -1,7 +1,12 @@
-"""``python -m sshpipe``."""
+"""``python -m sshpipe`` and the ``sshpipe`` command (``run``)."""
 
 from __future__ import annotations
 
-from .cli.main import run
+from .cli import collector
 
-run()
+collector.pause()  # until the command's connection is up (cli/collector.py)
+
+from .cli.main import run  # noqa: E402
+
+if __name__ == "__main__":
+    run()

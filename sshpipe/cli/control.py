@@ -49,6 +49,7 @@ from ..core.control import (
     control_persist,
     expand_control_path,
 )
+from . import collector
 
 __all__ = [
     "CONTROL_OPTIONS",
@@ -257,6 +258,7 @@ async def _serve(
             os.unlink(path)
         parent.tell({"ok": False, "error": str(exc), "exit_code": exc.exit_code})
         return
+    collector.resume()  # logged in: the master's start-up is over (collector.py)
     os.setsid()  # logged in: leave the terminal's session (no SIGHUP, no Ctrl-C)
     parent.tell({"ok": True, "pid": os.getpid()})
     await Master(cfg, link, path, settings.persist).serve(sock)

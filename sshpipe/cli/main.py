@@ -31,6 +31,7 @@ from .._connect import connect
 from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
 from ..transport.sshconfig import own_options
+from . import collector
 from .args import parse_args
 from .control import (
     control_command,
@@ -110,6 +111,7 @@ async def _transfer(
     paths = [other.path for other in specs if other is not None]
     kwargs = _connect_kwargs(args, spec)
     async with connect(spec.host, config=config, control_path=control_path, **kwargs) as client:
+        collector.resume()  # start-up is over (collector.py)
         interrupts.client = client  # dropped at a second Ctrl-C
         if args.command == "get" and any(has_magic(path) for path in paths):
             paths = [match for path in paths for match in await _expand_remote(client, path)]
@@ -251,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(partial(_transfer, args, _control_path(args)))
         from . import demo as _demo
 
+        collector.resume()  # the demo's loops run long: no pause for them
         if args.command == "demo":
             return _run(lambda _: _demo.demo(args.size, rtt_ms=args.rtt, rate_mbit=args.rate))
         return _run(lambda _: _demo.serve(args.root, args.port))

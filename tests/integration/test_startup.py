@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sshpipe.transport.loading import in_library_path
 from tests.support.fresh import run_fresh
+from tests.support.peers import Peer
 
 
 def test_loading_asyncssh_runs_no_compiler_or_linker() -> None:
@@ -117,3 +118,54 @@ def test_importing_the_engine_prints_no_warning() -> None:
         check=False,
     )
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_the_command_starts_without_the_collector_and_resumes_it_once_connected(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """Paused from the entry point's import to the connection (cli/collector.py), then
+    everything built so far frozen and the collector back on for the transfer."""
+    (openssh_peer.root / "src.bin").write_bytes(b"s" * 70_000)
+    argv = ["get", "-q", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
+            str(tmp_path / "got.bin")]  # fmt: skip
+    result = run_fresh(f"""
+        import gc, json
+        import sshpipe.__main__  # the entry the sshpipe command imports (not run: not __main__)
+        paused = not gc.isenabled()
+        from sshpipe._client import Client
+        from sshpipe.cli.main import main
+        during = {{}}
+        stock_get = Client.get
+        async def get(self, *args, **kwargs):
+            during.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count())
+            return await stock_get(self, *args, **kwargs)
+        Client.get = get
+        code = main({argv!r})
+        print(json.dumps({{"paused": paused, "code": code, **during}}))
+    """)
+    assert result["paused"] is True
+    assert result["code"] == 0
+    assert result["enabled"] is True
+    assert result["frozen"] > 30_000  # sshpipe's, asyncssh's and cryptography's objects
+    assert (tmp_path / "got.bin").read_bytes() == b"s" * 70_000
+
+
+def test_the_library_leaves_the_collector_alone(openssh_peer: Peer, tmp_path: Path) -> None:
+    """Freezing is the command's choice for its own process, never an importer's; an
+    application calling ``main`` (no entry point) is not frozen either."""
+    (openssh_peer.root / "src.bin").write_bytes(b"t" * 1000)
+    argv = ["get", "-q", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
+            str(tmp_path / "got.bin")]  # fmt: skip
+    result = run_fresh(f"""
+        import gc, json
+        import sshpipe
+        sshpipe.connect, sshpipe.Client
+        imported = (gc.isenabled(), gc.get_freeze_count())
+        from sshpipe.cli.main import main
+        code = main({argv!r})
+        print(json.dumps({{"imported": imported, "code": code,
+                           "after": (gc.isenabled(), gc.get_freeze_count())}}))
+    """)
+    assert result["imported"] == [True, 0]
+    assert result["code"] == 0
+    assert result["after"] == [True, 0]
