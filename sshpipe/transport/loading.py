@@ -9,10 +9,17 @@ dynamic loader will look for it: ld.so's cache (``ldconfig -p``, which
 ``find_library`` reads first) and ``LD_LIBRARY_PATH``. What a compiler alone
 would find (``LIBRARY_PATH``, its own directories) the loader would not load.
 
-``load_on_first_import`` puts that search in force for whichever module
-imports asyncssh first, and imports nothing itself: a command that runs over
-a mux master (``muxclient``) never needs asyncssh, and does not pay the
-0.2-0.3 s of importing it and cryptography.
+asyncssh's X.509 certificate support (PKIX-SSH's ``x509v3-*`` keys; OpenSSH
+has none) imports cryptography's X.509 package and then pyOpenSSL, and is off
+where pyOpenSSL is not installed (sshpipe does not require it): the X.509
+package (and the email package it brings) was loaded for nothing, 15-20 ms of
+every command. Where the module would fail so, it is not tried
+(``_without_dead_x509``): the same outcome as asyncssh's, sooner.
+
+``load_on_first_import`` puts both in force for whichever module imports
+asyncssh first, and imports nothing itself: a command that runs over a mux
+master (``muxclient``) never needs asyncssh, and does not pay the 0.2-0.3 s
+of importing it and cryptography.
 """
 
 from __future__ import annotations
@@ -26,13 +33,58 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 
+# asyncssh's X.509 module, and what in it says it needs pyOpenSSL (2.24.1 and older).
+_X509 = "asyncssh.crypto.x509"
+_NEEDS_PYOPENSSL = "from OpenSSL import"
+
 
 def load_asyncssh() -> None:
-    """Import asyncssh (once per process) with the loader's own library search."""
+    """Import asyncssh (once per process) the quick way (``_loading``)."""
     if "asyncssh" in sys.modules:
         return
-    with _loader_search():
+    spec = importlib.util.find_spec("asyncssh")
+    with _loading(spec.origin if spec is not None else None):
         import asyncssh  # noqa: F401
+
+
+@contextlib.contextmanager
+def _loading(origin: str | None) -> Iterator[None]:
+    """asyncssh's import (its ``__init__`` at ``origin``): the loader's library search,
+    no X.509 module that cannot load."""
+    with _loader_search(), _without_dead_x509(origin):
+        yield
+
+
+@contextlib.contextmanager
+def _without_dead_x509(origin: str | None) -> Iterator[None]:
+    """asyncssh's X.509 module refused at once where pyOpenSSL, which it needs, is missing.
+
+    asyncssh takes the ImportError as "no X.509 support", as it takes
+    pyOpenSSL's. Nothing is done where the module is not the one read here
+    (it does not import pyOpenSSL), or pyOpenSSL is there.
+    """
+    if (
+        origin is None
+        or _X509 in sys.modules
+        or not _needs_pyopenssl(os.path.join(os.path.dirname(origin), "crypto", "x509.py"))
+        or importlib.util.find_spec("OpenSSL") is not None
+    ):
+        yield
+        return
+    sys.modules[_X509] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        yield
+    finally:
+        if _X509 in sys.modules and sys.modules[_X509] is None:
+            del sys.modules[_X509]  # as if it had been tried and failed
+
+
+def _needs_pyopenssl(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as source:
+            return _NEEDS_PYOPENSSL in source.read()
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 @contextlib.contextmanager
@@ -59,7 +111,7 @@ def _loader_search() -> Iterator[None]:
 
 class _FirstImport:
     """Finds asyncssh once, for ``import asyncssh`` wherever it is, and runs it under
-    ``_loader_search``; then leaves ``sys.meta_path``.
+    ``_loading``; then leaves ``sys.meta_path``.
 
     A finder by its ``find_spec`` alone: ``importlib.abc`` as its base would
     bring importlib.resources, tempfile, shutil, bz2 and lzma to every command.
@@ -79,7 +131,7 @@ class _FirstImport:
         stock = loader.exec_module
 
         def exec_module(module: ModuleType) -> None:
-            with _loader_search():
+            with _loading(spec.origin):
                 stock(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
@@ -87,7 +139,7 @@ class _FirstImport:
 
 
 def load_on_first_import() -> None:
-    """Have asyncssh, when something first imports it, load with ``_loader_search``."""
+    """Have asyncssh, when something first imports it, load the quick way (``_loading``)."""
     if "asyncssh" not in sys.modules and not any(
         isinstance(finder, _FirstImport) for finder in sys.meta_path
     ):

@@ -5,11 +5,12 @@ Checked in fresh interpreters: this test process imported everything long ago.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
-from sshpipe.transport.loading import in_library_path
+from sshpipe.transport.loading import _needs_pyopenssl, in_library_path
 from tests.support.fresh import run_fresh
 from tests.support.peers import Peer
 
@@ -169,3 +170,48 @@ def test_the_library_leaves_the_collector_alone(openssh_peer: Peer, tmp_path: Pa
     assert result["imported"] == [True, 0]
     assert result["code"] == 0
     assert result["after"] == [True, 0]
+
+
+def test_asyncssh_loads_without_the_x509_module_it_could_not_use() -> None:
+    """Without pyOpenSSL asyncssh's X.509 support is off: its module is not tried (and
+    cryptography's X.509 package not loaded), and asyncssh says the same as when it is."""
+    probe = """
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        {load}
+        import asyncssh.public_key as public_key
+        print(json.dumps({{
+            "available": public_key._x509_available,
+            "algs": [alg.decode() for alg in public_key.get_x509_certificate_algs()],
+            "x509_loaded": "cryptography.x509" in sys.modules,
+            "marker_left": "asyncssh.crypto.x509" in sys.modules,
+        }}))
+    """
+    ours = run_fresh(probe.format(load="import sshpipe.transport.ssh"))
+    stock = run_fresh(probe.format(load="import asyncssh"))
+    assert (ours["available"], ours["algs"]) == (stock["available"], stock["algs"])
+    assert ours["x509_loaded"] is False and ours["marker_left"] is False
+    assert stock["x509_loaded"] is True  # what the skip saves
+
+
+def test_the_x509_skip_rests_on_what_the_installed_asyncssh_does() -> None:
+    """Canary: asyncssh's X.509 module imports pyOpenSSL, which is not installed. When
+    either changes, re-read ``loading._without_dead_x509`` before changing this test."""
+    spec = importlib.util.find_spec("asyncssh")
+    assert spec is not None and spec.origin is not None
+    module = Path(spec.origin).parent / "crypto" / "x509.py"
+    assert _needs_pyopenssl(str(module))
+    assert importlib.util.find_spec("OpenSSL") is None
+
+
+def test_with_pyopenssl_there_asyncssh_tries_its_x509_module(tmp_path: Path) -> None:
+    (tmp_path / "OpenSSL").mkdir()
+    (tmp_path / "OpenSSL" / "__init__.py").write_text("")  # no ``crypto``: it still fails
+    result = run_fresh(f"""
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        sys.path.insert(0, {str(tmp_path)!r})
+        import sshpipe.transport.ssh
+        print(json.dumps({{"x509_loaded": "cryptography.x509" in sys.modules}}))
+    """)
+    assert result["x509_loaded"] is True
