@@ -34,6 +34,7 @@ from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.asyncssh_patches import packets, promptack
+from sshpipe.transport.asyncssh_patches.inputbuffer import InputBuffer
 from sshpipe.transport.asyncssh_patches.zlibbound import INFLATED_MAX, BoundedZlib, bound_inflation
 from sshpipe.transport.authmemory import AuthMemory
 from sshpipe.transport.hostkeys import HostKeyPolicy
@@ -230,7 +231,7 @@ async def test_the_receive_buffer_stays_ours_while_data_flows(
     await sftp.stat(str(openssh_peer.root))
     # asyncssh assigns its buffer afresh after every packet (``buf = buf[n:]``):
     # still ours after packets went through means every one was consumed by it.
-    assert type(link._conn._inpbuf).__name__ == "_InputBuffer"  # type: ignore[attr-defined]
+    assert type(link._conn._inpbuf) is InputBuffer  # type: ignore[attr-defined]
     sftp.close()
 
 

@@ -2,7 +2,8 @@
 
 These make a transfer faster without changing what goes on the wire:
 
-- ``input_buffer``: the connection's receive buffer consumed in O(1);
+- ``input_buffer``: the connection's receive buffer read where the socket put
+  it (``inputbuffer.py``);
 - ``batched_send``: one loop iteration's packets written in one ``writelines``;
 - ``window_top_up``: a channel's receive window granted again each eighth;
 - ``peer_window``: the send window the server granted, read for the flow controller;
@@ -57,6 +58,7 @@ from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
+from .inputbuffer import InputBuffer
 from .packets import AeadPackets, ViewWriter, accept_views
 from .promptack import QUICKACK_HERE, ack_unanswered_at_once
 from .zlibbound import ZLIB_BOUND, bound_inflation
@@ -109,48 +111,6 @@ def bound_zlib(version: str | None = None) -> bool:
 
 def _skipped(patch: str) -> None:
     logger.debug("asyncssh %s: %s does not fit, not applied", asyncssh.__version__, patch)
-
-
-class _InputBuffer:
-    """Stand-in for asyncssh's receive buffer with O(1) consumption from the front.
-
-    asyncssh keeps received bytes in a ``bytes`` object and, for every SSH
-    packet, re-slices the rest of it (``self._inpbuf = self._inpbuf[n:]``):
-    with 256 KiB socket reads and OpenSSH's ~40 KiB packets every byte was
-    copied about eight times, 14% of a download's CPU. A bytearray consumed
-    with ``del buf[:n]`` (O(1) in CPython) supports the same operations:
-    ``+=``, ``len``, truth, ``buf[:n]``/``buf[a:b]`` (copies, as before) and
-    ``buf[n:]`` (consumes).
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: bytes) -> None:
-        self._data = bytearray(data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __bool__(self) -> bool:
-        return bool(self._data)
-
-    @property
-    def data(self) -> bytearray:
-        """The bytes themselves (``packets.AeadPackets`` consumes packets off them)."""
-        return self._data
-
-    def __iadd__(self, data: bytes) -> _InputBuffer:
-        self._data += data
-        return self
-
-    def __getitem__(self, key: slice) -> Any:
-        if key.stop is None and key.step is None:
-            del self._data[: key.start or 0]
-            return self
-        return bytes(memoryview(self._data)[key])
-
-    def find(self, sub: bytes, *args: int) -> int:
-        return self._data.find(sub, *args)
 
 
 def _batch_sends(conn: asyncssh.SSHClientConnection) -> bool:
@@ -212,9 +172,9 @@ def tune_connection(
         )
         return frozenset()
     applied = set(CHANNEL_PATCHES)
-    buffer: _InputBuffer | None = None
+    buffer: InputBuffer | None = None
     if isinstance(getattr(conn, "_inpbuf", None), bytes):
-        buffer = _InputBuffer(conn._inpbuf)
+        buffer = InputBuffer(conn._inpbuf)
         conn._inpbuf = buffer  # type: ignore[assignment]
         applied.add(INPUT_BUFFER)
     else:
@@ -225,7 +185,7 @@ def tune_connection(
         _skipped(BATCHED_SEND)
     # It reads packets straight out of our buffer: only on top of it.
     if buffer is not None and AeadPackets.fits(conn):
-        AeadPackets(conn, buffer.data, BATCHED_SEND in applied).install()
+        AeadPackets(conn, buffer, BATCHED_SEND in applied).install()
         applied.add(AEAD_PACKETS)
     else:
         _skipped(AEAD_PACKETS)

@@ -41,6 +41,8 @@ from asyncssh.encryption import GCMEncryption
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from .inputbuffer import InputBuffer
+
 _TAG = 16  # AES-GCM's tag, after the ciphertext
 _U64 = 0xFFFFFFFFFFFFFFFF  # GCM's invocation counter (RFC 5647 §7.1) wraps at 64 bits
 _PAD_POOL = 8192  # random bytes drawn at once for packets' padding
@@ -199,7 +201,7 @@ class _Decrypted:
 class AeadPackets:
     """The fast receive (``recv_pkthdr``) and send (``send_packet``) of one connection."""
 
-    def __init__(self, conn: Any, buffer: bytearray, batched: bool) -> None:
+    def __init__(self, conn: Any, buffer: InputBuffer, batched: bool) -> None:
         self._conn = conn
         self._buf = buffer
         self._batched = batched
@@ -251,20 +253,18 @@ class AeadPackets:
         buf = self._buf
         if len(buf) < 4:
             return False
-        pktlen = int.from_bytes(buf[:4], "big")
+        pktlen = int.from_bytes(buf.front(4), "big")
         if pktlen > conn._max_recv_pktlen:
             raise asyncssh.ProtocolError("Max packet size exceeded")
         end = 4 + pktlen + _TAG
         if len(buf) < end:
             return False
         cipher = enc._cipher
-        view = memoryview(buf)
+        view = buf.front(end)  # where the socket's read put it, unless it spans two
         try:
-            plain = aead.decrypt(cipher._iv, view[4:end], view[:4])
+            plain = aead.decrypt(cipher._iv, view[4:], view[:4])
         except InvalidTag:
             raise asyncssh.MACError("MAC verification failed") from None
-        finally:
-            view.release()  # before the buffer is resized
         cipher._iv = next_iv(cipher._iv)
         chan = self._ours(plain)
         if chan is None:
@@ -272,7 +272,7 @@ class AeadPackets:
             conn._recv_encryption = _Decrypted(conn, enc, plain)
             return bool(self._stock_pkthdr())
         # As asyncssh: consumed before it is acted on (which may close the connection).
-        del buf[:end]
+        buf.consume(end)
         seq = conn._recv_seq
         if plain[1] == MSG_CHANNEL_DATA:
             datalen = len(plain) - plain[0] - _DATA_HEAD
