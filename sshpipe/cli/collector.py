@@ -8,10 +8,10 @@ about 90 collections that find nothing, and pausing them alone only defers
 them (the first collection after walks everything made meanwhile). So the
 command pauses the collector from its first import (``__main__``) until its
 connection is up, then freezes what exists (``gc.freeze``: never walked
-again) and turns it back on: 10 % of a 1-byte get's CPU and wall time on
-loopback (0.31 against 0.38 CPU-s, paired runs). The price is the few
-hundred unreachable objects start-up leaves (about 470 when asyncssh has
-loaded), kept once, never growing.
+again) and turns it back on: 5-10 % of a 1-byte get's CPU and wall time on
+loopback (paired runs against the commit before: CPU 0.90-0.95x, wall
+0.91-0.92x). The price is the few hundred unreachable objects start-up
+leaves (about 470 when asyncssh has loaded), kept once, never growing.
 
 Only for the command line: a library user's process is not ours to freeze.
 Loops that outlive their start (the demo, the server, a mux master) resume
