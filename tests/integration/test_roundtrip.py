@@ -35,6 +35,9 @@ async def test_get_and_put_round_trip(peer: Peer, tmp_path: Path, size: int, req
     assert leftover_temps(tmp_path, peer.root) == []
 
 
+# Serial: the peak is reached only as fast as local writes free the byte budget; on a
+# CI worker loaded by two others the asyncssh peer's get once peaked at 12 (60 alone).
+@pytest.mark.timing
 async def test_defaults_use_server_limits_and_keep_many_requests_in_flight(
     peer: Peer, tmp_path: Path
 ) -> None:
