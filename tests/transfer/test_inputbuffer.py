@@ -69,6 +69,17 @@ def test_what_asyncssh_does_with_its_buffer_matches_bytes() -> None:
     assert ours.find(b"\x00\x01") == stock.find(b"\x00\x01")
 
 
+@pytest.mark.parametrize(
+    ("start", "end"), [(0, None), (0, 5), (0, 12), (3, 9), (0, 100), (2, -3), (-6, None), (9, 4)]
+)
+def test_find_is_bytes_find_over_what_is_buffered(start: int, end: int | None) -> None:
+    stock = b"SSH-2.0-x\r\nrest\n"
+    ours = InputBuffer(stock[:7])
+    ours += stock[7:]
+    for sub in (b"\n", b"SSH", b"rest", b"nope"):
+        assert ours.find(sub, start, end) == stock.find(sub, start, end)
+
+
 def test_a_mutable_read_is_copied_as_it_may_change() -> None:
     data = bytearray(b"x" * 100)
     buf = InputBuffer()

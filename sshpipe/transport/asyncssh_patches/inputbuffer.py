@@ -96,4 +96,6 @@ class InputBuffer:
 
     def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
         """``bytes.find`` over what is buffered (asyncssh looks for the banner's end)."""
-        return bytes(self.front(self._size)).find(sub, start, end)  # small: before the kex
+        # Only up to ``end`` is copied: asyncssh bounds its banner search so.
+        stop = self._size if end is None or end < 0 else min(end, self._size)
+        return bytes(self.front(stop)).find(sub, start, end)
