@@ -70,7 +70,8 @@ def test_what_asyncssh_does_with_its_buffer_matches_bytes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("start", "end"), [(0, None), (0, 5), (0, 12), (3, 9), (0, 100), (2, -3), (-6, None), (9, 4)]
+    ("start", "end"),
+    [(0, None), (0, 5), (0, 12), (3, 9), (0, 100), (2, -3), (-6, None), (-15, 12), (9, 4)],
 )
 def test_find_is_bytes_find_over_what_is_buffered(start: int, end: int | None) -> None:
     stock = b"SSH-2.0-x\r\nrest\n"

@@ -96,6 +96,9 @@ class InputBuffer:
 
     def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
         """``bytes.find`` over what is buffered (asyncssh looks for the banner's end)."""
-        # Only up to ``end`` is copied: asyncssh bounds its banner search so.
-        stop = self._size if end is None or end < 0 else min(end, self._size)
+        # Only up to ``end`` is copied (asyncssh bounds its banner search so); not
+        # where either bound counts from the end, which is the whole buffer's.
+        stop = self._size
+        if end is not None and end >= 0 and start >= 0:
+            stop = min(end, stop)
         return bytes(self.front(stop)).find(sub, start, end)
