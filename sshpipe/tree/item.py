@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .._errors import (
     ClosedError,
+    ConnectError,
     ConnectionBroken,
     HashUnavailable,
     LocalNoSpace,
@@ -67,10 +68,27 @@ class Item:
 
 
 def aborts_tree(exc: SSHPipeError) -> bool:
-    """Errors after which every other file would fail too: stop rather than list them all."""
+    """Errors after which every other file would fail too: stop rather than list them all.
+
+    A connection that cannot be had is every file's: a host key refused, the
+    credentials refused, a server that still refuses or drops us once the
+    retry budget is spent (``ConnectError``, raised by a reconnect or by a
+    big file's new connection), as a connection lost for good is
+    (``ConnectionBroken``: the tree's one reconnect gave up). The tree stops
+    with that one error, its own exit code, not a list of the same line.
+    """
     if isinstance(exc, UnsafePath):
         return False
-    # HashUnavailable: "hash" asked of a server that cannot hash fails every file alike.
-    return isinstance(
-        exc, ConnectionBroken | ClosedError | ProtocolError | LocalNoSpace | HashUnavailable
-    )
+    return isinstance(exc, _SHARED_FAILURES)
+
+
+# What every entry of a tree meets alike once one has. HashUnavailable: "hash"
+# asked of a server that cannot hash fails every file alike.
+_SHARED_FAILURES = (
+    ConnectError,
+    ConnectionBroken,
+    ClosedError,
+    ProtocolError,
+    LocalNoSpace,
+    HashUnavailable,
+)

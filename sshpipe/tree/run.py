@@ -483,8 +483,9 @@ class TreeRun(abc.ABC):
         return call()
 
     def refuse(self, exc: SSHPipeError, where: str) -> None:
-        """A name or entry that is refused outright: recorded, or raised with fail_fast."""
-        if self.options.fail_fast:
+        """A name or entry that is refused outright: recorded, or raised with fail_fast
+        (or when every other entry would meet it too: ``aborts_tree``)."""
+        if self.options.fail_fast or aborts_tree(exc):
             raise exc
         if len(self.account.failures) < MAX_LISTED_FAILURES:  # then only counted
             logger.warning("%s", exc)

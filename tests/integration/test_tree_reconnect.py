@@ -16,13 +16,16 @@ import random
 import shutil
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 import sshpipe
 from sshpipe.linkemu import LinkEmulator, LinkSpec
+from tests.support.cli import assert_one_line_error, run_sshpipe
 from tests.support.files import leftover_temps
-from tests.support.peers import Peer
+from tests.support.peers import EmulatedLink, Peer
 from tests.support.trees import compare_trees, make_tree
+from tests.support.waits import eventually
 
 # Tests here start the link emulator themselves, not only through fixtures.
 pytestmark = pytest.mark.linkemu
@@ -132,6 +135,42 @@ async def test_a_tree_gives_up_when_the_server_is_gone(openssh_peer: Peer, tmp_p
         with pytest.raises(sshpipe.ConnectionBroken, match="gave up reconnecting"):
             await asyncio.wait_for(task, 60)
     assert leftover_temps(tmp_path) == []
+
+
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_a_tree_whose_reconnect_meets_a_changed_host_key_stops_with_one_line(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path, direction: str
+) -> None:
+    """Every other file would meet the same key: one line, exit 7, not one line per file."""
+    local = tmp_path / "local"
+    local.mkdir()
+    source = (openssh_peer.root if direction == "get" else local) / "tree"
+    make_tree(source, files=300, depth=3, seed=5)
+    # 8 Mbit/s: a few seconds for the tree, so the cut lands in the middle of it.
+    async with emulated_link(openssh_peer, LinkSpec(rtt=0.002, rate=8e6)) as (emu, far):
+        if direction == "get":
+            words = ["get", "-r", far.spec("tree"), str(local / "out")]
+            landed = local / "out"
+        else:
+            words = ["put", "-r", str(source), far.spec("out")]
+            landed = openssh_peer.root / "out"
+        command = asyncio.create_task(
+            run_sshpipe(*far.cli_options(), "--retries", "2", *words, workdir=tmp_path)
+        )
+        await eventually(lambda: landed.is_dir() and len(list(landed.rglob("*"))) > 30, within=30)
+        # The server's key "changes": known_hosts holds another for it now.
+        other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+        label = far.known_hosts.read_text().split()[0]
+        far.known_hosts.write_text(f"{label} {other}")
+        emu.cut_after(0, direction="down")
+        run = await command
+    if direction == "get":
+        assert_one_line_error(run.completed, 7, "has changed")
+    else:  # and a line naming the temporary files the server kept
+        assert run.returncode == 7, run.stderr
+        assert "Traceback" not in run.stderr
+        assert run.stderr.count("has changed") == 1, run.stderr
+    assert "failed:" not in run.stderr
 
 
 async def test_cancelling_a_tree_during_its_reconnect_leaves_no_task(
