@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .codec import Limits
+from .text import printable
 
 # filexfer-02 §6.10 sends SYMLINK as (linkpath, targetpath); OpenSSH's server
 # has always read them the other way round, and since every v3 client talks
@@ -49,8 +50,9 @@ class ServerProfile:
 
     Attributes:
         software: the software part of the SSH version string
-            ("OpenSSH_9.2p1", "mod_sftp", "AsyncSSH_2.24.1"), verbatim minus
-            anything unprintable (it is untrusted text).
+            ("OpenSSH_9.2p1", "mod_sftp", "AsyncSSH_2.24.1"), its first 64
+            characters, anything unprintable escaped (``\\x1b``; a byte that
+            is not UTF-8 as ``\\xe9``): it is untrusted text.
         symlink_order: the order SYMLINK's two paths go on the wire.
         offers: the short names of the extensions that matter to us
             ("limits", "posix_rename", "fsync", "hardlink", "copy_data",
@@ -75,10 +77,10 @@ class ServerProfile:
 
 
 def software_of(server_version: str) -> str:
-    """The software field of an SSH version string (RFC 4253 §4.2), printable only."""
+    """The software field of an SSH version string (RFC 4253 §4.2), escaped and bounded."""
     text = server_version.removeprefix("SSH-2.0-").removeprefix("SSH-1.99-")
     software = text.split(" ", 1)[0]
-    return "".join(ch for ch in software if ch.isprintable())[:64]
+    return printable(software[:64])
 
 
 def symlink_order(software: str, extensions: dict[str, bytes]) -> SymlinkOrder:

@@ -14,6 +14,9 @@
   ``--verify`` where no ``sha256sum`` can run.
 - ``rawsftp``: an SFTP server written from the wire up, for what asyncssh's
   server will not send (oversized handles, tiny or missing limits).
+- ``badtext``: asyncssh's server sending bytes SSH does not allow as text at
+  the SSH level: a version line past ASCII, a banner, a debug message or a
+  disconnect reason that is not UTF-8.
 - ``restrictive``: servers that each impose one cap seen in the field (open
   handles, channels per connection, reads outstanding, writes in order only,
   no extensions, a channel closed or the whole server gone mid-run); ``tap``

@@ -57,6 +57,9 @@ class HostKeyPolicy(asyncssh.SSHClient):
         # (time.monotonic): the connection's set-up phases.
         self.connected_at = self.auth_began_at = self.auth_ended_at = 0.0
         self.lost: Exception | None = None  # see ``connection_lost``
+        # The last line the server sent before its version (sshd past its
+        # MaxStartups: "Exceeded MaxStartups"), decoded as a name is.
+        self.said_before_version: str | None = None
         # What asyncssh negotiated and does not tell: "kex", "auth" (for -v).
         self.negotiated: dict[str, str] = {}
         self._conn: asyncssh.SSHClientConnection | None = None
@@ -64,9 +67,12 @@ class HostKeyPolicy(asyncssh.SSHClient):
     def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
         self.connected_at = time.monotonic()
         # Before the key exchange: the log-in's round trips are cut from here.
-        self.handshake_patches = frozenset(prepare_handshake(conn))
+        self.handshake_patches = frozenset(prepare_handshake(conn, heard=self._heard))
         self._conn = conn
         self.negotiated = watch_key_exchange(conn)
+
+    def _heard(self, line: bytes) -> None:
+        self.said_before_version = line.decode("utf-8", "surrogateescape")
 
     def begin_auth(self, username: str) -> None:
         self.auth_began_at = time.monotonic()

@@ -174,6 +174,16 @@ async def _log_in(
         raise ConnectTimeout(
             f"{label}: timed out after {prepared.connect_timeout:g} s", **where
         ) from exc
+    except UnicodeDecodeError as exc:
+        # asyncssh decodes some of the server's bytes strictly and lets the error
+        # out of connect(): a version line past ASCII where its reader is stock
+        # (``asyncssh_patches.versionline``), an algorithm name that is not ASCII.
+        text = exc.object[:_SAID_SHOWN].decode("utf-8", "surrogateescape")  # escaped by str()
+        raise ConnectError(
+            f"{label}: the server sent what SSH does not allow as text: '{text}' "
+            f"({exc.encoding}: {exc.reason})",
+            **where,
+        ) from exc
     except asyncssh.DisconnectError as exc:
         raise ConnectError(f"{label}: server disconnected: {exc.reason}", **where) from exc
     except (asyncssh.Error, OSError) as exc:
@@ -203,6 +213,10 @@ async def _log_in(
     link.rtt_estimate = auth if SIGNED_FIRST in patches else auth / 2
     memory.rtt_known.set()  # measured (``LoginClient.service_accepted``) or not at all
     return link
+
+
+# The most of the server's text a message quotes.
+_SAID_SHOWN = 200
 
 
 async def _login(

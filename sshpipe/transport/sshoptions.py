@@ -125,6 +125,11 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
     kwargs["compression_algs"] = ["zlib@openssh.com", "zlib", "none"] if compressed else ["none"]
     # Never asyncssh's own ProxyJump: its hops would be checked by its rules, not ours.
     kwargs["tunnel"] = None
+    # The server's text (its log-in banner, debug messages, a disconnect's
+    # reason, a challenge's prompts) that is not UTF-8 is read as names are, a
+    # stray byte kept as a surrogate and shown escaped (``\xe9``), where
+    # asyncssh's "strict" dropped the connection over a banner nobody shows.
+    kwargs["utf8_decode_errors"] = "surrogateescape"
     jump = jump_in_force(own, cfg.proxy_jump or None)
     if jump is not None:  # -J, or a ProxyJump before any ProxyCommand: asyncssh's
         kwargs["proxy_command"] = None  # reading of ProxyCommand must not apply

@@ -50,9 +50,10 @@ def test_offers_are_short_names_of_what_matters() -> None:
     [
         ("SSH-2.0-OpenSSH_9.2p1 Debian-2", "OpenSSH_9.2p1"),
         ("SSH-1.99-Old", "Old"),
-        ("SSH-2.0-evil\x1b[31m", "evil[31m"),  # a server's text never reaches a terminal raw
+        ("SSH-2.0-evil\x1b[31m", "evil\\x1b[31m"),  # a server's text never reaches a terminal raw
+        ("SSH-2.0-Caf\udce9_9.9", "Caf\\xe9_9.9"),  # a byte that is not UTF-8, surrogateescaped
         ("SSH-2.0-" + "a" * 500, "a" * 64),
     ],
 )
-def test_software_is_printable_and_bounded(banner: str, software: str) -> None:
+def test_software_is_escaped_and_bounded(banner: str, software: str) -> None:
     assert software_of(banner) == software

@@ -35,6 +35,7 @@ from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.asyncssh_patches import packets, promptack
 from sshpipe.transport.asyncssh_patches.inputbuffer import InputBuffer
+from sshpipe.transport.asyncssh_patches.versionline import read_version_leniently
 from sshpipe.transport.asyncssh_patches.zlibbound import INFLATED_MAX, BoundedZlib, bound_inflation
 from sshpipe.transport.authmemory import AuthMemory
 from sshpipe.transport.hostkeys import HostKeyPolicy
@@ -74,6 +75,7 @@ async def test_every_patch_applies_on_the_installed_asyncssh(link: SSHLink) -> N
         patches.PIPELINED_AUTH,
         patches.AEAD_PACKETS,
         patches.PROMPT_ACK,
+        patches.LENIENT_VERSION,
     }
 
 
@@ -586,6 +588,54 @@ async def test_the_kex_and_the_log_in_method_are_read_from_a_real_connection(
     offered = [alg.decode() for alg in asyncssh.kex.get_kex_algs()]
     assert kex is not None and kex.group(1) in offered, line
     assert "; auth publickey" in line and "unknown" not in line, line
+
+
+async def test_the_version_line_is_read_by_ours_as_asyncssh_read_it(link: SSHLink) -> None:
+    """sshd's version as asyncssh shows it and as the key exchange hashed it (the log-in
+    succeeded, so both sides hashed the same bytes)."""
+    assert patches.LENIENT_VERSION in link.patches
+    shown = link.connection.get_extra_info("server_version")
+    assert re.fullmatch(r"SSH-2\.0-OpenSSH_\S+( .*)?", shown), shown
+    assert link.connection._server_version == shown.encode("ascii")  # type: ignore[attr-defined]
+
+
+def test_the_version_reader_stands_aside_where_asyncssh_is_not_as_read() -> None:
+    class Connection:
+        _inpbuf = b""
+        _banner_lines = 0
+        _server_version = b""
+        _kexinit_sent = False
+        logger = asyncssh.logging.logger  # asyncssh's SSHLogger, which has debug1
+
+        def __init__(self) -> None:
+            self._recv_handler = self._recv_version
+
+        def _recv_version(self) -> bool:
+            return False
+
+        def _recv_pkthdr(self) -> bool:
+            return False
+
+        def _force_close(self, exc: Exception) -> None: ...
+
+        def _send_kexinit(self) -> None: ...
+
+        def set_extra_info(self, **info: object) -> None: ...
+
+    moved_on = Connection()
+    moved_on._recv_handler = moved_on._recv_pkthdr  # the version was read already
+    assert not read_version_leniently(moved_on, lambda line: None)  # type: ignore[arg-type]
+    assert moved_on._recv_handler == moved_on._recv_pkthdr
+    other = Connection()
+    other._inpbuf = bytearray()  # type: ignore[assignment]  # another buffer
+    assert not read_version_leniently(other, lambda line: None)  # type: ignore[arg-type]
+    fits = Connection()
+    heard: list[bytes] = []
+    assert read_version_leniently(fits, heard.append)  # type: ignore[arg-type]
+    fits._inpbuf = b"busy\r\nSSH-2.0-Caf\xe9\r\n"
+    assert fits._recv_handler() and heard == [b"busy"]
+    assert fits._recv_handler() and fits._server_version == b"SSH-2.0-Caf\xe9"
+    assert fits._recv_handler == fits._recv_pkthdr and fits._kexinit_sent
 
 
 def test_the_negotiation_is_not_read_off_an_unchecked_release() -> None:

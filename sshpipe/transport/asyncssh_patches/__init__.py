@@ -30,7 +30,10 @@ server's SERVICE_ACCEPT and global requests acknowledged at once (sshd's next
 packet otherwise waits for our delayed ACK: 40 ms, ``promptack.py``).
 
 One lets its ssh_config reader take ``Compression auto`` (``configwords.py``);
-one bounds what a server's compressed packet may inflate to (``zlibbound.py``).
+one bounds what a server's compressed packet may inflate to (``zlibbound.py``);
+one reads the server's version line as OpenSSH does, whatever its bytes, and
+hears the lines before it (``lenient_version``, ``versionline.py``: stock
+asyncssh raised UnicodeDecodeError at one byte past 127).
 
 Two read what asyncssh negotiated and does not tell (for ``-v``):
 
@@ -50,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import asyncssh
@@ -61,6 +65,7 @@ from .configwords import COMPRESSION_AUTO, accept_compression_auto
 from .inputbuffer import InputBuffer
 from .packets import AeadPackets, ViewWriter, accept_views
 from .promptack import QUICKACK_HERE, ack_unanswered_at_once
+from .versionline import LENIENT_VERSION, read_version_leniently
 from .zlibbound import ZLIB_BOUND, bound_inflation
 
 logger = logging.getLogger("sshpipe.ssh")
@@ -266,16 +271,28 @@ _USERAUTH = b"ssh-userauth"
 _IN_ORDER_SERVERS = ("SSH-2.0-OpenSSH_", "SSH-2.0-AsyncSSH_")
 
 
-def prepare_handshake(conn: asyncssh.SSHClientConnection, version: str | None = None) -> set[str]:
+def prepare_handshake(
+    conn: asyncssh.SSHClientConnection,
+    version: str | None = None,
+    *,
+    heard: Callable[[bytes], None] = lambda line: None,
+) -> set[str]:
     """Apply the log-in patches that fit, before the key exchange; their names.
 
     Called from the client's ``connection_made``; each patch is skipped alone
     (a debug line says so) if what it replaces changed shape.
+
+    Args:
+        heard: given each line the server sends before its version line.
     """
     version = asyncssh.__version__ if version is None else version
     if not version_checked(version):
         return set()
     applied = set()
+    if read_version_leniently(conn, heard):
+        applied.add(LENIENT_VERSION)
+    else:
+        _skipped(LENIENT_VERSION)
     if _sign_first(conn):
         applied.add(SIGNED_FIRST)
     else:
