@@ -16,6 +16,8 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │   └── RemoteOpenFailed       an OPEN refused with a bare failure (out of handles?)
     ├── ConnectError               no session could be set up (exit 5, retryable)
     │   ├── ConnectTimeout         TCP connect plus handshake took over connect_timeout (T)
+    │   ├── ConnectDropped         the server closed the connection before the log-in
+    │   │                          (sshd's MaxStartups): tried again within the retries
     │   ├── AuthenticationError    keys/password refused (exit 6)
     │   │   └── KeyLoadError       a private key named cannot be used: missing, unreadable,
     │   │                          encrypted without (or with a wrong) passphrase, malformed
@@ -200,6 +202,20 @@ class ConnectError(SSHPipeError):
 
 class ConnectTimeout(ConnectError, TimedOut):
     """TCP connect plus the SSH handshake took longer than ``connect_timeout``."""
+
+
+class ConnectDropped(ConnectError):
+    """The server closed the connection before the log-in began.
+
+    What sshd does to a connection past its ``MaxStartups`` (by default, at
+    random once 10 are waiting to log in: "Exceeded MaxStartups", then the
+    socket closed), and what a server that limits its connections does: it
+    is busy now, not refusing for good. So a connection is tried again for
+    it, with backoff, within ``TransferConfig.retries`` (the first of a
+    command, and every later one); a refused port is not (nothing listens
+    there: OpenSSH's ConnectionAttempts is 1 too), nor anything the log-in
+    itself refused.
+    """
 
 
 class AuthenticationError(ConnectError):

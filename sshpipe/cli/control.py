@@ -157,8 +157,13 @@ def socket_path(
     return path
 
 
-def use_master(settings: ControlSettings, path: str, connect_config: ConnectConfig) -> bool:
+def use_master(
+    settings: ControlSettings, path: str, connect_config: ConnectConfig, *, retries: int = 0
+) -> bool:
     """Whether a master answers at ``path`` now, starting one first when "auto" asks.
+
+    ``retries``: the master's connections are tried that many more times when
+    the server closes them before the log-in (the command's ``--retries``).
 
     Returns False (connect directly) when none runs and none may or could be
     started; why is logged at debug level.
@@ -181,7 +186,7 @@ def use_master(settings: ControlSettings, path: str, connect_config: ConnectConf
     pid = os.fork()
     if pid == 0:  # the master
         os.close(read_end)
-        _master(settings, path, connect_config, write_end)
+        _master(settings, path, connect_config, write_end, retries)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as answer_pipe:
         raw = answer_pipe.read()
@@ -200,7 +205,9 @@ def use_master(settings: ControlSettings, path: str, connect_config: ConnectConf
     return False
 
 
-def _master(settings: ControlSettings, path: str, cfg: ConnectConfig, answer_fd: int) -> None:
+def _master(
+    settings: ControlSettings, path: str, cfg: ConnectConfig, answer_fd: int, retries: int
+) -> None:
     """The forked child: bind, log in, answer the parent, serve; never returns."""
     code = 0
     parent = _Parent(answer_fd)
@@ -220,7 +227,7 @@ def _master(settings: ControlSettings, path: str, cfg: ConnectConfig, answer_fd:
         except FileExistsError:  # another command's master won the race: use it
             parent.tell({"ok": True})
             os._exit(0)
-        _run_loop(_serve(settings, path, cfg, sock, parent))
+        _run_loop(_serve(settings, path, cfg, sock, parent, retries))
     except BaseException as exc:
         logger.debug("mux: the master failed: %s: %s", type(exc).__name__, exc)
         parent.tell({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -245,13 +252,18 @@ class _Parent:
 
 
 async def _serve(
-    settings: ControlSettings, path: str, cfg: ConnectConfig, sock: Any, parent: _Parent
+    settings: ControlSettings,
+    path: str,
+    cfg: ConnectConfig,
+    sock: Any,
+    parent: _Parent,
+    retries: int,
 ) -> None:
     from ..transport.muxmaster import Master
     from ..transport.ssh import open_link
 
     try:
-        link = await open_link(cfg)
+        link = await open_link(cfg, retries=retries)
     except SSHPipeError as exc:
         sock.close()
         with contextlib.suppress(OSError):
@@ -261,7 +273,7 @@ async def _serve(
     collector.resume()  # logged in: the master's start-up is over (collector.py)
     os.setsid()  # logged in: leave the terminal's session (no SIGHUP, no Ctrl-C)
     parent.tell({"ok": True, "pid": os.getpid()})
-    await Master(cfg, link, path, settings.persist).serve(sock)
+    await Master(cfg, link, path, settings.persist, retries=retries).serve(sock)
 
 
 def _run_loop(coro: Any) -> None:

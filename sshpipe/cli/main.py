@@ -72,8 +72,9 @@ def _control_path(args: argparse.Namespace) -> str | None:
     if not settings.enabled:
         return None
     path = socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
-    config = connect(spec.host, config=transfer_config(args), **kwargs).connect_config
-    return path if use_master(settings, path, config) else None
+    transfer = transfer_config(args)
+    config = connect(spec.host, config=transfer, **kwargs).connect_config
+    return path if use_master(settings, path, config, retries=transfer.retries) else None
 
 
 def _connect_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:

@@ -23,6 +23,8 @@
   puts some of them on the session channel, in front of asyncssh's server.
 - ``sshd``: a throwaway OpenSSH sshd on loopback; ``plugin`` makes it a
   pytest fixture.
+- ``throttle``: a TCP proxy that turns chosen connections away before the
+  log-in, as sshd past its MaxStartups does.
 - ``fakes``: an in-memory SFTP server and lease for the engine tests
   (``tests/transfer``): replies delayed, reordered, shortened, failed, or never
   sent; a channel cut; check-file answered or lied about; no sockets.

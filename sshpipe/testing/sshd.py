@@ -73,6 +73,7 @@ class _Settings:
     user: str
     extra_config: tuple[str, ...]
     max_sessions: int
+    max_startups: str
     sftp_subsystem: str
 
 
@@ -122,6 +123,7 @@ def openssh_server(
     *,
     extra_config: Sequence[str] = (),
     max_sessions: int = 64,
+    max_startups: str = "100",
     sftp_subsystem: str = "internal-sftp",
 ) -> Iterator[SSHServerInfo]:
     """Run sshd for the duration of the ``with`` block.
@@ -131,6 +133,9 @@ def openssh_server(
     blocks but cannot override the launcher's own settings.
     ``max_sessions`` is sshd's ``MaxSessions`` (channels per connection): 64
     lets tests open many channels; stock sshd allows 10.
+    ``max_startups`` is sshd's ``MaxStartups``: 100 lets many tests log in at
+    once; stock sshd's ``10:30:100`` drops unauthenticated connections at
+    random past 10 (what a throttled server does to a burst of clients).
     ``sftp_subsystem`` is the command of ``Subsystem sftp``: another SFTP
     server (Green End's ``/usr/libexec/gesftpserver``) behind the same sshd.
     """
@@ -149,6 +154,7 @@ def openssh_server(
         user=user,
         extra_config=tuple(extra_config),
         max_sessions=max_sessions,
+        max_startups=max_startups,
         sftp_subsystem=sftp_subsystem,
     )
     proc, port = start_on_free_port(
@@ -233,7 +239,7 @@ def _sshd_config_lines(files: _Files, port: int, settings: _Settings) -> list[st
         f"Subsystem sftp {settings.sftp_subsystem}",
         # VERBOSE so auth failures are explained and readiness is visible.
         "LogLevel VERBOSE",
-        "MaxStartups 100",
+        f"MaxStartups {settings.max_startups}",
         f"MaxSessions {settings.max_sessions}",
         "UseDNS no",
         "PrintMotd no",

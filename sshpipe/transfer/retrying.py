@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
 
-from .._errors import ConnectError, ConnectionBroken, Stalled
+from .._errors import ConnectDropped, ConnectError, ConnectionBroken, Stalled
 from ..core.retry import RetryBudget, failures_after
 from ..core.text import printable
 from ..transport.pool import Lease
@@ -195,7 +195,9 @@ async def reconnect(
             if not exc.retryable:
                 raise
             failures += 1
-            if budget.exhausted(failures):
+            # Dropped before the log-in: the connection was tried again already,
+            # the budget's worth, where it is opened (``ssh.open_link``).
+            if budget.exhausted(failures) or isinstance(exc, ConnectDropped):
                 raise ConnectionBroken(f"gave up reconnecting: {exc}") from exc
             continue
         return failures

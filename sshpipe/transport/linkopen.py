@@ -89,11 +89,15 @@ class LoginTurns:
 _SSH = "sshpipe.transport.ssh"
 
 
-async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Link:
+async def open_link(
+    cfg: ConnectConfig, memory: AuthMemory | None = None, *, retries: int = 0
+) -> Link:
     """A link to ``cfg``'s server: through its master if one answers, else direct.
 
     Args:
         memory: for a direct log-in, what earlier ones learnt (``ssh.open_link``).
+        retries: for a direct log-in, the tries more after the server closed
+            the connection before the log-in (``ssh.open_link``).
 
     Raises:
         as ``ssh.open_link``; ConnectError (its kinds) when the master could
@@ -112,4 +116,4 @@ async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Lin
         await asyncio.to_thread(importlib.import_module, _SSH)
     from .ssh import open_link as open_direct
 
-    return await open_direct(cfg, memory)
+    return await open_direct(cfg, memory, retries=retries)

@@ -189,10 +189,21 @@ class Master:
         link: the connection the master was started with (slot 0).
         path: the socket's path, removed on the way out.
         persist: seconds to stay after the last client left; None for ever.
+        retries: as many more tries for a connection the server closes before
+            the log-in (``open_link``): the command's ``--retries``.
     """
 
-    def __init__(self, cfg: ConnectConfig, link: SSHLink, path: str, persist: float | None) -> None:
+    def __init__(
+        self,
+        cfg: ConnectConfig,
+        link: SSHLink,
+        path: str,
+        persist: float | None,
+        *,
+        retries: int = 0,
+    ) -> None:
         self._cfg = cfg
+        self._retries = retries
         self._path = path
         self._persist = persist
         self._ups: dict[int, _Upstream] = {0: _Upstream(link)}
@@ -295,7 +306,7 @@ class Master:
     async def _connect(self, slot: int) -> _Upstream | SSHPipeError:
         logger.debug("mux: opening connection %d", slot)
         try:
-            up = _Upstream(await open_link(self._cfg))
+            up = _Upstream(await open_link(self._cfg, retries=self._retries))
         except SSHPipeError as exc:
             return exc
         self._ups[slot] = up

@@ -107,7 +107,10 @@ class ChannelPool:
         async with self._login.turn():  # a log-in under way: its outcome is ours
             if self._slots:
                 return
-            link = await open_link(self.connect_config, self.auth_memory)
+            # A server past its MaxStartups drops it: tried again within the retries.
+            link = await open_link(
+                self.connect_config, self.auth_memory, retries=self.config.retries
+            )
             if self._closed:  # closed while we connected
                 await link.close()
                 raise ClosedError("this client was closed")

@@ -100,7 +100,7 @@ async def open_channels(
 
     async def on_new_link(channels: int) -> None:
         try:
-            link = await open_link(pool.connect_config, pool.auth_memory)
+            link = await open_link(pool.connect_config, pool.auth_memory, retries=config.retries)
         except SSHPipeError as exc:
             errors.append(exc)
             return

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 import time
 from dataclasses import replace
 from typing import Any
 
 import asyncssh
+from asyncssh.constants import DISC_TOO_MANY_CONNECTIONS
 
 from .._config import ConnectConfig
 from .._errors import (
     AuthenticationError,
+    ConnectDropped,
     ConnectError,
     ConnectTimeout,
     KeyLoadError,
@@ -28,6 +31,7 @@ from .._errors import (
     UnknownHostKey,
     UsageError,
 )
+from ..core.retry import RetryBudget
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, tune_connection
 from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
@@ -43,7 +47,9 @@ logger = logging.getLogger("sshpipe.ssh")
 MAX_JUMP_DEPTH = 8
 
 
-async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> SSHLink:
+async def open_link(
+    cfg: ConnectConfig, memory: AuthMemory | None = None, *, retries: int = 0
+) -> SSHLink:
     """Connect and authenticate, through the jump hosts if any (``proxy_jump``).
 
     Every ConnectError raised names the ``host`` (as given) and ``port``;
@@ -53,19 +59,28 @@ async def open_link(cfg: ConnectConfig, memory: AuthMemory | None = None) -> SSH
     Args:
         memory: what earlier log-ins of the same client learnt (``auth.py``):
             answers that worked are reused, not asked again.
+        retries: how many more times a connection the server closes before
+            the log-in is tried (``ConnectDropped``: sshd's MaxStartups), after
+            a backoff with jitter (``core.retry``); each hop's and the target's.
 
     Raises:
         UsageError: an ssh_config or option value that cannot be used.
         KeyLoadError: a key named cannot be used (before any connection).
         ConnectError: invalid options, DNS failure, refused, handshake failure;
-            ConnectTimeout: no connection within ``connect_timeout``.
+            ConnectTimeout: no connection within ``connect_timeout``;
+            ConnectDropped: closed before the log-in, ``retries`` + 1 times.
         AuthenticationError, HostKeyError (UnknownHostKey, HostKeyMismatch).
     """
-    return await _open(cfg, via=None, depth=0, memory=memory)
+    return await _open(cfg, via=None, depth=0, memory=memory, retries=retries)
 
 
 async def _open(
-    cfg: ConnectConfig, *, via: SSHLink | None, depth: int, memory: AuthMemory | None = None
+    cfg: ConnectConfig,
+    *,
+    via: SSHLink | None,
+    depth: int,
+    memory: AuthMemory | None = None,
+    retries: int = 0,
 ) -> SSHLink:
     # Off the loop: an RSA key's checks or a passphrase's KDF take 0.3-0.4 s,
     # ssh_config and known_hosts are file reads; the caller's other tasks run on.
@@ -74,17 +89,44 @@ async def _open(
     if cfg.batch_mode is None:  # ssh_config's BatchMode
         cfg = replace(cfg, batch_mode=prepared.batch_mode)
     if via is None and prepared.jumps:
-        via = await _open_jumps(cfg, prepared.jumps, depth)
+        via = await _open_jumps(cfg, prepared.jumps, depth, retries)
     try:
-        return await _log_in(cfg, prepared, via, memory)
+        return await _log_in_retrying(cfg, prepared, via, memory, retries)
     except BaseException:
         if via is not None:
             await via.close()
         raise
 
 
+async def _log_in_retrying(
+    cfg: ConnectConfig, prepared: Prepared, via: SSHLink | None, memory: AuthMemory, retries: int
+) -> SSHLink:
+    """``_log_in``, tried again after a backoff while the server closes the connection
+    before the log-in (``ConnectDropped``), at most ``retries`` more times.
+
+    sshd past its MaxStartups drops new connections at random: the more
+    clients wait, the likelier; as they log in, room comes back. The backoff
+    and its jitter are a reconnect's (``RetryBudget``): equal jitter, so the
+    clients turned away together do not all come back together.
+    """
+    budget = RetryBudget(attempts=retries)
+    tries = 1
+    while True:
+        try:
+            return await _log_in(cfg, prepared, via, memory)
+        except ConnectDropped as exc:
+            if budget.exhausted(tries):
+                if tries > 1:
+                    exc.args = (f"{exc.args[0]} after {tries} tries",)
+                raise
+            wait = budget.delay(tries, random.random())
+            logger.info("%s; trying again in %.2f s (%d of %d)", exc, wait, tries, retries)
+        await asyncio.sleep(wait)
+        tries += 1
+
+
 async def _open_jumps(
-    cfg: ConnectConfig, jumps: list[tuple[str | None, str, int | None]], depth: int
+    cfg: ConnectConfig, jumps: list[tuple[str | None, str, int | None]], depth: int, retries: int
 ) -> SSHLink:
     """The last of the hops, each opened through the one before.
 
@@ -118,7 +160,7 @@ async def _open_jumps(
         name += f":{port}" if port is not None else ""
         try:
             # A hop's answers are its own: never the target's remembered ones.
-            link = await _open(hop, via=link, depth=depth + 1, memory=AuthMemory())
+            link = await _open(hop, via=link, depth=depth + 1, memory=AuthMemory(), retries=retries)
         except SSHPipeError as exc:
             if not str(exc).startswith("jump host "):  # a hop's own hop named itself
                 exc.args = (f"jump host {name}: {exc.args[0] if exc.args else exc}",)
@@ -184,9 +226,16 @@ async def _log_in(
             f"({exc.encoding}: {exc.reason})",
             **where,
         ) from exc
-    except asyncssh.DisconnectError as exc:
-        raise ConnectError(f"{label}: server disconnected: {exc.reason}", **where) from exc
     except (asyncssh.Error, OSError) as exc:
+        dropped = _dropped_why(exc, policy)
+        if dropped is not None:
+            raise ConnectDropped(
+                f"{label}: the server closed the connection before the log-in "
+                f"({dropped}; sshd's MaxStartups throttling?)",
+                **where,
+            ) from exc
+        if isinstance(exc, asyncssh.DisconnectError):
+            raise ConnectError(f"{label}: server disconnected: {exc.reason}", **where) from exc
         raise ConnectError(f"{label}: {exc}", **where) from exc
     if via is not None:
         # asyncssh closes the tunnel of a connection it opened through one only
@@ -215,8 +264,29 @@ async def _log_in(
     return link
 
 
+# What a connection closed by the server looks like, as asyncssh hands it on:
+# an RST (sshd closed it with our version line unread), a close (EOF: asyncssh's
+# "Connection lost"), a write after either.
+_CLOSED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, asyncssh.ConnectionLost)
 # The most of the server's text a message quotes.
 _SAID_SHOWN = 200
+
+
+def _dropped_why(exc: Exception, policy: LoginClient) -> str | None:
+    """Why the server closed the connection before the log-in began; None if it
+    did not (it refused, timed out, or the log-in had begun: not a drop)."""
+    if policy.auth_began_at:
+        return None  # the log-in's own failures are not retried
+    said = policy.said_before_version
+    if isinstance(exc, asyncssh.DisconnectError) and exc.code == DISC_TOO_MANY_CONNECTIONS:
+        said = exc.reason  # RFC 4253 §11.1's own word for it
+    elif not isinstance(exc, _CLOSED):
+        return None
+    if said:
+        return f"it said '{said[:_SAID_SHOWN]}'"  # escaped by the error's str()
+    if isinstance(exc, OSError):
+        return (exc.strerror or str(exc)).lower()
+    return "connection closed"
 
 
 async def _login(

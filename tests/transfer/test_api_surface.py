@@ -16,6 +16,7 @@ PUBLIC = [
     "ClosedError",
     "CompressionReport",
     "ConnectConfig",
+    "ConnectDropped",
     "ConnectError",
     "ConnectTimeout",
     "ConnectionBroken",
@@ -106,6 +107,7 @@ ERROR_TABLE: dict[str, tuple[int, bool]] = {
     "TimedOut": (1, False),
     "ConnectError": (5, True),
     "ConnectTimeout": (5, True),
+    "ConnectDropped": (5, True),  # sshd's MaxStartups: busy now, tried again
     "AuthenticationError": (6, False),
     "KeyLoadError": (6, False),
     "HostKeyError": (7, False),

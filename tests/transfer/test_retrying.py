@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sshpipe._errors import AuthenticationError, ConnectionBroken, RemoteNotFound, Stalled
+from sshpipe._errors import (
+    AuthenticationError,
+    ConnectDropped,
+    ConnectionBroken,
+    RemoteNotFound,
+    Stalled,
+)
 from sshpipe.core.retry import RetryBudget
 from sshpipe.testing.fakes import FakeLease, FakeServer, refused
 from sshpipe.transfer.retrying import Retrying
@@ -120,3 +126,18 @@ async def test_reconnects_refused_for_now_are_retried_until_the_budget_is_spent(
     with pytest.raises(ConnectionBroken, match="gave up reconnecting"):
         await retry.run(attempt)
     assert len(lease.recovered) == 2 and len(clock.slept) == 2
+
+
+async def test_a_reconnect_turned_away_before_the_log_in_gives_up_at_once() -> None:
+    """Its connection was tried the budget's worth where it was opened (``ssh.open_link``):
+    trying that again here would try it (retries + 1) squared times."""
+    dropped = ConnectDropped("h:22: the server closed the connection before the log-in")
+    lease = FakeLease(FakeServer(), [], recover_errors=[dropped, refused()])
+    retry = _retrying(lease, Clock(), attempts=5)
+
+    async def attempt() -> None:
+        raise ConnectionBroken("cut")
+
+    with pytest.raises(ConnectionBroken, match=r"gave up reconnecting: .*before the log-in"):
+        await retry.run(attempt)
+    assert len(lease.recovered) == 1
