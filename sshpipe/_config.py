@@ -256,8 +256,10 @@ class ConnectConfig:
         host: host name or address (an alias from ssh_config works too).
         port: TCP port; None means ssh_config's Port, else 22.
         username: login name; None means ssh_config's User, else the local user.
-        identity_files: private key files to offer (``-i``); with ``keys``
-            empty too, ssh_config's IdentityFile, else ~/.ssh/id_*.
+        identity_files: private key files to offer (``-i``), in order, then
+            ssh_config's IdentityFile; where neither (nor ``keys``) names
+            one, ~/.ssh/id_*. An encrypted one is offered by its public half
+            and its passphrase asked only if the server accepts it.
         passphrase: decrypts the encrypted ``identity_files`` (and default
             keys); never logged or shown.
         keys: private keys in memory (``sshpipe.load_key``), offered before

@@ -47,7 +47,12 @@ _START_TIMEOUT = 10.0
 
 @dataclass(frozen=True, kw_only=True)
 class SSHServerInfo:
-    """Everything a client needs to reach the test server."""
+    """Everything a client needs to reach the test server.
+
+    ``authorized_keys`` holds ``client_key``'s public half; sshd reads it at
+    each log-in, so a test may write other keys there (with options such as
+    ``command=``) while the server runs.
+    """
 
     host: str
     port: int
@@ -57,6 +62,7 @@ class SSHServerInfo:
     root: Path
     ssh_config: Path
     log_file: Path
+    authorized_keys: Path
 
     def sftp_args(self) -> list[str]:
         """Arguments for OpenSSH ``sftp`` placed before the destination."""
@@ -174,6 +180,7 @@ def openssh_server(
             root=files.root,
             ssh_config=files.ssh_config,
             log_file=files.log_file,
+            authorized_keys=files.authorized_keys,
         )
     finally:
         stop(proc)

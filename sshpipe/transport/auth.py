@@ -6,8 +6,10 @@ agent's, a password given. We answer from what worked before on this client
 (:class:`AuthMemory`), else by asking ``ConnectConfig.prompt`` (never with
 ``batch_mode``), as OpenSSH asks on its terminal:
 
-- ``public_key_auth_requested``: the encrypted keys nothing could open
-  (``keys.locked_keys``), one by one, when asyncssh reaches them;
+- ``unlock``: an encrypted key offered by its public half (``keys.LockedKey``)
+  once the server accepted it, as ssh asks (and ``public_key_auth_requested``
+  for the encrypted files with no public half to offer, once the others are
+  spent);
 - ``password_auth_requested``: "user@host's password: ";
 - ``kbdint_auth_requested`` / ``kbdint_challenge_received``: a 2FA round,
   the server's name, instructions and prompts escaped.
@@ -106,7 +108,8 @@ class LoginClient(HostKeyPolicy):
 
     Args:
         strict: the StrictHostKeyChecking in force (given, else ssh_config's).
-        locked: the encrypted key files to ask passphrases for, in order.
+        locked: the encrypted key files with no public half, to ask passphrases
+            for once the keys offered are spent, in order.
         tried_password: the password asyncssh sends first by itself (given,
             or remembered), counted as tried.
         username: the login name, for the password prompt.
@@ -180,14 +183,20 @@ class LoginClient(HostKeyPolicy):
 
     async def public_key_auth_requested(self) -> list[asyncssh.SSHKeyPair] | None:
         while self._locked:
-            path = self._locked.pop(0)
-            pairs = self.memory.unlocked.get(path)
-            if pairs is None and can_prompt(self.cfg) and path not in self.memory.abandoned:
-                pairs = await self._unlock(path)
+            pairs = await self.unlock(self._locked.pop(0))
             if pairs:
-                self._last = ("publickey", None)
                 return pairs
         return None
+
+    async def unlock(self, path: str) -> list[asyncssh.SSHKeyPair] | None:
+        """The key pairs of an encrypted file: opened earlier on this client, or now
+        with a passphrase asked (``password_prompts`` tries); None if not opened."""
+        pairs = self.memory.unlocked.get(path)
+        if pairs is None and can_prompt(self.cfg) and path not in self.memory.abandoned:
+            pairs = await self._unlock(path)
+        if pairs:
+            self._last = ("publickey", None)
+        return pairs
 
     async def _unlock(self, path: str) -> list[asyncssh.SSHKeyPair] | None:
         async with self._turn():

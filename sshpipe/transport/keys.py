@@ -1,19 +1,30 @@
 """Private keys loaded before a log-in, host keys described (``sshpipe.load_key``, ``HostKey``).
 
-A key named on purpose (``identity_files``, ``keys``, ``load_key``) that
-cannot be used is a :class:`KeyLoadError` before anything is sent: missing,
-unreadable, malformed, or encrypted without the right passphrase, unless a
-prompt may ask for it (``auth.py``): then it is *locked*, asked about when
-the log-in reaches it, as OpenSSH asks on its terminal. The keys asyncssh
-finds by itself (ssh_config's IdentityFile, ``~/.ssh/id_*``) stay its own: an
-encrypted one there is skipped by asyncssh, and locked here when a prompt may
-open it (``locked_keys``).
+The keys a log-in offers are OpenSSH's (sshconnect2.c's ``pubkey_prepare``;
+``offered_keys``): ``keys`` given in memory, then the files ``-i`` names
+(``identity_files``) and ssh_config's IdentityFile lines, in that order; only
+where none is named, the default ``~/.ssh/id_*``. The agent's keys come before
+all of them (asyncssh puts them first, as ssh does; with IdentitiesOnly only
+those of the named files).
+
+An encrypted file is offered where it stands, by its public half (its
+``.pub``, or the OpenSSH format's unencrypted public part): a ``LockedKey``
+whose passphrase is asked only once the server accepted that public half
+(PK_OK, RFC 4252 §7), as ssh asks on its terminal. A file named on purpose
+(``-i``, ``keys``, ``load_key``) that cannot be used is a :class:`KeyLoadError`
+before anything is sent: missing, unreadable, malformed, or encrypted with no
+passphrase and nothing to ask one with. A file that is only configured or a
+default one is skipped then, as ssh skips it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import binascii
+import logging
 import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeAlias
 
@@ -22,6 +33,9 @@ import asyncssh
 from .._config import ConnectConfig
 from .._errors import KeyLoadError, UsageError
 from .._keys import HostKey, PrivateKey
+from ..core.text import printable
+
+logger = logging.getLogger("sshpipe.ssh")
 
 # What load_key reads: a file, the key's bytes, or a key asyncssh already holds.
 KeySource: TypeAlias = "str | os.PathLike[str] | bytes | asyncssh.SSHKey | PrivateKey"
@@ -67,56 +81,198 @@ def load_key(source: KeySource, passphrase: str | bytes | None = None) -> Privat
     return _wrapped(key, where)
 
 
-def client_keys(
-    cfg: ConnectConfig, locked: list[str] | None = None
-) -> list[asyncssh.SSHKeyPair] | None:
-    """The keys to offer: ``cfg.keys``, then each identity file (with its
-    ``-cert.pub``); None leaves asyncssh to find the default ones.
+# An encrypted key's pairs once its passphrase opened them (None: not opened).
+Unlock = Callable[[str], Awaitable["list[asyncssh.SSHKeyPair] | None"]]
+
+
+class LockedKey(asyncssh.SSHKeyPair):
+    """An encrypted key file offered by its public half; it signs once unlocked.
+
+    asyncssh offers it as it offers any key pair: by a query (the log-in
+    patch's signed-first request steps aside: ``query_first``), and only on
+    the server's PK_OK asks it to sign (``sign_async``, as an agent's key
+    pair signs): then, and only then, ``unlock`` asks the passphrase. A
+    passphrase not given (or wrong every time) makes asyncssh go on to the
+    next key, as ssh does.
+
+    Attributes:
+        path: the key file.
+        unlock: asks for it (``auth.LoginClient.unlock``), set once the
+            log-in's client exists; None asks nothing.
+    """
+
+    query_first = True
+    _key_type = "local"
+
+    def __init__(
+        self, path: str, public: asyncssh.SSHKey, cert: asyncssh.SSHCertificate | None = None
+    ) -> None:
+        super().__init__(
+            public.algorithm,
+            public.algorithm,
+            public.sig_algorithms,
+            public.sig_algorithms,
+            public.public_data,
+            public.get_comment_bytes(),
+            cert,
+            os.fsencode(path),
+        )
+        self.path = path
+        self.unlock: Unlock | None = None
+
+    def __repr__(self) -> str:
+        return f"<LockedKey {printable(self.path)} {self.get_algorithm()}>"
+
+    async def sign_async(self, data: bytes) -> bytes:
+        """The signature, once the passphrase opened the file (asked now, at PK_OK).
+
+        Raises:
+            ValueError: not opened, or it holds another key than its public
+                half said: asyncssh goes on to the next key.
+        """
+        pairs = await self.unlock(self.path) if self.unlock is not None else None
+        for pair in pairs or ():
+            if pair.public_data == self.public_data:
+                pair.set_sig_algorithm(self.sig_algorithm)
+                # Off the loop: an RSA signature takes milliseconds.
+                return await asyncio.to_thread(pair.sign, data)
+        if pairs:
+            raise ValueError(f"{self.path} holds another key than its public half")
+        raise ValueError(f"{self.path} was not unlocked")
+
+
+@dataclass(kw_only=True)
+class OfferedKeys:
+    """What a log-in offers (``offered_keys``).
+
+    Attributes:
+        pairs: the key pairs in order (``LockedKey``s among them) for
+            asyncssh's ``client_keys``.
+        locked: encrypted files whose public half cannot be read without the
+            passphrase (a PEM or PKCS#8 file with no ``.pub``): asked about
+            after the others (``auth.LoginClient.public_key_auth_requested``).
+        named: whether any key was named (``keys``, ``-i``, IdentityFile):
+            then the default files are not offered.
+    """
+
+    pairs: list[asyncssh.SSHKeyPair] = field(default_factory=list)
+    locked: list[str] = field(default_factory=list)
+    named: bool = False
+
+    @property
+    def waiting(self) -> list[LockedKey]:
+        """The locked keys offered by their public half, to be told how to unlock."""
+        return [pair for pair in self.pairs if isinstance(pair, LockedKey)]
+
+
+def offered_keys(
+    cfg: ConnectConfig,
+    configured: Sequence[str] = (),
+    *,
+    may_ask: bool,
+    unlocked: dict[str, list[asyncssh.SSHKeyPair]] | None = None,
+    abandoned: set[str] | frozenset[str] = frozenset(),
+) -> OfferedKeys:
+    """The keys a log-in offers, in OpenSSH's order (see the module).
 
     Args:
-        locked: if given, an encrypted identity file without a passphrase
-            is appended to it (to prompt for) instead of refused.
+        configured: ssh_config's IdentityFile values (expanded), after ``-i``'s.
+        may_ask: a passphrase may be asked (a prompt, or one opened earlier):
+            an encrypted file is offered locked, else skipped or refused.
+        unlocked: files a passphrase opened earlier on this client.
+        abandoned: files given up on earlier on this client: not offered.
 
     Raises:
-        KeyLoadError: an identity file cannot be used (see the module).
+        KeyLoadError: a file named with ``-i`` (or a key in ``keys``) that
+            cannot be used, or any file ``cfg.passphrase`` does not open.
     """
-    if not cfg.keys and not cfg.identity_files:
-        return None
-    pairs: list[asyncssh.SSHKeyPair] = []
+    unlocked = unlocked if unlocked is not None else {}
+    offered = OfferedKeys()
     for key in cfg.keys:
-        pairs += asyncssh.load_keypairs(_inner(key))
-    for path in cfg.identity_files:
-        where = os.path.expanduser(os.fspath(path))
-        if locked is not None and cfg.passphrase is None and _encrypted_file(where):
-            locked.append(where)
+        offered.pairs += asyncssh.load_keypairs(_inner(key))
+    files = _named_files(cfg, configured)
+    offered.named = bool(cfg.keys or files)
+    if not offered.named:
+        home = Path("~", ".ssh").expanduser()
+        files = [(str(home / name), False) for name in DEFAULT_KEY_FILES]
+    for path, strict in files:
+        if path in abandoned:
             continue
+        if path in unlocked:
+            offered.pairs += unlocked[path]
+            continue
+        _offer_file(cfg, path, strict=strict, may_ask=may_ask, offered=offered)
+    return offered
+
+
+def _named_files(cfg: ConnectConfig, configured: Sequence[str]) -> list[tuple[str, bool]]:
+    """The files named, each once: ``-i``'s (strict: an error if unusable), then ssh_config's."""
+    seen: set[str] = set()
+    files: list[tuple[str, bool]] = []
+    for paths, strict in ((cfg.identity_files, True), (configured, False)):
+        for name in paths:
+            path = os.path.expanduser(os.fspath(name))
+            if path not in seen:
+                seen.add(path)
+                files.append((path, strict))
+    return files
+
+
+def _offer_file(
+    cfg: ConnectConfig, path: str, *, strict: bool, may_ask: bool, offered: OfferedKeys
+) -> None:
+    """One key file's pairs into ``offered``: loaded, locked, skipped, or refused (``strict``)."""
+    try:
+        encrypted = _is_encrypted_file(path)
+        if encrypted and cfg.passphrase is None:
+            if may_ask:
+                public = _public_half(path)
+                if public is None:
+                    offered.locked.append(path)  # asked once the others are tried
+                else:
+                    offered.pairs += _locked_pairs(path, public)
+                return
+            if not strict:
+                return  # a configured or default key with nothing to open it: skipped, as ssh does
+        offered.pairs += asyncssh.load_keypairs(path, cfg.passphrase)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if strict:
+            raise KeyLoadError(path, why, host=cfg.host, port=cfg.port) from exc
+        logger.debug("key %s not offered: %s", printable(path), why)
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+        if strict or cfg.passphrase is not None:
+            raise KeyLoadError(path, _why(exc), host=cfg.host, port=cfg.port) from exc
+        logger.debug("key %s not offered: %s", printable(path), exc)
+
+
+def _public_half(path: str) -> asyncssh.SSHKey | None:
+    """An encrypted key file's public key, read without its passphrase; None if it cannot be.
+
+    Its ``.pub`` beside it (ssh's first choice), else the OpenSSH format's
+    own public part (asyncssh reads it there).
+    """
+    for candidate in (path + ".pub", path):
         try:
-            pairs += asyncssh.load_keypairs(where, cfg.passphrase)
-        except OSError as exc:
-            raise KeyLoadError(
-                where, exc.strerror or str(exc), host=cfg.host, port=cfg.port
-            ) from exc
-        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
-            raise KeyLoadError(where, _why(exc), host=cfg.host, port=cfg.port) from exc
-    return pairs
+            return asyncssh.read_public_key(candidate)
+        except (OSError, asyncssh.KeyImportError):
+            continue
+    return None
 
 
-# The files asyncssh loads when no key is named and ssh_config has no IdentityFile
-# (asyncssh's _DEFAULT_KEY_FILES, OpenSSH's order).
+def _locked_pairs(path: str, public: asyncssh.SSHKey) -> list[asyncssh.SSHKeyPair]:
+    """A locked file's offers: with its ``-cert.pub`` first where there is one, as asyncssh's."""
+    try:
+        cert = asyncssh.read_certificate(path + "-cert.pub")
+    except (OSError, asyncssh.KeyImportError, ValueError):
+        return [LockedKey(path, public)]
+    if cert.key.public_data != public.public_data:
+        return [LockedKey(path, public)]
+    return [LockedKey(path, public, cert), LockedKey(path, public)]
+
+
+# The files offered when none is named (asyncssh's _DEFAULT_KEY_FILES order).
 DEFAULT_KEY_FILES = ("id_ed25519_sk", "id_ecdsa_sk", "id_ed448", "id_ed25519", "id_ecdsa", "id_rsa")
-
-
-def locked_keys(cfg: ConnectConfig, options: asyncssh.SSHClientConnectionOptions) -> list[str]:
-    """The default key files (ssh_config's IdentityFile, else ``~/.ssh/id_*``)
-    asyncssh skipped as encrypted: their passphrase may be asked for."""
-    if cfg.keys or cfg.identity_files or cfg.passphrase is not None:
-        return []
-    named = options.config.get("IdentityFile", ())
-    if isinstance(named, list | tuple) and named:
-        files = [os.path.expanduser(str(p)) for p in named]
-    else:
-        files = [str(Path("~", ".ssh", name).expanduser()) for name in DEFAULT_KEY_FILES]
-    return [path for path in files if _encrypted_file(path)]
 
 
 def unlock_key(path: str, passphrase: str) -> list[asyncssh.SSHKeyPair] | None:
@@ -153,13 +309,10 @@ def is_encrypted(data: bytes) -> bool:
     return raw[len(magic) + 4 : len(magic) + 4 + size] != b"none"
 
 
-def _encrypted_file(path: str) -> bool:
-    try:
-        with open(path, "rb") as file:
-            data = file.read(64 * 1024)  # a private key is a few KiB
-    except OSError:
-        return False  # missing or unreadable: asyncssh's error, or skipped
-    return is_encrypted(data)
+def _is_encrypted_file(path: str) -> bool:
+    """Whether a key file is encrypted. Raises OSError: missing or unreadable."""
+    with open(path, "rb") as file:
+        return is_encrypted(file.read(64 * 1024))  # a private key is a few KiB
 
 
 def host_key_of(key: asyncssh.SSHKey) -> HostKey:

@@ -184,6 +184,8 @@ async def _log_in(
         tried_password=tried,
         username=user,
     )
+    for key in prepared.waiting:  # its passphrase is asked at PK_OK, by this log-in
+        key.unlock = policy.unlock
     label = f"{cfg.host}:{port}"
     where: dict[str, Any] = {"host": cfg.host, "port": port}
     if memory.compression is None:  # the client's first log-in: its plain one

@@ -36,7 +36,7 @@ from .asyncssh_patches import bound_zlib, read_compression_auto
 from .auth import AuthMemory, can_prompt
 from .cpuflags import default_ciphers
 from .hostkeys import known_hosts_files, load_known_hosts
-from .keys import client_keys, locked_keys
+from .keys import LockedKey, OfferedKeys, offered_keys
 from .sshconfig import config_files, options_text, own_options
 
 __all__ = ["Prepared", "compression_mode", "read_options"]
@@ -54,7 +54,10 @@ class Prepared:
         strict: the StrictHostKeyChecking in force.
         connect_timeout: the seconds TCP connect plus handshake may take.
         jumps: the hops to tunnel through, (user, host, port), first first.
-        locked: the encrypted key files to ask passphrases for, in order.
+        locked: the encrypted key files to ask passphrases for once the keys
+            offered are spent (those with no public half to offer), in order.
+        waiting: the encrypted keys offered by their public half, whose
+            passphrase is asked at the server's PK_OK (told how by the log-in).
         batch_mode: the BatchMode in force (given, else ssh_config's).
         compression_mode: the Compression in force (given, else ssh_config's, else auto).
     """
@@ -67,6 +70,7 @@ class Prepared:
     connect_timeout: float
     jumps: list[tuple[str | None, str, int | None]]
     locked: list[str]
+    waiting: list[LockedKey]
     batch_mode: bool
     compression_mode: CompressionMode
 
@@ -137,12 +141,9 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         kwargs["port"] = cfg.port
     if cfg.username is not None:
         kwargs["username"] = cfg.username
-    locked: list[str] = []
-    keys = client_keys(cfg, locked if can_prompt(cfg) or memory.unlocked else None)
-    if keys is not None:
-        kwargs["client_keys"] = keys
-    if cfg.passphrase is not None:  # for the default keys asyncssh loads itself
-        kwargs["passphrase"] = cfg.passphrase
+    # The keys are ours to choose (``keys.offered_keys``), once ssh_config's
+    # IdentityFile lines are read: none loaded by asyncssh meanwhile.
+    kwargs["client_keys"] = None
     if cfg.agent_path is not None:
         # OpenSSH's "IdentityAgent none": asyncssh's None.
         agent = os.fspath(cfg.agent_path)
@@ -161,15 +162,20 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         kwargs["config"] = [first, *files] if first else files
         try:
             options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
-        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
-            # A default key (ssh_config's IdentityFile) the passphrase given does not open.
-            raise KeyLoadError("(default keys)", str(exc), **where) from exc
+            offered = offered_keys(
+                cfg,
+                _configured_identities(options),
+                may_ask=can_prompt(cfg) or bool(memory.unlocked),
+                unlocked=memory.unlocked,
+                abandoned=memory.abandoned,
+            )
+            options.update(**_key_options(offered, options))
         except (ValueError, asyncssh.Error, OSError) as exc:
+            if isinstance(exc, UsageError | KeyLoadError):
+                raise
             raise ConnectError(f"{cfg.host}: invalid SSH options: {exc}", **where) from exc
     if b"none" in options.encryption_algs:  # ssh_config's Ciphers, or "+none" in it
         raise UsageError(f"{cfg.host}: the 'none' cipher is never allowed (ssh_config Ciphers)")
-    if keys is None and (can_prompt(cfg) or memory.unlocked):
-        locked = locked_keys(cfg, options)
     known_files = known_hosts_files(cfg, options)
     port = cfg.port or _port_of(options)
     return Prepared(
@@ -180,10 +186,46 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         strict=_strict(cfg, own),
         connect_timeout=connect_timeout,
         jumps=parse_jump(jump or "none"),
-        locked=locked,
+        locked=offered.locked,
+        waiting=offered.waiting,
         batch_mode=bool(cfg.batch_mode),
         compression_mode=mode,
     )
+
+
+def _configured_identities(options: asyncssh.SSHClientConnectionOptions) -> list[str]:
+    """ssh_config's IdentityFile values for the host, as asyncssh read and expanded them."""
+    named = options.config.get("IdentityFile", ())
+    return [str(path) for path in named] if isinstance(named, list | tuple) else []
+
+
+def _key_options(
+    offered: OfferedKeys, options: asyncssh.SSHClientConnectionOptions
+) -> dict[str, Any]:
+    """asyncssh's options for the keys offered: ``client_keys``, and the agent's filter.
+
+    asyncssh reads an empty list as "load the default keys": where keys were
+    named and none can be offered before one waiting for its passphrase with
+    no public half, the list is None instead (which leaves the agent out
+    too); where nothing is named and no default key loads, asyncssh finds
+    none either. With IdentitiesOnly the agent offers only the named keys
+    (asyncssh would compare key objects with the agent's key blobs).
+    """
+    if offered.pairs:
+        keys: dict[str, Any] = {"client_keys": offered.pairs}
+    else:
+        keys = {"client_keys": None if offered.named and offered.locked else []}
+    if options.config.get("IdentitiesOnly"):
+        blobs = [blob for pair in offered.pairs for blob in _blobs(pair)]
+        keys["agent_identities"] = blobs
+        if not blobs:  # asyncssh reads [] as "every key": none is meant
+            keys["agent_path"] = None
+    return keys
+
+
+def _blobs(pair: asyncssh.SSHKeyPair) -> set[bytes]:
+    """What an agent may hold of a key pair: its key, and its certificate if it has one."""
+    return {pair.public_data, pair.key_public_data}
 
 
 def _asks_for_none(ciphers: str) -> bool:

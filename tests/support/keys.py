@@ -1,4 +1,4 @@
-"""Private keys for the tests: the fixture's authorized client key, encrypted."""
+"""Private keys for the tests: new ones, and the fixture's authorized client key encrypted."""
 
 from __future__ import annotations
 
@@ -6,6 +6,37 @@ import base64
 import shutil
 import subprocess
 from pathlib import Path
+
+
+def new_key(where: Path, name: str, *, passphrase: str = "", pem: bool = False) -> Path:
+    """A fresh ed25519 key ``where/name`` (and its ``.pub``) made by ssh-keygen.
+
+    With a ``passphrase`` (five characters at least) it is encrypted, with one
+    KDF round (as ``encrypted_copy``). ``pem``: an ECDSA key in the PEM format
+    instead (ed25519 has none), whose public half cannot be read without the
+    passphrase (no public part in the file): remove its ``.pub`` to have none.
+    """
+    path = where / name
+    subprocess.run(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ecdsa" if pem else "ed25519",
+            "-a",
+            "1",
+            "-N",
+            passphrase,
+            "-C",
+            name,
+            "-f",
+            str(path),
+            *(["-m", "PEM"] if pem else []),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return path
 
 
 def encrypted_copy(key: Path, where: Path, passphrase: str) -> Path:

@@ -312,7 +312,9 @@ def _signed_public_key_auth() -> Any:
     """asyncssh's public key auth, sending the signed request at once; None if it changed.
 
     A hardware key (``sk-``) is still queried first: each signature wants a
-    touch, and one for a key the server refuses is a wasted one.
+    touch, and one for a key the server refuses is a wasted one. So is a key
+    pair that says so (``query_first``: an encrypted key, whose passphrase is
+    asked only for a key the server accepts).
     """
     stock: Any = getattr(asyncssh.auth, "_ClientPublicKeyAuth", None)
     if stock is None or not callable(getattr(stock, "_send_signed_request", None)):
@@ -323,7 +325,9 @@ def _signed_public_key_auth() -> Any:
             self._keypair = await self._conn.public_key_auth_requested()
             if self._keypair is None:
                 self._conn.try_next_auth(next_method=True)
-            elif self._keypair.algorithm.startswith(b"sk-"):
+            elif self._keypair.algorithm.startswith(b"sk-") or getattr(
+                self._keypair, "query_first", False
+            ):
                 self.logger.debug1("Trying public key auth with %s key", self._keypair.algorithm)
                 await self.send_request(
                     Boolean(False),
