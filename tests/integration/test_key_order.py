@@ -11,6 +11,10 @@ and ``who.txt``, read relative to it, says which key logged in.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +25,7 @@ import sshpipe
 from sshpipe.testing.sshd import SSHServerInfo, openssh_server
 from tests.support.keys import new_key
 from tests.support.terminal import run_on_terminal
+from tests.support.waits import eventually
 
 pytestmark = pytest.mark.openssh
 
@@ -44,11 +49,11 @@ class Keyed:
         self.info.authorized_keys.write_text("".join(lines))
 
     def client(self, **options: object) -> sshpipe.Client:
+        options.setdefault("agent_path", "none")
         return sshpipe.connect(
             f"{self.info.user}@{self.info.host}",
             port=self.info.port,
             known_hosts=[str(self.info.known_hosts)],
-            agent_path="none",
             **options,  # type: ignore[arg-type]
         )
 
@@ -185,3 +190,39 @@ async def test_on_a_terminal_the_named_key_is_asked_for_and_logs_in(
     assert run.returncode == 0, (run.stderr, run.screen)
     assert (tmp_path / "who.txt").read_text() == "named"
     assert SECRET not in run.screen + run.stderr + run.stdout
+
+
+@pytest.mark.skipif(shutil.which("ssh-agent") is None, reason="no ssh-agent")
+async def test_with_identities_only_the_agents_copy_of_a_named_key_signs_unasked(
+    keyed: Keyed, asked: list[sshpipe.Prompt], tmp_path: Path
+) -> None:
+    """The agent holds the encrypted key's private half: ssh signs with it, asking
+    nothing, and IdentitiesOnly keeps the agent's other keys (here: plain) out."""
+    keyed.authorize("named", "plain")
+    sock = tmp_path / "agent.sock"
+    agent = await asyncio.create_subprocess_exec(
+        "ssh-agent", "-D", "-a", str(sock), stdout=DEVNULL, stderr=DEVNULL
+    )
+    try:
+        await eventually(sock.exists)  # the agent listens
+        agent_env = {**os.environ, "SSH_AUTH_SOCK": str(sock), "SSH_ASKPASS_REQUIRE": "never"}
+        for name in ("plain", "named"):  # the agent offers plain first
+            add = await asyncio.create_subprocess_exec(
+                "ssh-add",
+                "-q",
+                str(keyed.keys[name]),
+                env=agent_env,
+                stdin=PIPE,
+                stdout=DEVNULL,
+                stderr=DEVNULL,
+            )
+            await add.communicate(f"{SECRET}\n".encode() if name == "named" else b"")
+            assert add.returncode == 0, name
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Host *\n  IdentitiesOnly yes\n  IdentityFile {keyed.keys['named']}\n")
+        client = keyed.client(ssh_config=[str(config)], prompt=_answer(asked), agent_path=sock)
+        assert await _who(client, tmp_path) == "named"
+        assert asked == []
+    finally:
+        agent.terminate()
+        await agent.wait()
