@@ -14,6 +14,7 @@ from typing import Literal, TypeAlias, get_args
 
 from ._errors import UsageError
 from ._keys import HostKeyCheck, PrivateKey
+from ._paths import usable
 from ._prompt import PromptCallback
 from .core.cipherorder import AES_FIRST
 from .core.sshconfig import parse_jump
@@ -341,6 +342,13 @@ class ConnectConfig:
     def __post_init__(self) -> None:
         if not self.host:
             raise UsageError("host must not be empty")
+        usable(self.host, "host")
+        if self.username is not None:
+            usable(self.username, "user name")
+        files = (*self.identity_files, *(self.ssh_config or ()), self.agent_path, self.control_path)
+        for file in (*files, *(() if callable(self.known_hosts) else self.known_hosts or ())):
+            if isinstance(file, str | os.PathLike):
+                usable(os.fspath(file))
         _positive("port", self.port, maximum=65535)
         if self.strict_host_key_checking not in (None, "yes", "accept-new", "no"):
             raise UsageError(

@@ -1,7 +1,10 @@
 """The paths the public API takes: ``str`` or any ``os.PathLike[str]``, made ``str`` once.
 
 Remote paths too: a ``PurePosixPath`` is the natural type for one. Everything
-below the API works with ``str`` alone.
+below the API works with ``str`` alone, and only with paths that can name a
+file (``usable``): the one check at every door, the API's (``fspath``), the
+command line's remote words and URLs (``cli.targets``), fsspec's paths, and
+the names and files ``connect()`` is given.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ StrPath: TypeAlias = str | os.PathLike[str]
 
 
 def fspath(path: StrPath) -> str:
-    """``path`` as a ``str``.
+    """``path`` as a ``str``, one that can name a file (``usable``).
 
     Raises:
-        UsageError: a ``bytes`` path (or anything else that is no path).
+        UsageError: a ``bytes`` path (or anything else that is no path), or
+            one no file can have.
     """
     try:
         text = os.fspath(path)
@@ -28,6 +32,29 @@ def fspath(path: StrPath) -> str:
         raise UsageError(f"a path is a str or os.PathLike[str], not {path!r}") from exc
     if not isinstance(text, str):
         raise UsageError(f"a path is a str or os.PathLike[str], not bytes: {path!r}")
+    return usable(text)
+
+
+def usable(text: str, what: str = "path") -> str:
+    """``text`` if it can name a file (or a host, a user: ``what`` says which).
+
+    Refused: a NUL (POSIX names end there, and an SFTP server's C strings
+    with it: sent anyway, the server drops the channel or acts on the part
+    before it), and a character with no bytes to send, a lone surrogate
+    (``surrogateescape``'s U+DC80-U+DCFF stand for the bytes of a name that
+    is not UTF-8: those are kept).
+
+    Raises:
+        UsageError: the first such character, named.
+    """
+    if "\0" in text:
+        raise UsageError(f"{what} {text!r}: a NUL byte cannot be in a {what}")
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"{what} {text!r}: {text[exc.start]!r} has no bytes (a lone surrogate)"
+        ) from None
     return text
 
 

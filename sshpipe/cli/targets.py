@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from .._config import parse_destination
 from .._errors import UsageError
+from .._paths import usable
 
 __all__ = ["RemoteSpec", "parse_remote"]
 
@@ -64,7 +65,8 @@ def parse_remote(word: str) -> RemoteSpec | None:
     """What ``word`` names: a remote path, or None for a local one (see the module docstring).
 
     Raises:
-        UsageError: a URL that is malformed, or of a scheme other than sftp/scp.
+        UsageError: a URL that is malformed, or of a scheme other than sftp/scp;
+            a path or user no file or account can have (a ``%00`` decoded).
     """
     scheme = _URL.match(word)
     if scheme is not None:
@@ -72,12 +74,17 @@ def parse_remote(word: str) -> RemoteSpec | None:
             raise UsageError(
                 f"unsupported URL scheme {scheme.group(1)!r} in {word!r} (sftp:// or scp://)"
             )
-        return _parse_url(word, word[scheme.end() :])
-    at = _colon(word)
-    if at is None:
-        return None
-    user, host = parse_destination(word[:at])
-    return RemoteSpec(user=user, host=host, path=_home_relative(word[at + 1 :]))
+        spec = _parse_url(word, word[scheme.end() :])
+    else:
+        at = _colon(word)
+        if at is None:
+            return None
+        user, host = parse_destination(word[:at])
+        spec = RemoteSpec(user=user, host=host, path=_home_relative(word[at + 1 :]))
+    if spec.user is not None:
+        usable(spec.user, "user name")
+    usable(spec.path, "remote path")
+    return spec
 
 
 def _colon(word: str) -> int | None:

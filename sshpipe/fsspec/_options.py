@@ -13,6 +13,7 @@ import inspect
 from typing import Any
 
 from .._errors import UsageError
+from .._paths import usable
 
 PROTOCOL = "sshpipe"
 # fsspec's own keywords, taken by AsyncFileSystem.__init__ (or the instance
@@ -60,7 +61,11 @@ def strip_protocol(path: str) -> str:
 
     A path without the scheme is already one. Trailing slashes go (fsspec's
     convention), except for the root itself.
+
+    Raises:
+        UsageError: a path no file can have (a NUL: ``_paths.usable``).
     """
+    usable(path)
     if path.startswith(f"{PROTOCOL}://"):
         rest = path[len(PROTOCOL) + 3 :]
         _, slash, tail = rest.partition("/")
