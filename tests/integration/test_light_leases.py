@@ -132,6 +132,9 @@ async def test_callers_behind_a_failed_log_in_hear_its_failure(openssh_peer: Pee
             identity_files=[str(openssh_peer.client_key)],
             known_hosts=[str(openssh_peer.known_hosts)],
             ssh_config=[],
+            # A hang-up before the log-in is tried again within the retries
+            # (test_connect_retries): none here, one connection per log-in.
+            config=sshpipe.TransferConfig(retries=0),
         )
         async with asyncio.timeout(30):
             calls = (client.stat("/x") for _ in range(3))
