@@ -107,7 +107,8 @@ async def _log_in_retrying(
     sshd past its MaxStartups drops new connections at random: the more
     clients wait, the likelier; as they log in, room comes back. The backoff
     and its jitter are a reconnect's (``RetryBudget``): equal jitter, so the
-    clients turned away together do not all come back together.
+    clients turned away together do not all come back together. Each try
+    reads the options again: a host key the one before recorded is known.
     """
     budget = RetryBudget(attempts=retries)
     tries = 1
@@ -122,6 +123,7 @@ async def _log_in_retrying(
             wait = budget.delay(tries, random.random())
             logger.info("%s; trying again in %.2f s (%d of %d)", exc, wait, tries, retries)
         await asyncio.sleep(wait)
+        prepared = await asyncio.to_thread(read_options, cfg, memory)
         tries += 1
 
 
