@@ -102,7 +102,6 @@ class LockedKey(asyncssh.SSHKeyPair):
     """
 
     query_first = True
-    _key_type = "local"
 
     def __init__(
         self, path: str, public: asyncssh.SSHKey, cert: asyncssh.SSHCertificate | None = None

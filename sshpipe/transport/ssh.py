@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import Any
 
 import asyncssh
-from asyncssh.constants import DISC_TOO_MANY_CONNECTIONS
 
 from .._config import ConnectConfig
 from .._errors import (
@@ -282,7 +281,7 @@ def _dropped_why(exc: Exception, policy: LoginClient) -> str | None:
     if policy.auth_began_at:
         return None  # the log-in's own failures are not retried
     said = policy.said_before_version
-    if isinstance(exc, asyncssh.DisconnectError) and exc.code == DISC_TOO_MANY_CONNECTIONS:
+    if isinstance(exc, asyncssh.DisconnectError) and exc.code == asyncssh.DISC_TOO_MANY_CONNECTIONS:
         said = exc.reason  # RFC 4253 §11.1's own word for it
     elif not isinstance(exc, _CLOSED):
         return None

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 
 import asyncssh
 import pytest
-from asyncssh.constants import DISC_TOO_MANY_CONNECTIONS
 
 import sshpipe
 from sshpipe.testing.sshd import openssh_server
@@ -118,7 +117,7 @@ def test_a_close_before_the_log_in_is_a_drop_and_after_it_is_not() -> None:
 
 
 def test_a_disconnect_for_too_many_connections_is_a_drop_with_the_servers_reason() -> None:
-    busy = asyncssh.DisconnectError(DISC_TOO_MANY_CONNECTIONS, "Server busy")
+    busy = asyncssh.DisconnectError(asyncssh.DISC_TOO_MANY_CONNECTIONS, "Server busy")
     assert _dropped_why(busy, _policy()) == "it said 'Server busy'"  # type: ignore[arg-type]
     other = asyncssh.DisconnectError(2, "Protocol error")
     assert _dropped_why(other, _policy()) is None  # type: ignore[arg-type]
