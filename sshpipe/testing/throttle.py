@@ -37,7 +37,7 @@ class Throttle:
         say: written before closing a dropped connection; None: a bare RST.
 
     Attributes:
-        port: where it listens (after ``start``).
+        port: where it listens (once entered: ``async with``).
         accepted: connections accepted so far; ``dropped``: how many of them it dropped.
     """
 

@@ -14,7 +14,8 @@
 - ``hostkeys``: OpenSSH's host-key semantics (known_hosts, StrictHostKeyChecking),
   or a user's known_hosts callable;
 - ``keys``: private keys loaded before a log-in (``sshpipe.load_key``,
-  ``KeyLoadError``), host keys described as the public ``HostKey``;
+  ``KeyLoadError``), the keys a log-in offers in OpenSSH's order (an encrypted
+  one by its public half: ``LockedKey``), host keys described as ``HostKey``;
 - ``auth``: the log-in's questions (passphrases, passwords, 2FA) put to
   ``ConnectConfig.prompt``, and the answers that worked kept for the pool;
 - ``asyncssh_patches``: the tuning of asyncssh internals, and the round trips
