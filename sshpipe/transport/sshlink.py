@@ -21,6 +21,7 @@ import asyncssh
 from .._errors import ChannelRefused, ConnectionBroken, Stalled
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
+from ..core.text import clip
 from ..core.timeline import Timeline
 from .asyncssh_patches import ChannelTuning
 from .hostkeys import HostKeyPolicy
@@ -176,7 +177,7 @@ class SSHLink:
                 lost = owner.lost if isinstance(owner, HostKeyPolicy) else None
                 raise _broken(lost, "connection lost") from exc
             raise ChannelRefused(
-                f"{self.label}: server refused an SFTP channel: {exc.reason}"
+                f"{self.label}: server refused an SFTP channel: {clip(exc.reason)}"
             ) from exc
         except TimeoutError as exc:
             pipe.close()

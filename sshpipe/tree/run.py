@@ -41,7 +41,7 @@ from .._stats import CompressionReport, TransferStats, TreeStats
 from ..core.checkfile import choose_check_file
 from ..core.compresspolicy import route_by_name
 from ..core.flight import SharedBytes
-from ..core.text import printable
+from ..core.text import clip, printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
 from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
@@ -493,5 +493,5 @@ class TreeRun(abc.ABC):
     def skip(self, path: str, why: str) -> None:
         """Leave ``path`` out, saying why (the first MAX_LISTED_FAILURES are logged)."""
         if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
-            logger.warning("skipping %s: %s", printable(path), printable(why))
+            logger.warning("skipping %s: %s", printable(path), printable(clip(why)))
         self.account.skipped(path)
