@@ -151,8 +151,9 @@ class SSHLink:
 
         Args:
             max_reply: the longest SFTP reply the session accepts.
-            stall_timeout: how long the server may leave the channel open
-                request, or any SFTP request, unanswered.
+            stall_timeout: how long the channel's set-up (its open, the
+                subsystem request, INIT/VERSION) may take in all, and how long
+                the server may then leave any SFTP request unanswered.
 
         Raises:
             ChannelRefused: the server will not open more channels here.
@@ -162,8 +163,11 @@ class SSHLink:
         pipe = _ChannelPipe(window, self.patches)
         timeline = Timeline(time.monotonic(), self.setup)
         self.setup = []
+        # One deadline for the channel's whole set-up: the open, the subsystem
+        # request and INIT/VERSION (``SFTPSession.start``).
+        deadline = asyncio.get_running_loop().time() + stall_timeout
         try:
-            async with asyncio.timeout(stall_timeout):
+            async with asyncio.timeout_at(deadline):
                 await self._conn.create_session(
                     lambda: pipe,
                     subsystem="sftp",
@@ -201,7 +205,7 @@ class SSHLink:
         pipe.sftp = sftp
         self._sessions.add(sftp)
         try:
-            await sftp.start(known_limits=known_limits)
+            await sftp.start(known_limits=known_limits, deadline=deadline)
         except BaseException:
             sftp.close()
             raise
