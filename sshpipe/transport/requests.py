@@ -83,6 +83,9 @@ class RequestChannel:
         # Replies are owed that nobody waits for (a cancelled transfer's, maybe
         # megabytes): the pool lets them come before it lends the channel again.
         self.unsettled = False
+        # Called once the watchdog finds the server silent (the link it runs on
+        # drops its connection: ``sftp.lent_session``).
+        self.on_stalled: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -207,6 +210,11 @@ class RequestChannel:
         logger.debug("%s: no reply for %.1f s with %d owed: stalled", self.name, silent, owed)
         self.caps.stalled(owed, time.monotonic())  # the next attempt asks for fewer at once
         self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
+        if self.on_stalled is not None:
+            # Now, not at the reconnect after the backoff: a server that went
+            # silent here may still be keeping the loop busy (a flood of
+            # requests it wants answered), which would slow every step until then.
+            self.on_stalled()
 
     # -- sending -------------------------------------------------------------
 

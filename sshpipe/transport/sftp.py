@@ -366,4 +366,7 @@ def lent_session(
     sftp.peer = link.label
     sftp.run_command = None if link.refuses_exec else link.run
     sftp.open_shell = link.open_shell
+    # A session the server leaves silent drops the whole connection at once,
+    # as the reconnect would (``PoolLease.recover``): its other channels retry.
+    sftp.on_stalled = partial(link.abort, stalled=True)
     return sftp

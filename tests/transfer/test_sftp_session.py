@@ -230,3 +230,20 @@ async def test_the_start_keeps_the_deadline_it_is_given() -> None:
     answered.data_received(version_reply())
     await starting  # in time: started
     assert answered.broken is None and answered.init_rtt < 0.05
+
+
+async def test_a_stall_tells_the_link_at_once() -> None:
+    """The watchdog's stall drops the connection there and then (``on_stalled``), not
+    after the reconnect's backoff: a server that keeps the loop busy costs no more."""
+    sftp = SFTPSession(Pipe(), name="test", stall_timeout=0.05)
+    told: list[BaseException | None] = []
+    sftp.on_stalled = lambda: told.append(sftp.broken)
+    with pytest.raises(sshpipe.Stalled):
+        async with asyncio.timeout(5):
+            await sftp.request(_stat)
+    assert len(told) == 1 and isinstance(told[0], sshpipe.Stalled)
+    closing = SFTPSession(Pipe(), name="test", stall_timeout=0.05)
+    closing.on_stalled = lambda: told.append(None)
+    closing.close()  # closed on purpose, or broken otherwise: no stall to tell
+    closing.connection_lost(None)
+    assert len(told) == 1
