@@ -136,12 +136,12 @@ class RequestChannel:
         self._fail(reason)
 
     def _dispatch(self, message: codec.ServerMessage) -> None:
+        self._replies.at = time.monotonic()  # a whole message: the connection answers
         if isinstance(message, codec.Version):
             if self._version is None or self._version.done():
                 raise codec.CodecError("unexpected VERSION message")
             self._version.set_result(message)
             return
-        self._replies.at = time.monotonic()
         if self._slow:
             self._slow.pop(message.request_id, None)
         callback = self._pending.pop(message.request_id, None)
