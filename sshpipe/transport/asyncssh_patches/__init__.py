@@ -30,7 +30,9 @@ server's SERVICE_ACCEPT and global requests acknowledged at once (sshd's next
 packet otherwise waits for our delayed ACK: 40 ms, ``promptack.py``).
 
 One lets its ssh_config reader take ``Compression auto`` (``configwords.py``);
-one bounds what a server's compressed packet may inflate to (``zlibbound.py``).
+one bounds what a server's compressed packet may inflate to (``zlibbound.py``);
+one drops a connection whose server floods it with requests we must answer
+(``flood_cap``, before the key exchange: ``floodcap.py``).
 
 Two read what asyncssh negotiated and does not tell (for ``-v``):
 
@@ -58,6 +60,7 @@ from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
+from .floodcap import FLOOD_CAP, cap_unasked
 from .inputbuffer import InputBuffer
 from .packets import AeadPackets, ViewWriter, accept_views
 from .promptack import QUICKACK_HERE, ack_unanswered_at_once
@@ -288,6 +291,10 @@ def prepare_handshake(conn: asyncssh.SSHClientConnection, version: str | None = 
         applied.add(PROMPT_ACK)
     elif QUICKACK_HERE:  # not a shape asyncssh changed where the OS has no such option
         _skipped(PROMPT_ACK)
+    if cap_unasked(conn):  # after prompt_ack: a request past the cap is not acknowledged
+        applied.add(FLOOD_CAP)
+    else:
+        _skipped(FLOOD_CAP)
     return applied
 
 
