@@ -182,7 +182,7 @@ async def test_an_init_never_answered_fails_the_start_as_stalled() -> None:
     """INIT is no request with an id, yet it is owed: the start has a deadline."""
     pipe = Pipe()
     sftp = SFTPSession(pipe, name="test", stall_timeout=0.1)
-    with pytest.raises(sshpipe.Stalled, match="no answer to SFTP INIT in 0.1 s") as raised:
+    with pytest.raises(sshpipe.Stalled, match=r"no answer to SFTP INIT in 0\.1 s") as raised:
         async with asyncio.timeout(5):
             await sftp.start()
     assert raised.value.retryable and pipe.closed and isinstance(sftp.broken, sshpipe.Stalled)
