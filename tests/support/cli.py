@@ -34,10 +34,14 @@ __all__ = [
 CLI_LIMIT = 60.0
 
 # Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
-# by argv[1] as it exits, whatever the exit.
+# by argv[1] as it exits, whatever the exit. With "stock" as argv[2], every
+# asyncssh release counts as unchecked: no patch applies (``asyncssh_patches``).
 _LAUNCHER = """
 import atexit, runpy, sys
 out = sys.argv.pop(1)
+if sys.argv.pop(1) == "stock":
+    import sshpipe.transport.asyncssh_patches as patches
+    patches.CHECKED_TO = (0, 0, 0)
 def peak():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -152,8 +156,12 @@ async def run_sshpipe(
     limit: float = 120.0,
     interrupt_after: float | None = None,
     interrupts: int = 1,
+    stock_asyncssh: bool = False,
 ) -> Run:
     """Run ``python -m sshpipe ARGS``; with ``interrupt_after``, send SIGINT then.
+
+    ``stock_asyncssh``: with none of sshpipe's asyncssh patches (as on a
+    release they were not checked against).
 
     ``workdir``: where the child leaves its peak RSS (default: the temp directory).
 
@@ -170,6 +178,7 @@ async def run_sshpipe(
         "-c",
         _LAUNCHER,
         str(rss_file),
+        "stock" if stock_asyncssh else "patched",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
