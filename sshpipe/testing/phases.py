@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -147,6 +147,12 @@ class _PhaseConnection(asyncssh.SSHServer):
         for never in self._never:
             never.cancel()
 
+    def flood(self) -> None:
+        """Start the flood, once per connection."""
+        if self.conn is not None and not self.flooding:
+            self.flooding = True
+            _start(self.attack, _flood(self.conn, self.attack))
+
     def session_requested(self) -> Any:
         self.opens += 1
         if self.attack.kind == "later-opens" and self.opens > self.attack.answered:
@@ -189,24 +195,22 @@ class _PhaseTap(Tap):
             session.answer(packet.id, FX_FAILURE, self.attack.status_text())
             return False
         if kind == "flood" and packet.type == FXP_READ:
-            conn = self.connection.conn
-            if conn is not None and not self.connection.flooding:
-                self.connection.flooding = True
-                self._start(_flood(conn, self.attack))
+            self.connection.flood()
             return False
         return True
 
     def reply(self, session: TappedSession, packet: Packet) -> Packet | None:
         if self.attack.kind == "version-trickle" and packet.type == FXP_VERSION:
-            self._start(_trickle(session, packet.framed(), self.attack.trickle))
+            _start(self.attack, _trickle(session, packet.framed(), self.attack.trickle))
             return None
         return packet
 
-    def _start(self, work: Any) -> None:
-        tasks = self.attack._tasks
-        task = asyncio.get_running_loop().create_task(work)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+
+def _start(attack: PhaseAttack, work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` as a task of the attack (stopped by ``attacking`` at its end)."""
+    task = asyncio.get_running_loop().create_task(work)
+    attack._tasks.add(task)
+    task.add_done_callback(attack._tasks.discard)
 
 
 async def _trickle(session: TappedSession, data: bytes, every: float) -> None:

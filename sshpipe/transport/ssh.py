@@ -31,7 +31,6 @@ from .._errors import (
 from ..core.text import clip
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, tune_connection
-from .asyncssh_patches.floodcap import Flooded
 from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
 from .negotiation import log_negotiated
 from .sshlink import SSHLink
@@ -176,8 +175,6 @@ async def _log_in(
         raise ConnectTimeout(
             f"{label}: timed out after {prepared.connect_timeout:g} s", **where
         ) from exc
-    except Flooded as exc:  # we dropped it: not the server's goodbye
-        raise ConnectError(f"{label}: connection lost: {exc.reason}", **where) from exc
     except asyncssh.DisconnectError as exc:
         raise ConnectError(f"{label}: server disconnected: {clip(exc.reason)}", **where) from exc
     except (asyncssh.Error, OSError) as exc:

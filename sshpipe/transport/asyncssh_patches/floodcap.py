@@ -12,7 +12,8 @@ watchdog among them). If it also stops reading, our answers pile up in memory.
 Past ``core.untrusted.UNASKED_BURST`` of them, beyond ``UNASKED_RATE`` a second,
 the connection is dropped as asyncssh drops a corrupt one (``Flooded``, a
 ``ProtocolError``: a DISCONNECT is sent, the channels end, their transfers
-reconnect as from any dropped connection). Only a bound: without it (another
+reconnect as from any dropped connection). Only after the log-in: before it,
+asyncssh drops a connection at the first such packet. Only a bound: without it (another
 asyncssh release) the stall watchdog still ends the transfer, its firing late
 by what one read costs.
 """
