@@ -149,7 +149,7 @@ async def test_fixed_channels_come_from_connections_that_open_them(
     """``--channels 2``: the second channel, never opened on the first connection, is
     opened on a second one, and the file comes over both."""
     target = first_channel_only
-    data = os.urandom(16 << 20)
+    data = os.urandom(4 << 20)
     (target.root / "big").write_bytes(data)
     out = target.workdir / "big"
     run = await target.run(
@@ -159,7 +159,7 @@ async def test_fixed_channels_come_from_connections_that_open_them(
     assert run.returncode == 0, run.stderr
     assert out.read_bytes() == data
     assert '"connections": 2' in run.stdout, run.stdout
-    assert run.seconds <= 3.0 + START_UP, run.seconds
+    assert run.seconds <= 3.0 + START_UP + 1.0, run.seconds  # and a second to copy
 
 
 # -- the end of a transfer ----------------------------------------------------------------
