@@ -23,8 +23,9 @@ from sshpipe.testing.phases import PhaseAttack, attacking, slow_banner
 from tests.support.cli import Run, run_sshpipe
 from tests.support.files import leftover_temps
 
-# Each starts an in-process server and bounds the command's wall clock.
-pytestmark = [pytest.mark.asyncssh_server, pytest.mark.timing]
+# Each starts an in-process server; those that bound the command's wall clock are
+# marked ``timing`` (run alone in CI).
+pytestmark = pytest.mark.asyncssh_server
 
 MAX_RSS_MIB = 200  # what the issue allows a command facing a hostile server
 STALL = 2.0  # --stall-timeout of the stall tests: small, for CI's time
@@ -88,6 +89,7 @@ def attack(kind: str, **settings: float) -> tuple[str, dict[str, float]]:
 # -- set-up steps never answered: exit 5 within the stall budget ---------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     ("target", "message"),
     [
@@ -119,6 +121,7 @@ async def first_channel_only(tmp_path: Path) -> AsyncIterator[Target]:
         yield made
 
 
+@pytest.mark.timing
 async def test_a_tree_goes_on_over_the_channels_a_server_opens(
     first_channel_only: Target,
 ) -> None:
@@ -143,6 +146,7 @@ async def test_a_tree_goes_on_over_the_channels_a_server_opens(
     assert run.peak_rss_mib < MAX_RSS_MIB
 
 
+@pytest.mark.timing
 async def test_fixed_channels_come_from_connections_that_open_them(
     first_channel_only: Target,
 ) -> None:
@@ -171,6 +175,7 @@ async def close_silent(tmp_path: Path) -> AsyncIterator[Target]:
         yield made
 
 
+@pytest.mark.timing
 async def test_a_get_whose_close_is_never_answered_succeeds_at_once(close_silent: Target) -> None:
     """Every byte is in and made durable: a read handle's CLOSE says nothing about the
     data, so nothing waits for its answer (``Handles.release``), stalled or not."""
@@ -183,6 +188,7 @@ async def test_a_get_whose_close_is_never_answered_succeeds_at_once(close_silent
     assert run.seconds <= START_UP, run.seconds  # not the 10 s stall timeout
 
 
+@pytest.mark.timing
 async def test_a_put_whose_close_is_never_answered_fails_within_the_stall_budget(
     close_silent: Target,
 ) -> None:
@@ -211,6 +217,7 @@ async def flood(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
         yield made
 
 
+@pytest.mark.timing
 async def test_a_flood_of_requests_drops_the_connection_at_once(flood: Target) -> None:
     """GLOBAL_REQUESTs and CHANNEL_OPENs without end, the server reading nothing: past
     the cap (``flood_cap``) the connection is dropped, each attempt in a fraction of a
@@ -237,6 +244,7 @@ async def test_with_stock_asyncssh_a_flood_still_ends_with_exit_5(flood: Target)
     assert not out.exists()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("flood", [40.0], indirect=True)
 async def test_the_watchdog_keeps_time_while_the_loop_answers_requests(flood: Target) -> None:
     """40 requests a second (under the cap) while the server reads nothing: the stall
@@ -277,6 +285,7 @@ async def test_a_long_status_message_is_printed_bounded(
 # -- before SSH is up: the connect timeout --------------------------------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("kind", ["version", "lines"])
 async def test_a_banner_sent_slowly_is_timed_out_by_the_connect_timeout(
     tmp_path: Path, kind: str
