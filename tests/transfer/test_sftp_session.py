@@ -214,7 +214,8 @@ async def test_a_version_trickled_beside_busy_siblings_still_ends_the_start() ->
         for task in beside:
             task.cancel()
         await asyncio.gather(*beside, return_exceptions=True)
-    assert asyncio.get_running_loop().time() - started < 0.6
+    # At its deadline (0.3 s), not once the trickled VERSION would be whole (0.9 s).
+    assert asyncio.get_running_loop().time() - started < 0.8
 
 
 async def test_the_start_keeps_the_deadline_it_is_given() -> None:
