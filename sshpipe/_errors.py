@@ -54,8 +54,11 @@ key's ``fingerprint`` ("SHA256:...") and ``key_type`` ("ssh-ed25519").
 
 Messages quote what servers send (names, status text, disconnect reasons), so
 ``str()`` of every error escapes control characters (``core.text.printable``):
-a message is safe to print to a terminal or write to a log as it is. The
-attributes (``path``, ``reason``) keep the text exactly as it came.
+a message is safe to print to a terminal or write to a log as it is. It is
+bounded too (``core.text.clip``): a server's text shows its first
+``core.text.SHOWN`` characters and counts the rest, and a whole message at most
+``MESSAGE_SHOWN``. The attributes (``path``, ``reason``) keep the text exactly
+as it came.
 
 A ``TransferError``'s ``errno`` is the POSIX errno it stands for, where one
 does (ENOENT for ``RemoteNotFound``; a ``LocalError``'s own OS error's), else
@@ -67,7 +70,7 @@ from __future__ import annotations
 from errno import EACCES, EEXIST, EISDIR, ENOENT
 from typing import TYPE_CHECKING
 
-from .core.text import printable
+from .core.text import MESSAGE_SHOWN, clip, printable
 
 if TYPE_CHECKING:
     from ._stats import TreeStats
@@ -80,7 +83,7 @@ class SSHPipeError(Exception):
     retryable = False
 
     def __str__(self) -> str:
-        return printable(super().__str__())
+        return printable(clip(super().__str__(), MESSAGE_SHOWN))
 
 
 class UsageError(SSHPipeError, ValueError):
@@ -106,7 +109,7 @@ class TransferError(SSHPipeError):
         self.reason = reason
         self.offset = offset
         where = f" at offset {offset}" if offset is not None else ""
-        super().__init__(f"{self._side}: {path}{where}: {reason}")
+        super().__init__(f"{self._side}: {path}{where}: {clip(reason)}")
 
     _side = "error"
 
@@ -369,7 +372,7 @@ class UnsafePath(ProtocolError):
         if listing_refused is not None:
             message = f"remote: {where}: listing refused: {listing_refused}"
         else:
-            message = f"remote: {where}: unsafe {what} {name!r} in the listing, refused"
+            message = f"remote: {where}: unsafe {what} {clip(name)!r} in the listing, refused"
         super().__init__(message)
 
 

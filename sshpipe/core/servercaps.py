@@ -40,6 +40,8 @@ class ServerCaps:
         read_block, write_block: the READ/WRITE length the server took whole,
             once probed on a server that states no limits.
         requests: requests one channel may have in flight (the server stalled past it).
+        channels: channels one connection sets up (it left the next one's set-up
+            unanswered while it answered the others).
         sequential_writes: the server refused a WRITE that was not at the end of
             the file: uploads go in order on one channel.
     """
@@ -48,6 +50,7 @@ class ServerCaps:
     read_block: int | None = None
     write_block: int | None = None
     requests: int | None = None
+    channels: int | None = None
     sequential_writes: bool = False
     # The stall being learned from (``stalled``).
     _stall_at: float | None = field(default=None, repr=False)
@@ -69,10 +72,19 @@ class ServerCaps:
         before = self._before_stall or self._most_owed
         self.requests = after_stall(self._most_owed, before)
 
+    def channel_unanswered(self, opened: int) -> None:
+        """A connection left the set-up of its channel number ``opened + 1`` unanswered.
+
+        Only from a connection that answered meanwhile: one that answered
+        nothing is dead, which teaches nothing of the server. Never below one:
+        a connection always tries its first channel.
+        """
+        self.channels = max(1, min(self.channels or opened, opened))
+
     def learned(self) -> dict[str, object]:
         """What was found, for ``--json`` and ``-v`` (only what is set)."""
         found: dict[str, object] = {}
-        for name in ("handles", "read_block", "write_block", "requests"):
+        for name in ("handles", "read_block", "write_block", "requests", "channels"):
             value = getattr(self, name)
             if value is not None:
                 found[name] = value

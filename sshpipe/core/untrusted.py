@@ -48,6 +48,15 @@ COMMAND_OUTPUT_SLACK = 4096
 # §3 has every server take 34,000-byte packets; a stated 1,000 made sshpipe
 # crawl with 1-byte reads.
 MIN_BLOCK_SIZE = 4096
+# Requests a server may send unasked (GLOBAL_REQUEST, CHANNEL_OPEN), as a token
+# bucket: UNASKED_BURST at once, then UNASKED_RATE a second. sshd sends one
+# hostkeys-00@openssh.com after the log-in and a keepalive@openssh.com each
+# ClientAliveInterval (a second at the least); sshpipe asks for no forwarding, so
+# no CHANNEL_OPEN is honest. Past it the connection is dropped as a flood:
+# answering 256 KiB of them held the event loop 0.3 s of CPU (2.6 s on a loaded
+# two-core machine), and a server that stops reading piles the answers up.
+UNASKED_BURST = 1024
+UNASKED_RATE = 64.0
 
 # sshpipe's temporary and resume names beside a destination (``_localio``,
 # ``_journal``, ``_upload``).

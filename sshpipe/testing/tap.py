@@ -129,8 +129,12 @@ class TappedSession(SFTPOnlySession):
 
     def send(self, packet: Packet) -> None:
         """Send ``packet`` to the client (unless the channel is going)."""
+        self.send_raw(packet.framed())
+
+    def send_raw(self, data: bytes) -> None:
+        """Send bytes as they are, a packet or a piece of one (unless the channel is going)."""
         if not self.channel.is_closing():
-            self._send(packet.framed(), None)
+            self._send(data, None)
 
     def answer(self, request_id: int, code: int, message: str) -> None:
         """A STATUS from the tap itself: the request never reaches asyncssh's server."""

@@ -21,6 +21,7 @@ from .._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
 from .._errors import ConnectionBroken
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
+from .replies import ReplyClock
 from .sftp import SFTPSession
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class Link(Protocol):
     compression: str  # the algorithm agreed on at key exchange ("none", "zlib@openssh.com")
     compression_mode: CompressionMode  # the Compression setting in force: "auto", "yes" or "no"
     refuses_exec: bool
+    replies: ReplyClock  # when a whole reply last came on any of its channels
 
     @property
     def closed(self) -> bool: ...

@@ -274,6 +274,8 @@ class MuxLink:
         if self.closed:
             raise ConnectionBroken(f"{self.label}: connection lost: the mux master went away")
         started = time.monotonic()
+        # One deadline for the channel's set-up, the master's answer and INIT/VERSION.
+        deadline = asyncio.get_running_loop().time() + stall_timeout
         header = {
             "op": "sftp",
             "slot": self._slot,
@@ -300,7 +302,7 @@ class MuxLink:
         self._sessions.add(sftp)
         channel = time.monotonic()
         try:
-            await sftp.start(known_limits=limits)
+            await sftp.start(known_limits=limits, deadline=deadline)
         except BaseException:
             sftp.close()
             self._pipes.discard(pipe)

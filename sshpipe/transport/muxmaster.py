@@ -38,6 +38,7 @@ from .._config import DEFAULT_MAX_PACKET_SIZE, DEFAULT_STALL_TIMEOUT, DEFAULT_WI
 from .._errors import ChannelRefused, ConnectionBroken, SSHPipeError, Stalled
 from ..core import codec
 from ..core.replyparser import ReplyParser, decode_limits
+from ..core.text import clip
 from .asyncssh_patches import ChannelTuning
 from .muxconn import ClientConnection, bind_socket
 from .ssh import open_link
@@ -457,7 +458,9 @@ async def _open_raw(
                 max_pktsize=max_packet_size,
             )
     except asyncssh.ChannelOpenError as exc:
-        raise ChannelRefused(f"{link.label}: server refused an SFTP channel: {exc.reason}") from exc
+        raise ChannelRefused(
+            f"{link.label}: server refused an SFTP channel: {clip(exc.reason)}"
+        ) from exc
     except TimeoutError as exc:
         raise Stalled(f"{link.label}: no answer to an SFTP channel request") from exc
     except (asyncssh.Error, OSError) as exc:

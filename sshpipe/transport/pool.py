@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 from .._config import ConnectConfig, TransferConfig
-from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted
+from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, Stalled
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
 from ..core.flight import SharedBytes
@@ -41,6 +41,12 @@ from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.client")
+
+
+def _capped(error: BaseException) -> bool:
+    """A channel the server refused, or left unanswered: its connection takes no more
+    (``poolopen``), but it may still carry channels."""
+    return isinstance(error, (ChannelRefused, Stalled))
 
 
 class ChannelPool:
@@ -271,10 +277,11 @@ class ChannelPool:
         errors: list[BaseException] = []
         try:
             taken += await open_channels(self, config, count - len(taken), errors, ready)
-            if len(taken) < count and any(isinstance(e, ChannelRefused) for e in errors):
-                # A refusal taught us that connection's limit (MaxSessions): what it
-                # refused goes to other connections now, not never (the grower
-                # stops asking once a request brings nothing).
+            if len(taken) < count and any(_capped(e) for e in errors):
+                # A refusal (MaxSessions), or a channel the connection did not set
+                # up in time, capped that connection: what it would not open goes
+                # to other connections now, not never (the grower stops asking
+                # once a request brings nothing).
                 taken += await open_channels(self, config, count - len(taken), errors, ready)
         except BaseException:
             if ready is None:  # else each went to ``ready``: its holder gives it back
@@ -284,8 +291,10 @@ class ChannelPool:
             self._give_back(config, taken)
             if self._closed:  # what failed was our own closing, not the server
                 raise ClosedError("this client was closed")
-            if errors:
+            if errors and not (self._busy and all(_capped(e) for e in errors)):
                 raise errors[0]
+            # Connections that took no more (refused, or left a set-up unanswered)
+            # while others' channels are busy: room to wait for, or to share.
             return None
         return taken
 
@@ -320,6 +329,13 @@ class ChannelPool:
         for slot in slots.values():
             slot.link.abort(stalled=True)
         self._prune(also=list(slots.values()))
+
+    def _drop_unused(self, slot: PooledLink) -> None:
+        """Close a connection that carries no channel and may carry none (its cap is 0)."""
+        if slot.open == 0 and slot in self._slots:
+            self._slots.remove(slot)
+            slot.link.abort()  # nothing in flight on it: no need to wait for the server
+            self._room.wake()  # room for a connection of use
 
     def _forget(self, sftp: SFTPSession) -> None:
         slot = self._slot_of.pop(sftp, None)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._config import TransferConfig
-from .._errors import ChannelRefused, SSHPipeError
+from .._errors import ChannelRefused, SSHPipeError, Stalled
 from ..core.sizing import reply_cap
 from .linkopen import open_link
 from .poolshare import PooledLink, channel_key
@@ -37,12 +38,15 @@ async def open_channels(
     if count <= 0 or pool._closed:  # closed meanwhile: no new connection for nobody
         return []
     # Bookkeeping first: reserve room on each connection before awaiting.
+    learned = pool.server_caps.channels  # channels the server sets up per connection
     plan: list[PooledLink] = []  # a channel to open on each existing connection listed
     for slot in pool._slots:
+        if learned is not None:
+            slot.cap = min(slot.cap, max(learned, slot.open))
         take = min(slot.room, count - len(plan))
         slot.open += take
         plan += [slot] * take
-    per_new = config.channels_per_connection
+    per_new = min(config.channels_per_connection, learned or config.channels_per_connection)
     new_links = min(
         -(-(count - len(plan)) // per_new),
         config.max_connections - len(pool._slots) - pool._connecting,
@@ -62,6 +66,7 @@ async def open_channels(
             pool._room.wake()  # a channel to share came, or its room is free again
 
     async def open_on(slot: PooledLink) -> None:
+        began = time.monotonic()
         try:
             sftp = await slot.link.open_sftp(
                 window=config.window,
@@ -70,10 +75,21 @@ async def open_channels(
                 stall_timeout=config.stall_timeout,
                 known_limits=pool._server_limits,
             )
-        except ChannelRefused as exc:
+        except (ChannelRefused, Stalled) as exc:
+            # Refused: the server said how many it allows. Not set up in the
+            # stall timeout: it answers no more here (a server that opens each
+            # connection's first channels only), or the connection is dead, and
+            # its channels' own watchdogs find that out. Either way this
+            # connection takes no more: what it would not open goes elsewhere.
             slot.open -= 1
-            slot.cap = slot.open  # the server said how many it allows
+            slot.cap = slot.open
             errors.append(exc)
+            if isinstance(exc, Stalled) and slot.link.replies.at > began:
+                # It answered its other channels meanwhile: the silence was
+                # aimed at this one. Each new connection then opens no more.
+                pool.server_caps.channel_unanswered(slot.open)
+            if slot.cap == 0:
+                pool._drop_unused(slot)  # it may carry nothing: of no use
             return
         except SSHPipeError as exc:
             slot.open -= 1

@@ -83,6 +83,9 @@ class RequestChannel:
         # Replies are owed that nobody waits for (a cancelled transfer's, maybe
         # megabytes): the pool lets them come before it lends the channel again.
         self.unsettled = False
+        # Called once the watchdog finds the server silent (the link it runs on
+        # drops its connection: ``sftp.lent_session``).
+        self.on_stalled: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         state = "broken" if self._broken else "open"
@@ -133,12 +136,12 @@ class RequestChannel:
         self._fail(reason)
 
     def _dispatch(self, message: codec.ServerMessage) -> None:
+        self._replies.at = time.monotonic()  # a whole message: the connection answers
         if isinstance(message, codec.Version):
             if self._version is None or self._version.done():
                 raise codec.CodecError("unexpected VERSION message")
             self._version.set_result(message)
             return
-        self._replies.at = time.monotonic()
         if self._slow:
             self._slow.pop(message.request_id, None)
         callback = self._pending.pop(message.request_id, None)
@@ -207,6 +210,11 @@ class RequestChannel:
         logger.debug("%s: no reply for %.1f s with %d owed: stalled", self.name, silent, owed)
         self.caps.stalled(owed, time.monotonic())  # the next attempt asks for fewer at once
         self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
+        if self.on_stalled is not None:
+            # Now, not at the reconnect after the backoff: a server that went
+            # silent here may still be keeping the loop busy (a flood of
+            # requests it wants answered), which would slow every step until then.
+            self.on_stalled()
 
     # -- sending -------------------------------------------------------------
 

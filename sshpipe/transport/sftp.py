@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from .._errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError
+from .._errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError, Stalled
 from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.replyparser import decode_limits
@@ -80,24 +80,49 @@ class SFTPSession(RequestChannel):
 
     # -- session set-up and control requests ---------------------------------
 
-    async def start(self, *, known_limits: codec.Limits | None = None) -> None:
+    async def start(
+        self, *, known_limits: codec.Limits | None = None, deadline: float | None = None
+    ) -> None:
         """Exchange INIT/VERSION, and ask for the server's limits when it offers them.
 
         The limits@openssh.com request is sent, not awaited: its answer comes
         with the first requests' (the OPEN, a STAT), which go out behind it
         (``learn_limits`` waits for it).
 
+        The VERSION must be in by ``deadline``: one small message, owed at once,
+        so a deadline, not the stall watchdog's silence (which bytes keep off:
+        a VERSION trickled a byte a second, beside busy sibling channels, would
+        hold the set-up for days). A session not started by then is aborted.
+
         Args:
             known_limits: limits another session on the same server already
                 learned; a channel opened mid-transfer then asks for none.
+            deadline: the loop's time by which the VERSION must be in (the
+                link's set-up deadline for the channel); default
+                ``stall_timeout`` from now, none without one.
+
+        Raises:
+            Stalled: no VERSION by the deadline; ConnectionBroken: the channel
+            ended first; ProtocolError: not an SFTP v3 server.
         """
-        self._version = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if deadline is None and self.stall_timeout is not None:
+            deadline = loop.time() + self.stall_timeout
+        self._version = loop.create_future()
         sent = time.monotonic()
         try:
             self._pipe.write(codec.encode_init())
         except ConnectionBroken as exc:
             self._fail(exc)  # the await below raises it
-        version = await self._version
+        try:
+            async with asyncio.timeout_at(deadline):
+                version = await self._version
+        except TimeoutError:
+            # The channel's set-up had ``stall_timeout`` seconds, its open included.
+            budget = self.stall_timeout or time.monotonic() - sent
+            stalled = Stalled(f"{self.name}: no answer to SFTP INIT in {budget:g} s")
+            self.abort(stalled)
+            raise stalled from None
         self.init_rtt = time.monotonic() - sent
         if version.version != codec.SFTP_VERSION:
             raise ProtocolError(f"{self.name}: server speaks SFTP version {version.version}, not 3")
@@ -341,4 +366,7 @@ def lent_session(
     sftp.peer = link.label
     sftp.run_command = None if link.refuses_exec else link.run
     sftp.open_shell = link.open_shell
+    # A session the server leaves silent drops the whole connection at once,
+    # as the reconnect would (``PoolLease.recover``): its other channels retry.
+    sftp.on_stalled = partial(link.abort, stalled=True)
     return sftp

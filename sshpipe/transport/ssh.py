@@ -31,6 +31,7 @@ from .._errors import (
     UsageError,
 )
 from ..core.retry import RetryBudget
+from ..core.text import clip
 from ..core.timeline import CONNECTION_PHASES, Timeline
 from .asyncssh_patches import SIGNED_FIRST, tune_connection
 from .auth import AuthMemory, Deadline, LoginClient, why_no_prompt
@@ -197,13 +198,13 @@ async def _log_in(
             policy.deadline = Deadline(scope)
             conn = await _login(cfg, prepared, policy, label, where, via)
     except asyncssh.HostKeyNotVerifiable as exc:
-        refusal = policy.refusal or UnknownHostKey(f"{label}: {exc.reason}", **where)
+        refusal = policy.refusal or UnknownHostKey(f"{label}: {clip(exc.reason)}", **where)
         # A known_hosts callable that raised: its error is the cause to show.
         raise refusal from (refusal.__cause__ or exc)
     except asyncssh.PermissionDenied as exc:
         why = why_no_prompt(cfg)
         raise AuthenticationError(
-            f"{label}: authentication failed: {exc.reason}{why}", **where
+            f"{label}: authentication failed: {clip(exc.reason)}{why}", **where
         ) from exc
     except asyncssh.KeyImportError as exc:
         raise KeyLoadError("(a key asyncssh loaded)", str(exc), **where) from exc
@@ -214,7 +215,7 @@ async def _log_in(
     except ConnectionRefusedError as exc:
         raise ConnectError(f"{label}: connection refused", **where) from exc
     except asyncssh.ChannelOpenError as exc:  # the jump host would not forward to us
-        raise ConnectError(f"{label}: the jump host refused: {exc.reason}", **where) from exc
+        raise ConnectError(f"{label}: the jump host refused: {clip(exc.reason)}", **where) from exc
     except TimeoutError as exc:
         raise ConnectTimeout(
             f"{label}: timed out after {prepared.connect_timeout:g} s", **where
@@ -238,7 +239,8 @@ async def _log_in(
                 **where,
             ) from exc
         if isinstance(exc, asyncssh.DisconnectError):
-            raise ConnectError(f"{label}: server disconnected: {exc.reason}", **where) from exc
+            reason = clip(exc.reason)
+            raise ConnectError(f"{label}: server disconnected: {reason}", **where) from exc
         raise ConnectError(f"{label}: {exc}", **where) from exc
     if via is not None:
         # asyncssh closes the tunnel of a connection it opened through one only

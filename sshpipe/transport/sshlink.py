@@ -21,6 +21,7 @@ import asyncssh
 from .._errors import ChannelRefused, ConnectionBroken, Stalled
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
+from ..core.text import clip
 from ..core.timeline import Timeline
 from .asyncssh_patches import ChannelTuning
 from .hostkeys import HostKeyPolicy
@@ -150,8 +151,9 @@ class SSHLink:
 
         Args:
             max_reply: the longest SFTP reply the session accepts.
-            stall_timeout: how long the server may leave the channel open
-                request, or any SFTP request, unanswered.
+            stall_timeout: how long the channel's set-up (its open, the
+                subsystem request, INIT/VERSION) may take in all, and how long
+                the server may then leave any SFTP request unanswered.
 
         Raises:
             ChannelRefused: the server will not open more channels here.
@@ -161,8 +163,11 @@ class SSHLink:
         pipe = _ChannelPipe(window, self.patches)
         timeline = Timeline(time.monotonic(), self.setup)
         self.setup = []
+        # One deadline for the channel's whole set-up: the open, the subsystem
+        # request and INIT/VERSION (``SFTPSession.start``).
+        deadline = asyncio.get_running_loop().time() + stall_timeout
         try:
-            async with asyncio.timeout(stall_timeout):
+            async with asyncio.timeout_at(deadline):
                 await self._conn.create_session(
                     lambda: pipe,
                     subsystem="sftp",
@@ -176,7 +181,7 @@ class SSHLink:
                 lost = owner.lost if isinstance(owner, HostKeyPolicy) else None
                 raise _broken(lost, "connection lost") from exc
             raise ChannelRefused(
-                f"{self.label}: server refused an SFTP channel: {exc.reason}"
+                f"{self.label}: server refused an SFTP channel: {clip(exc.reason)}"
             ) from exc
         except TimeoutError as exc:
             pipe.close()
@@ -200,7 +205,7 @@ class SSHLink:
         pipe.sftp = sftp
         self._sessions.add(sftp)
         try:
-            await sftp.start(known_limits=known_limits)
+            await sftp.start(known_limits=known_limits, deadline=deadline)
         except BaseException:
             sftp.close()
             raise

@@ -59,3 +59,6 @@ class Lender(Protocol):
     ) -> tuple[int, str] | None: ...
 
     async def open_shell(self) -> Shell | None: ...
+
+    def abort(self, *, stalled: bool = False) -> None:
+        """Drop the connection now (``stalled``: the server stopped answering on it)."""

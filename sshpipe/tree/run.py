@@ -41,7 +41,7 @@ from .._stats import CompressionReport, TransferStats, TreeStats
 from ..core.checkfile import choose_check_file
 from ..core.compresspolicy import route_by_name
 from ..core.flight import SharedBytes
-from ..core.text import printable
+from ..core.text import clip, printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
 from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
@@ -59,7 +59,7 @@ from .item import Item, TreeOptions, aborts_tree
 from .progress import tracking
 from .recovery import Recovery
 from .scan import Scanner, Side
-from .tasks import run_all
+from .tasks import run_all, task_group
 from .verify import TreeVerifier
 
 logger = logging.getLogger("sshpipe.tree")
@@ -239,22 +239,7 @@ class TreeRun(abc.ABC):
                 if self.options.progress is not None:
                     reporter = Reporter(self.options.progress, self.account.counts)
                     await stack.enter_async_context(reporter.running())
-                await run_all(
-                    [
-                        self._scan(),
-                        self._grow(),
-                        self._warm_up(),
-                        *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
-                        *(
-                            self._worker(self.small, partial(self._copy, self.copy_small))
-                            for _ in range(self.workers)
-                        ),
-                        *(
-                            self._worker(self.big, partial(self._copy, self.copy_big))
-                            for _ in range(BIG_WORKERS)
-                        ),
-                    ]
-                )
+                await self._copy_all()
                 await self.finish()
                 finished = True
         finally:
@@ -270,6 +255,35 @@ class TreeRun(abc.ABC):
         if stats.failures:
             raise IncompleteTransfer(stats)
         return stats
+
+    async def _copy_all(self) -> None:
+        """The scan and the workers, with more channels opened beside them while they run.
+
+        The channels are opened for the work: once it is done, what is still
+        being opened is given up on. A server that leaves a channel's set-up
+        unanswered holds it up to the stall timeout, and a tree that had copied
+        everything would wait for that (or, before set-ups had a deadline, for ever).
+        """
+        async with task_group() as group:
+            growth = [group.create_task(self._grow()), group.create_task(self._warm_up())]
+            try:
+                await run_all(
+                    [
+                        self._scan(),
+                        *(self._scanner() for _ in range(DIRS_IN_FLIGHT)),
+                        *(
+                            self._worker(self.small, partial(self._copy, self.copy_small))
+                            for _ in range(self.workers)
+                        ),
+                        *(
+                            self._worker(self.big, partial(self._copy, self.copy_big))
+                            for _ in range(BIG_WORKERS)
+                        ),
+                    ]
+                )
+            finally:
+                for task in growth:
+                    task.cancel()
 
     async def _copy(self, job: Callable[[Item], Coroutine[Any, Any, None]], item: Item) -> None:
         """Copy one entry, unless an earlier run of this copy did (``--resume``)."""
@@ -327,8 +341,7 @@ class TreeRun(abc.ABC):
         learned = self.pool.server_caps.requests
         if learned is not None:
             self.credits.max_requests = min(self.credits.max_requests, learned)
-        with contextlib.suppress(SSHPipeError):  # one channel is enough to go on
-            await self._grow()
+        await self._grow()  # one channel is enough to go on
 
     def queue_dir(self, item: Item) -> None:
         self._dirs_pending += 1
@@ -404,10 +417,17 @@ class TreeRun(abc.ABC):
                 await self.pool.warm(self.big_config, BIG_ACTIVE)
 
     async def _grow(self) -> None:
-        """The first channel starts the work; the others join as they open."""
+        """The first channel starts the work; the others join as they open.
+
+        A channel or connection that cannot be opened only stops the growth
+        (as a single file's ``Grower``): the work goes on with the channels it has.
+        """
         missing = PIPELINE_CHANNELS - len(self.channels.slots)
         if missing > 0 and self.lease.can_grow:
-            await self.lease.add(missing, self.channels.add)
+            try:
+                await self.lease.add(missing, self.channels.add)
+            except SSHPipeError as exc:
+                logger.debug("%s: no more pipeline channels: %s", self.lease, exc)
 
     async def _scan(self) -> None:
         self._dirs_pending += 1  # the roots count as one directory until they are queued
@@ -494,5 +514,5 @@ class TreeRun(abc.ABC):
     def skip(self, path: str, why: str) -> None:
         """Leave ``path`` out, saying why (the first MAX_LISTED_FAILURES are logged)."""
         if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
-            logger.warning("skipping %s: %s", printable(path), printable(why))
+            logger.warning("skipping %s: %s", printable(path), printable(clip(why)))
         self.account.skipped(path)

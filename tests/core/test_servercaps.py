@@ -82,3 +82,23 @@ def test_the_channels_of_one_stall_cut_once_by_the_most_owed() -> None:
     assert caps.requests == 32  # 154 // 4, once: not 154 -> 38 -> 9
     caps.stalled(40, 20.0)  # a later stall, with 32 in force: it is cut again
     assert caps.requests == 8
+
+
+@pytest.mark.parametrize(
+    ("unanswered", "channels"),
+    [
+        ([1], 1),  # the second channel of a connection never set up
+        ([3], 3),
+        ([3, 1], 1),  # the lowest seen holds
+        ([1, 3], 1),
+        ([0], 1),  # even its first: a connection still tries one
+    ],
+)
+def test_a_set_up_left_unanswered_caps_the_channels_per_connection(
+    unanswered: list[int], channels: int
+) -> None:
+    caps = ServerCaps()
+    for opened in unanswered:
+        caps.channel_unanswered(opened)
+    assert caps.channels == channels
+    assert caps.learned() == {"channels": channels}

@@ -10,7 +10,7 @@ import sshpipe
 from sshpipe._errors import UnsafePath, UsageError
 from sshpipe.core import untrusted
 from sshpipe.core.codec import Attrs
-from sshpipe.core.text import printable
+from sshpipe.core.text import MESSAGE_SHOWN, SHOWN, clip, printable
 from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
 from sshpipe.core.untrusted import (
     ListingCheck,
@@ -177,6 +177,37 @@ def test_every_error_message_is_escaped_but_keeps_what_the_server_said() -> None
     assert str(error) == "remote: /d/\\x1b[31mred: no\\x0d\\x0away"
     assert error.path == "/d/\x1b[31mred" and error.reason == "no\r\nway"
     assert "\x1b" not in str(UnsafePath("/d", "\x1b[2J"))
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("short", "short"),
+        ("x" * SHOWN, "x" * SHOWN),  # at the bound: whole
+        ("x" * SHOWN + "yz", "x" * SHOWN + "... (2 bytes more)"),
+        ("x" * SHOWN + "é日", "x" * SHOWN + "... (5 bytes more)"),  # UTF-8 bytes, as sent
+        ("x" * SHOWN + LATIN1, "x" * SHOWN + "... (8 bytes more)"),  # the byte not UTF-8: one
+        ("x" * SHOWN + "\ud800", "x" * SHOWN + "... (3 bytes more)"),  # a lone surrogate
+    ],
+)
+def test_clip_shows_the_start_of_a_text_and_counts_the_rest(text: str, shown: str) -> None:
+    assert clip(text) == shown
+
+
+def test_a_servers_long_text_is_shown_bounded_in_any_error() -> None:
+    """A 1 MiB STATUS message: its first SHOWN characters, escaped, and a count of the rest."""
+    reason = "denied \x1b[2J\r\n" * (1 << 16)
+    error = sshpipe.RemoteError("/d/f", reason)
+    shown = str(error)
+    assert shown.startswith("remote: /d/f: denied \\x1b[2J\\x0d\\x0adenied")
+    assert shown.endswith(f"... ({len(reason) - SHOWN} bytes more)")
+    assert len(shown) < 4 * SHOWN + 100 and shown.isprintable()
+    assert error.reason == reason  # the attribute keeps what the server said
+    name = UnsafePath("/d", "n" * 100_000)
+    assert len(str(name)) < SHOWN + 100
+    # Text nobody clipped (an asyncssh message quoting the server) is bounded too.
+    whole = str(sshpipe.ConnectError("x" * 300_000))
+    assert len(whole) == MESSAGE_SHOWN + len("... (291808 bytes more)")
 
 
 def test_command_bounds() -> None:

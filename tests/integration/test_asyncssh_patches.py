@@ -25,15 +25,21 @@ import asyncssh
 import asyncssh.compression
 import asyncssh.kex
 import pytest
-from asyncssh.constants import MSG_CHANNEL_DATA, MSG_GLOBAL_REQUEST, MSG_SERVICE_ACCEPT
+from asyncssh.constants import (
+    MSG_CHANNEL_DATA,
+    MSG_CHANNEL_OPEN,
+    MSG_GLOBAL_REQUEST,
+    MSG_SERVICE_ACCEPT,
+)
 from asyncssh.crypto.cipher import GCMCipher
 
 from sshpipe.core import codec
 from sshpipe.core.sizing import reply_cap
+from sshpipe.core.untrusted import UNASKED_BURST, UNASKED_RATE
 from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
-from sshpipe.transport.asyncssh_patches import packets, promptack
+from sshpipe.transport.asyncssh_patches import floodcap, packets, promptack
 from sshpipe.transport.asyncssh_patches.inputbuffer import InputBuffer
 from sshpipe.transport.asyncssh_patches.versionline import read_version_leniently
 from sshpipe.transport.asyncssh_patches.zlibbound import INFLATED_MAX, BoundedZlib, bound_inflation
@@ -76,6 +82,7 @@ async def test_every_patch_applies_on_the_installed_asyncssh(link: SSHLink) -> N
         patches.AEAD_PACKETS,
         patches.PROMPT_ACK,
         patches.LENIENT_VERSION,
+        patches.FLOOD_CAP,
     }
 
 
@@ -205,6 +212,58 @@ def test_prompt_ack_stands_aside_where_handlers_or_socket_are_not_as_read() -> N
     assert not promptack.ack_unanswered_at_once(conn)
     assert conn._packet_handlers is handlers  # untouched
     promptack.ack_now(conn)  # nothing to hurry, nothing raised
+
+
+async def test_requests_sshd_sends_unasked_pass_the_flood_cap(link: SSHLink) -> None:
+    """Both handlers are ours on a real connection (sshd's hostkeys-00 went through
+    them), and the connection lives: an honest server is far under the cap."""
+    conn: Any = link.connection
+    stock = type(conn)._packet_handlers
+    for pkttype in floodcap.CAPPED:
+        assert conn._packet_handlers[pkttype] is not stock[pkttype]
+    await open_sftp(link)  # by then sshd has sent its hostkeys-00
+    assert not link.closed
+
+
+class _Unasked:
+    """A connection's handlers, counting what they answer."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        self._packet_handlers = {pkttype: _Unasked.answer for pkttype in floodcap.CAPPED}
+
+    def answer(self, pkttype: int, pktid: int, packet: Any) -> None:
+        self.answered += 1
+
+
+def test_a_flood_of_unasked_requests_is_dropped_past_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(floodcap.time, "monotonic", lambda: now[0])
+    conn = _Unasked()
+    assert floodcap.cap_unasked(conn)
+    handlers = conn._packet_handlers
+    for _ in range(UNASKED_BURST):
+        handlers[MSG_GLOBAL_REQUEST](conn, MSG_GLOBAL_REQUEST, 0, None)
+    now[0] += 1.0  # a second later: UNASKED_RATE more may come
+    for _ in range(int(UNASKED_RATE)):
+        handlers[MSG_CHANNEL_OPEN](conn, MSG_CHANNEL_OPEN, 0, None)
+    with pytest.raises(floodcap.Flooded, match="dropped as a flood"):
+        handlers[MSG_CHANNEL_OPEN](conn, MSG_CHANNEL_OPEN, 0, None)
+    assert conn.answered == UNASKED_BURST + UNASKED_RATE  # the one past the cap: not answered
+    assert issubclass(floodcap.Flooded, asyncssh.ProtocolError)  # asyncssh drops the connection
+
+
+def test_the_flood_cap_stands_aside_where_handlers_are_not_as_read() -> None:
+    class Conn:
+        def __init__(self) -> None:
+            self._packet_handlers = {MSG_GLOBAL_REQUEST: lambda *args: None}  # no CHANNEL_OPEN
+
+    conn = Conn()
+    handlers = conn._packet_handlers
+    assert not floodcap.cap_unasked(conn)
+    assert conn._packet_handlers is handlers  # untouched
 
 
 @pytest.mark.timing

@@ -34,15 +34,23 @@ __all__ = [
 CLI_LIMIT = 60.0
 
 # Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
-# by argv[1] as it exits, whatever the exit.
+# by argv[1] as it exits, whatever the exit, and when it had imported what a
+# command that connects imports (CLOCK_MONOTONIC, the same in every process).
+# With "stock" as argv[2], every asyncssh release counts as unchecked: no patch
+# applies (``asyncssh_patches``).
 _LAUNCHER = """
-import atexit, runpy, sys
+import atexit, runpy, sys, time
+import sshpipe.cli.main, sshpipe.transport.ssh
+ready = time.monotonic()
 out = sys.argv.pop(1)
+if sys.argv.pop(1) == "stock":
+    import sshpipe.transport.asyncssh_patches as patches
+    patches.CHECKED_TO = (0, 0, 0)
 def peak():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return line.split()[1]
-atexit.register(lambda: open(out, "w").write(peak()))
+atexit.register(lambda: open(out, "w").write(f"{peak()} {ready!r}"))
 sys.argv[0] = "sshpipe"
 runpy.run_module("sshpipe", run_name="__main__", alter_sys=True)
 """
@@ -57,6 +65,15 @@ class Run:
     stderr: str
     peak_rss_mib: float
     seconds: float  # from start (or from the first SIGINT, if one was sent) to exit
+    # From start until it had imported its modules (Python's start, the imports:
+    # 0.5-3 s here, with the machine idle or loaded); NaN if it never wrote it.
+    ready: float = float("nan")
+
+    @property
+    def after_ready(self) -> float:
+        """Seconds from the command's start proper (its imports done) to its exit
+        (for a command not interrupted: ``seconds`` then counts from the SIGINT)."""
+        return self.seconds - self.ready
 
     @property
     def completed(self) -> subprocess.CompletedProcess[str]:
@@ -152,8 +169,12 @@ async def run_sshpipe(
     limit: float = 120.0,
     interrupt_after: float | None = None,
     interrupts: int = 1,
+    stock_asyncssh: bool = False,
 ) -> Run:
     """Run ``python -m sshpipe ARGS``; with ``interrupt_after``, send SIGINT then.
+
+    ``stock_asyncssh``: with none of sshpipe's asyncssh patches (as on a
+    release they were not checked against).
 
     ``workdir``: where the child leaves its peak RSS (default: the temp directory).
 
@@ -164,12 +185,13 @@ async def run_sshpipe(
     """
     where = Path(tempfile.gettempdir()) if workdir is None else workdir
     rss_file = where / f"rss-{os.getpid()}-{time.monotonic_ns()}"
-    started = time.monotonic()
+    started = spawned = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
         _LAUNCHER,
         str(rss_file),
+        "stock" if stock_asyncssh else "patched",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -191,11 +213,13 @@ async def run_sshpipe(
         proc.kill()
         await proc.wait()
         raise
-    seconds = time.monotonic() - started
+    ended = time.monotonic()
+    seconds = ended - started
     try:
-        peak = int(rss_file.read_text()) / 1024
+        kib, ready_at = rss_file.read_text().split()
+        peak, ready = int(kib) / 1024, float(ready_at) - spawned
         rss_file.unlink()
     except (OSError, ValueError):
-        peak = float("nan")  # killed before atexit
+        peak = ready = float("nan")  # killed before atexit
     assert proc.returncode is not None
-    return Run(proc.returncode, out.decode(), err.decode(), peak, seconds)
+    return Run(proc.returncode, out.decode(), err.decode(), peak, seconds, ready)

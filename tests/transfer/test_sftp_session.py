@@ -171,3 +171,80 @@ async def test_a_channel_waiting_behind_its_siblings_is_not_a_stall() -> None:
         group.create_task(_trickle(slow, reply, every=0.02, until=5.0))
     slow.data_received(reply[-1:])
     assert isinstance(await pending, codec.Data)  # 0.8 s for one reply, never stalled
+
+
+def version_reply() -> bytes:
+    body = struct.pack(">BI", codec.FXP_VERSION, codec.SFTP_VERSION)
+    return struct.pack(">I", len(body)) + body
+
+
+async def test_an_init_never_answered_fails_the_start_as_stalled() -> None:
+    """INIT is no request with an id, yet it is owed: the start has a deadline."""
+    pipe = Pipe()
+    sftp = SFTPSession(pipe, name="test", stall_timeout=0.1)
+    with pytest.raises(sshpipe.Stalled, match=r"no answer to SFTP INIT in 0\.1 s") as raised:
+        async with asyncio.timeout(5):
+            await sftp.start()
+    assert raised.value.retryable and pipe.closed and isinstance(sftp.broken, sshpipe.Stalled)
+
+
+async def test_a_version_trickled_beside_busy_siblings_still_ends_the_start() -> None:
+    """A byte a tick while the connection's other channels complete replies: the
+    watchdog's silence would never see it, the start's deadline does."""
+    clock = ReplyClock(asyncio.get_running_loop().time())
+    sftp = SFTPSession(Pipe(), name="test", stall_timeout=0.3, replies=clock)
+    busy = SFTPSession(Pipe(), name="busy", stall_timeout=0.3, replies=clock)
+
+    async def answer_busy() -> None:
+        for request_id in range(40):
+            reply = busy.request(_stat)
+            busy.data_received(status(request_id))
+            await reply
+            await asyncio.sleep(0.02)
+
+    started = asyncio.get_running_loop().time()
+    beside = [
+        asyncio.ensure_future(answer_busy()),
+        asyncio.ensure_future(_trickle(sftp, version_reply(), every=0.1, until=2.0)),
+    ]
+    try:
+        with pytest.raises(sshpipe.Stalled):
+            await sftp.start()
+    finally:
+        for task in beside:
+            task.cancel()
+        await asyncio.gather(*beside, return_exceptions=True)
+    # At its deadline (0.3 s), not once the trickled VERSION would be whole (0.9 s).
+    assert asyncio.get_running_loop().time() - started < 0.8
+
+
+async def test_the_start_keeps_the_deadline_it_is_given() -> None:
+    """The link's deadline covers the channel's open too: the start gets what is left."""
+    sftp = SFTPSession(Pipe(), name="test", stall_timeout=30.0)
+    loop = asyncio.get_running_loop()
+    with pytest.raises(sshpipe.Stalled):
+        async with asyncio.timeout(5):
+            await sftp.start(deadline=loop.time() + 0.1)
+    answered = SFTPSession(Pipe(), name="test", stall_timeout=0.05)
+    starting = asyncio.ensure_future(answered.start())
+    await asyncio.sleep(0)
+    answered.data_received(version_reply())
+    await starting  # in time: started
+    assert answered.broken is None and answered.init_rtt < 0.05
+
+
+async def test_a_stall_tells_the_link_at_once() -> None:
+    """The watchdog's stall drops the connection there and then (``on_stalled``), not
+    after the reconnect's backoff: a server that keeps the loop busy costs no more."""
+    sftp = SFTPSession(Pipe(), name="test", stall_timeout=0.05)
+    told: list[BaseException | None] = []
+    sftp.on_stalled = lambda: told.append(sftp.broken)
+    with pytest.raises(sshpipe.Stalled):
+        async with asyncio.timeout(5):
+            await sftp.request(_stat)
+    assert len(told) == 1 and isinstance(told[0], sshpipe.Stalled)
+    closing = SFTPSession(Pipe(), name="test", stall_timeout=0.05)
+    closing.on_stalled = lambda: told.append(None)
+    closing.close()  # closed on purpose, or broken otherwise: no stall to tell
+    closing.connection_lost(None)
+    assert len(told) == 1

@@ -33,7 +33,9 @@ One lets its ssh_config reader take ``Compression auto`` (``configwords.py``);
 one bounds what a server's compressed packet may inflate to (``zlibbound.py``);
 one reads the server's version line as OpenSSH does, whatever its bytes, and
 hears the lines before it (``lenient_version``, ``versionline.py``: stock
-asyncssh raised UnicodeDecodeError at one byte past 127).
+asyncssh raised UnicodeDecodeError at one byte past 127);
+one drops a connection whose server floods it with requests we must answer
+(``flood_cap``, before the key exchange: ``floodcap.py``).
 
 Two read what asyncssh negotiated and does not tell (for ``-v``):
 
@@ -62,6 +64,7 @@ from asyncssh.constants import MSG_CHANNEL_WINDOW_ADJUST, MSG_SERVICE_ACCEPT
 from asyncssh.packet import Boolean, SSHPacket, String, UInt32
 
 from .configwords import COMPRESSION_AUTO, accept_compression_auto
+from .floodcap import FLOOD_CAP, cap_unasked
 from .inputbuffer import InputBuffer
 from .packets import AeadPackets, ViewWriter, accept_views
 from .promptack import QUICKACK_HERE, ack_unanswered_at_once
@@ -305,6 +308,10 @@ def prepare_handshake(
         applied.add(PROMPT_ACK)
     elif QUICKACK_HERE:  # not a shape asyncssh changed where the OS has no such option
         _skipped(PROMPT_ACK)
+    if cap_unasked(conn):  # after prompt_ack: a request past the cap is not acknowledged
+        applied.add(FLOOD_CAP)
+    else:
+        _skipped(FLOOD_CAP)
     return applied
 
 
