@@ -35,12 +35,13 @@ from .journal import load as load_journal
 logger = logging.getLogger("sshpipe.upload")
 
 
-def state_dir() -> Path:
-    """Where upload journals live: ``$XDG_STATE_HOME/sshpipe/resume`` (made 0700 if missing)."""
+def state_dir(name: str = "resume") -> Path:
+    """``$XDG_STATE_HOME/sshpipe/NAME`` (made 0700 if missing): upload journals live in
+    ``resume``, the record of temporary files in ``ledger`` (``durability.ledger``)."""
     base = os.environ.get("XDG_STATE_HOME", "")
     # The XDG spec says to ignore a relative path here.
     root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
-    path = root / "sshpipe" / "resume"
+    path = root / "sshpipe" / name
     try:
         root.mkdir(parents=True, exist_ok=True)
         path.parent.mkdir(mode=0o700, exist_ok=True)
