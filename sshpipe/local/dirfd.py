@@ -222,7 +222,7 @@ class LocalFile:
     @property
     def real(self) -> str:
         """Its absolute path, no link in it: how the ledger names it (``remove_ours``)."""
-        return os.path.join(self.dir.root.real, *self.dir.parts, self.name)
+        return "/".join((self.dir.root.real.rstrip("/"), *self.dir.parts, self.name))
 
 
 def temp_name(name: str) -> str:
@@ -293,15 +293,13 @@ def _creating(file: LocalFile) -> Iterator[None]:
         yield
         return
     key = file.real
-    temps.add(key)
-    temps.create_sent(key)
+    temps.add(key)  # recorded before the create: a run killed in it leaves it listed
     try:
         yield
     except BaseException:
-        temps.create_answered(key, created=False)  # EXCL: nothing of ours is there
-        temps.settle(key)
+        temps.settle(key)  # EXCL: nothing of ours is there
         raise
-    temps.create_answered(key, created=True)
+    temps.adopt(key)
 
 
 def _gone(file: LocalFile) -> None:

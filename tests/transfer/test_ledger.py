@@ -158,6 +158,26 @@ def test_a_record_is_compacted_and_keeps_its_live_entries(
     assert _pending() == {OURS: 0}
 
 
+def test_a_record_its_live_owner_let_go_of_after_removing_it_is_not_swept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sweep that opened a record just before its owner compacted it (or closed it
+    done) takes its lock once the owner lets go: the entries it reads live on elsewhere."""
+    monkeypatch.setattr(ledger, "COMPACT_AT", 4096)
+    record = ledger.RecordFile("remote", lambda: "u@h:22")
+    record.add(OURS)  # a live file, still being written
+    (old,) = _records()
+    opened_before = os.open(old, os.O_RDWR)
+    for i in range(200):
+        path = f"/t/.f{i}.sshpipe-{i:06x}.partial"
+        record.add(path)
+        record.drop(path)
+    assert _records() != [old]  # compacted into a new record, the old one removed
+    assert ledger.claimed(opened_before, old, "remote", "u@h:22") is None
+    assert _pending() == {}  # the live entry is in a record still held
+    record.close()
+
+
 def test_a_book_with_its_record_enters_before_and_closes_after() -> None:
     book = TempBook(ledger.RecordFile("remote", lambda: "u@h:22"))
     book.add(OURS)
