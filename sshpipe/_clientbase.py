@@ -211,7 +211,7 @@ class ClientBase:
             if self._route is not None:
                 await self._route.aclose()
         finally:
-            self.left_temps = tuple(ledger.report_left(self._pool.temps, where="the server"))
+            self.left_temps = tuple(ledger.report_left(self._pool.temps))
             ledger.release_local()
 
     def abort(self) -> None:

@@ -608,12 +608,13 @@ def sweep_local_quietly() -> None:
         logger.info("removed %d temporary file(s) an earlier run left", len(swept.removed))
 
 
-def report_left(temps: TempBook, *, where: str) -> list[str]:
-    """At a client's end: what it could not remove, said in one line; those there for sure.
+def report_left(temps: TempBook) -> list[str]:
+    """At a client's end: what it could not remove from the server, in one line; the
+    files there for sure. All of it stays in the record, for a sweep; an empty one goes.
 
-    Everything left stays in the record, for a sweep; an empty record goes.
+    A name with a NUL in it was never made (no server takes one): not counted.
     """
-    there, maybe = temps.left()
+    there, maybe = ([path for path in paths if "\x00" not in path] for paths in temps.left())
     if temps.record is not None:
         temps.close()
     if not there and not maybe:
@@ -623,17 +624,12 @@ def report_left(temps: TempBook, *, where: str) -> list[str]:
     if len(named) > SHOWN:
         shown += f" and {len(named) - SHOWN} more"
     if there:
-        count = f"{len(there)} temporary file(s) left on {where}"
+        count = f"{len(there)} temporary file(s) left on the server"
         if maybe:
             count += f" (and {len(maybe)} more may have been created)"
     else:
-        count = f"{len(maybe)} temporary file(s) may have been left on {where}"
-    logger.warning(
-        "%s, removed by the next %s or by the clean command: %s",
-        count,
-        "upload to it" if where == "the server" else "download",
-        shown,
-    )
+        count = f"{len(maybe)} temporary file(s) may have been left on the server"
+    logger.warning("%s, removed by the next upload to it or by the clean command: %s", count, shown)
     return there
 
 

@@ -317,10 +317,11 @@ def _dead_record(place: str, paths: list[str]) -> None:
     A run enters only names that can be ours; an older one's record, or a
     damaged one, may hold anything: those are appended by hand.
     """
+    before = set(ledger.ledger_dir().glob("*.ledger"))
     record = ledger.RecordFile("remote", lambda: place)
     record.add(paths[0])
     record.close()  # let go with an entry: a run that is gone
-    (path,) = ledger.ledger_dir().glob("*.ledger")
+    (path,) = set(ledger.ledger_dir().glob("*.ledger")) - before
     with path.open("a") as out:
         out.writelines(json.dumps(["+", other]) + "\n" for other in paths[1:])
 
@@ -355,3 +356,29 @@ async def test_a_record_of_what_cannot_be_swept_never_fails_an_upload_and_goes(
     assert linked.is_symlink() and victim.read_bytes() == b"not ours"
     assert a_dir.is_dir() and theirs.read_bytes() == b"theirs"
     assert _records() == [] and not any(legacy.iterdir())
+
+
+# -- clean without a host ----------------------------------------------------------------
+
+
+async def test_clean_here_removes_this_machines_and_lists_the_servers_pending(
+    tmp_path: Path,
+) -> None:
+    left = tmp_path / ".got.bin.sshpipe-0a1b2c.partial"
+    left.write_bytes(b"cut off")
+    local = ledger.RecordFile("local", lambda: socket.gethostname())
+    local.add(str(left))
+    local.close()  # as a run killed mid-download leaves it
+    _dead_record("me@example.org:2222", ["/srv/.x.sshpipe-0a1b2c.partial"])
+    dry = await run_cli_async("clean", "--dry-run")
+    assert dry.returncode == 0 and dry.stderr == "", dry.stderr
+    assert dry.stdout.splitlines() == [
+        str(left),
+        "1 temporary file(s) to remove on this machine",
+        "me@example.org:2222: 1 temporary file(s) recorded "
+        "(clean -P 2222 me@example.org removes them)",
+    ]
+    assert left.exists() and len(_records()) == 2  # a dry run changes nothing
+    done = await run_cli_async("clean")
+    assert done.returncode == 0 and done.stdout.startswith("removed 1 temporary file(s)")
+    assert not left.exists() and len(_records()) == 1  # the server's waits for it

@@ -186,7 +186,7 @@ def test_a_book_with_its_record_enters_before_and_closes_after() -> None:
     book.add(THEIRS)
     book.create_sent(THEIRS)
     book.create_answered(THEIRS, created=True)
-    there = ledger.report_left(book, where="the server")
+    there = ledger.report_left(book)
     assert there == [THEIRS]
     assert _pending() == {THEIRS: 0}
 
