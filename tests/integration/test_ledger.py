@@ -143,8 +143,12 @@ async def test_a_put_that_cannot_reconnect_says_why_and_counts_what_it_left(
 
         emu.target_port = openssh_peer.port  # sshd is back: the next upload to it sweeps
         async with far.client() as client:
+            if tree:  # the same tree again, no --resume: into what the first run made
+                await client.put(str(source), far.remote("dst"), recursive=True)
             await client.put(str(tmp_path / "small.bin"), far.remote("x"))
     assert (openssh_peer.root / "x").read_bytes() == small
+    if tree:
+        assert compare_trees(source, openssh_peer.root / "dst" / "src") == []
     assert leftover_temps(openssh_peer.root) == []
     assert _records() == []
 
