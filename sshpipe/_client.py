@@ -147,6 +147,7 @@ class Client(RemoteOps):
         cfg = self._config(config)
         sources, dest = fspaths(remote), fspath(local)
         pool = await self._ready()
+        await self._sweep_local(cfg)
         if is_one(remote) and not recursive:
             from ._engine import channels_at_start, download
 
@@ -319,7 +320,7 @@ class Client(RemoteOps):
         tally: FileTally | None,
         overwrite: bool,
     ) -> TransferStats:
-        from ._engine import channels_at_start, lefttemps, upload
+        from ._engine import channels_at_start, ledger, upload
 
         pool = await self._ready()
         if preserve:
@@ -328,7 +329,7 @@ class Client(RemoteOps):
         route = await self._auto_route(cfg)
         leasing = pool.lease if route is None else route.lease
         async with leasing(cfg, at_start=at_start) as lease:
-            await lefttemps.sweep(pool, lease.channels[0])
+            await ledger.sweep(pool, lease.channels[0])
             if preserve:
                 from .tree.preserving import upload_preserving
 
@@ -380,13 +381,13 @@ class Client(RemoteOps):
             raise UsageError("resume works on single files and trees (-r), not several files")
         # One channel to start with; the run adds the rest of its
         # PIPELINE_CHANNELS as they open (unless --channels fixes them).
-        from ._engine import RoutedPool, lefttemps
+        from ._engine import RoutedPool, ledger
 
         pool = await self._ready()
         async with pool.lease(config) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
             if uploads:
-                await lefttemps.sweep(pool, lease.channels[0])
+                await ledger.sweep(pool, lease.channels[0])
             route = await self._auto_route()
             routed = pool if route is None else RoutedPool(route)
             run = kind(lease, routed, options, config, sources, dest)
@@ -461,12 +462,13 @@ class Client(RemoteOps):
         if cfg.resume:
             raise UsageError("resume needs a file it can read again, not a stream")
         pool = await self._ready()
-        from ._engine import in_order, tracked, upload_stream
+        from ._engine import in_order, ledger, tracked, upload_stream
 
         cfg = in_order(cfg, pool.server_caps)  # a stream cannot be sent twice
 
         async def put_one(tally: FileTally | None) -> TransferStats:
             async with pool.lease(cfg) as lease:
+                await ledger.sweep(pool, lease.channels[0])
                 return await upload_stream(lease, chunks, path, cfg, mode, tally=tally)
 
         return await tracked(progress, path, put_one)

@@ -48,6 +48,7 @@ class ClientBase:
         # Tasks entering at once wait for one log-in, not one each.
         self._opening = asyncio.Lock()
         self.left_temps: tuple[str, ...] = ()  # see ``aclose``
+        self._swept_local = False  # a download looked for what dead runs left here
         self._route: CompressRoute | None = None  # Compression auto's, made with the pool
         # The engine's import, one for every caller: they go on in the order
         # they asked (an early ``warm`` counts its channels before a call made
@@ -115,9 +116,10 @@ class ClientBase:
             from ._engine import ChannelPool
 
             if self._pool is None:  # another task may have made it meanwhile
-                from ._engine import CompressRoute
+                from ._engine import CompressRoute, ledger
 
                 self._pool = ChannelPool(self.connect_config, self.config)
+                ledger.record_remote(self._pool)
                 self._route = CompressRoute(self._pool)
         return self._pool
 
@@ -158,6 +160,20 @@ class ClientBase:
                     await self._route.cancel_early()
                 raise
 
+    async def _sweep_local(self, config: TransferConfig) -> None:
+        """Before the client's first download: the local temporary files dead runs left go."""
+        if self._swept_local:
+            return
+        self._swept_local = True
+        from ._engine import ledger
+
+        if config.local_io_in_thread:
+            from .local.target import run_blocking
+
+            await run_blocking(ledger.sweep_local_quietly)
+        else:
+            ledger.sweep_local_quietly()
+
     async def warm(self, channels: int = 1) -> None:
         """Connect, and open up to ``channels`` SFTP channels to keep idle for what comes.
 
@@ -175,8 +191,11 @@ class ClientBase:
 
         This closes the client whatever ``async with`` blocks are open on it.
         Temp files of failed uploads that the server could not be made to
-        remove (it went away) are recorded, logged as one warning and listed
-        in ``left_temps``; the next upload to that server removes them first.
+        remove (it went away) are logged in one warning line and listed in
+        ``left_temps`` (those whose OPEN was answered; the line also counts
+        those that may have been made, an OPEN or REMOVE unanswered). All of
+        them are in the ledger (``$XDG_STATE_HOME/sshpipe/ledger/``): the next
+        upload to that server removes them first, as ``sshpipe clean`` does.
 
         Raises:
             UsageError: the client has connections on another event loop.
@@ -185,14 +204,15 @@ class ClientBase:
             self._closed = True
             return
         self._on_its_loop()
-        from ._engine import lefttemps
+        from ._engine import ledger
 
         try:
             await self._pool.aclose()  # first: a cancelled upload's REMOVE may be settling
             if self._route is not None:
                 await self._route.aclose()
         finally:
-            self.left_temps = tuple(lefttemps.keep(self._pool))
+            self.left_temps = tuple(ledger.report_left(self._pool.temps))
+            ledger.release_local()
 
     def abort(self) -> None:
         """Drop every connection at once, without waiting for the server.

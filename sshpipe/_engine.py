@@ -8,7 +8,7 @@ starts (one transfer per process: no thread needed).
 
 from __future__ import annotations
 
-from .durability import lefttemps
+from .durability import ledger
 from .transfer.download import download
 from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
@@ -27,7 +27,7 @@ __all__ = [
     "channels_at_start",
     "download",
     "in_order",
-    "lefttemps",
+    "ledger",
     "refused_out_of_order",
     "remote_glob",
     "remoteops",

@@ -116,6 +116,33 @@ class RemoteOps(ClientBase):
             return [name for name, _ in entries]
         return [remote_stat(remoteops.join(where, name), attrs, name) for name, attrs in entries]
 
+    async def clean_temps(self, *, dry_run: bool = False) -> list[str]:
+        """Remove the temporary files runs that are gone left on this server.
+
+        Every upload enters its temporary file in the ledger
+        (``$XDG_STATE_HOME/sshpipe/ledger/``) before the server creates it;
+        a run that ended without removing it (killed, crashed, the server
+        gone at the time) leaves it there for this ``user@host:port``. The
+        next upload removes them too; this does it now (``sshpipe clean``).
+        Only sshpipe's own temporary names are removed, regular files; a run
+        still going is left alone.
+
+        Args:
+            dry_run: only find them, and change nothing.
+
+        Returns:
+            The paths removed (or, with ``dry_run``, those there), sorted.
+
+        Raises:
+            ConnectError and the like (connecting), ConnectionBroken (what is
+            left stays recorded).
+        """
+        from ._engine import ledger
+
+        async with self._channel() as sftp:
+            swept = await ledger.sweep_remote(sftp, dry_run=dry_run)
+        return sorted(swept.removed)
+
     async def stat(self, path: StrPath) -> RemoteStat:
         """What is at a remote path, symlinks followed.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -171,6 +171,22 @@ async def slow_link(
     """sshd behind a 40 Mbit/s link: 24 MiB take ~5 s, time to kill the copy mid-way."""
     async with emulated_link(openssh_peer, LinkSpec(rtt=0.004, rate=40e6)) as (emu, far):
         yield far, emu
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_home_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every ledger record and journal goes to a throwaway directory, never the user's.
+
+    Each upload and download keeps a record there while it runs, and a test
+    that kills a copy leaves one behind. ``state_home`` gives a test its own.
+    """
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ __all__ = ["VERIFY_LEVELS", "build_parser", "parse_args", "version_line"]
 
 DESCRIPTION = """\
 get / put with OpenSSH's spellings: scp's [user@]host:path, sftp:// and scp://
-URLs, -P -i -F -o; plus demo and serve. Options go before or after the command."""
+URLs, -P -i -F -o; plus clean, demo and serve. Options go before or after the command."""
 
 # The demo's file when --size is not given: big enough to leave slow start behind.
 DEMO_SIZE = 64 * 1024 * 1024
@@ -323,7 +323,7 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "-O check host                           # that master running? (-O exit ends it)",
         )
         + "\n\nEach command's options: "
-        + f"{prog} get --help (put, demo, serve likewise).",
+        + f"{prog} get --help (put, clean, demo, serve likewise).",
     )
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -414,7 +414,31 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
     )
     serve.add_argument("--root", help="directory to serve (default: a new temp dir)")
     serve.add_argument("--port", type=int, default=0, help="port (default: any free one)")
-    verbs = {"get": get, "put": put, "demo": demo, "serve": serve}
+    clean = commands.add_parser(
+        "clean",
+        help="remove the temporary files killed or failed runs left",
+        description="Remove the temporary files (.NAME.sshpipe-XXXXXX.partial) that runs which\n"
+        "are gone (killed, crashed, their server unreachable) left behind, as recorded\n"
+        "in $XDG_STATE_HOME/sshpipe/ledger/. With hosts: connect to each and remove\n"
+        "those on it. Without: remove those on this machine, and list the servers\n"
+        "that still have some. The next get (here) or put (there) does it too.",
+        epilog=_examples(
+            prog,
+            "clean                                   # this machine; servers listed",
+            "clean user@host                         # what runs left on host",
+            "clean --dry-run -P 2222 host            # list them, remove nothing",
+        ),
+    )
+    clean.add_argument("hosts", nargs="*", metavar="[user@]host")
+    clean.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed, remove nothing"
+    )
+    clean.add_argument("-q", dest="quiet", action="store_true", help="print nothing but errors")
+    clean.add_argument(
+        "-v", dest="verbose", action="count", default=0, help="say more on stderr (-vv, -vvv)"
+    )
+    _add_ssh_options(clean)
+    verbs = {"get": get, "put": put, "clean": clean, "demo": demo, "serve": serve}
     for sub in verbs.values():
         sub.add_argument("--version", action=_Version)
     return parser, verbs

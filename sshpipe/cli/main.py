@@ -252,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_verbosity(getattr(args, "verbose", 0), quiet=getattr(args, "quiet", False), debug=debug)
         if args.command in ("get", "put"):
             return _run(partial(_transfer, args, _control_path(args)))
+        if args.command == "clean":
+            from .clean import clean
+
+            return _run(partial(clean, args, _connect_kwargs))
         from . import demo as _demo
 
         collector.resume()  # the demo's loops run long: no pause for them

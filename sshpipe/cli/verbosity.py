@@ -39,7 +39,7 @@ ASYNCSSH_DEBUG_LEVEL = 2
 _handler: StderrHandler | None = None
 
 # Their warnings say what was not copied or not cleaned up: shown with -q too.
-_SAID_EVEN_WHEN_QUIET = ("sshpipe.tree", "sshpipe.upload")
+_SAID_EVEN_WHEN_QUIET = ("sshpipe.tree", "sshpipe.upload", "sshpipe.temps")
 
 
 def set_verbosity(verbose: int, *, quiet: bool = False, debug: str = "") -> None:

@@ -23,10 +23,9 @@ CVE-2019-6109 let its names move the terminal's cursor. Everything here is pure
 
 from __future__ import annotations
 
-import re
-
 from .._errors import UnsafePath
 from .codec import Attrs, wire
+from .tempnames import is_ours
 
 # PATH_MAX: a longer name fits no local path anyway.
 MAX_NAME_BYTES = 4096
@@ -58,10 +57,6 @@ MIN_BLOCK_SIZE = 4096
 UNASKED_BURST = 1024
 UNASKED_RATE = 64.0
 
-# sshpipe's temporary and resume names beside a destination (``_localio``,
-# ``_journal``, ``_upload``).
-_TEMPORARY = re.compile(r"\..+\.sshpipe(-[0-9a-f]{6}\.partial|\.partial|\.journal)", re.DOTALL)
-
 
 def check_name(name: str, where: str) -> str:
     """``name`` itself if it is a single, plain path component, else UnsafePath.
@@ -81,8 +76,9 @@ def _too_long(text: str, limit: int) -> bool:
 
 
 def is_temporary_name(name: str) -> bool:
-    """Whether ``name`` is one sshpipe gives its own partial files and journals."""
-    return _TEMPORARY.fullmatch(name) is not None
+    """Whether ``name`` is one sshpipe gives its own partial files and journals
+    (``core.tempnames``: long names hashed to fit NAME_MAX are of the same shapes)."""
+    return is_ours(name)
 
 
 def check_link_target(target: str, where: str) -> str:

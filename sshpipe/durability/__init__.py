@@ -4,8 +4,9 @@
 - ``putresume``: upload resume (the local journal in the state directory, the
   read-back of kept bytes);
 - ``treejournal``: which files of a tree are already done;
-- ``lefttemps``: temp files a failed upload could not remove, kept per server
-  until the next upload to it removes them.
+- ``ledger``: every temporary file, recorded before it is created and until
+  it is gone, one record per run (flock'ed while it lives); what runs that are
+  gone left is swept by the next upload (server) or download (here), or ``clean``.
 
 May import: ``core``, ``transport``, ``local``, ``_config``, ``_errors``.
 """

@@ -26,6 +26,7 @@ from .._errors import IntegrityError
 from ..core import codec
 from ..core.readback import latest_disjoint
 from ..core.readplan import Range, ReadPlan
+from ..core.tempnames import resume_name as fitted_resume_name
 from ..core.text import printable
 from ..local.dirfd import LocalFile, local_error, lstat, open_regular, remove
 from ..local.writeback import Batch
@@ -36,12 +37,12 @@ VERSION = 1
 
 
 def journal_name(local: LocalFile) -> LocalFile:
-    return local.sibling(f".{local.name}.sshpipe.journal")
+    return local.sibling(fitted_resume_name(local.name, "journal"))
 
 
 def resume_name(local: LocalFile) -> LocalFile:
-    """The partial file's name when resuming: fixed, so the next run finds it."""
-    return local.sibling(f".{local.name}.sshpipe.partial")
+    """The partial file's name when resuming: fixed, so the next run finds it (within NAME_MAX)."""
+    return local.sibling(fitted_resume_name(local.name, "partial"))
 
 
 class Journal:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from .._errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core import codec
 from ..core.readback import Entry, ReadBackCheck, latest_disjoint
 from ..core.readplan import Range, ReadPlan, missing
+from ..core.tempnames import beside, resume_name
 from ..core.text import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
@@ -35,12 +37,13 @@ from .journal import load as load_journal
 logger = logging.getLogger("sshpipe.upload")
 
 
-def state_dir() -> Path:
-    """Where upload journals live: ``$XDG_STATE_HOME/sshpipe/resume`` (made 0700 if missing)."""
+def state_dir(name: str = "resume") -> Path:
+    """``$XDG_STATE_HOME/sshpipe/NAME`` (made 0700 if missing): upload journals live in
+    ``resume``, the record of temporary files in ``ledger`` (``durability.ledger``)."""
     base = os.environ.get("XDG_STATE_HOME", "")
     # The XDG spec says to ignore a relative path here.
     root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
-    path = root / "sshpipe" / "resume"
+    path = root / "sshpipe" / name
     try:
         root.mkdir(parents=True, exist_ok=True)
         path.parent.mkdir(mode=0o700, exist_ok=True)
@@ -57,9 +60,8 @@ def journal_name(peer: str, remote: str) -> str:
 
 
 def remote_resume_name(remote: str) -> str:
-    """The partial's name when resuming: fixed, so the next run finds it."""
-    head, sep, name = remote.rpartition("/")
-    return f"{head}{sep}.{name}.sshpipe.partial"
+    """The partial's name when resuming: fixed, so the next run finds it (within NAME_MAX)."""
+    return beside(remote, resume_name(posixpath.basename(remote), "partial"))
 
 
 async def absolute(sftp: SFTPSession, remote: str) -> str:

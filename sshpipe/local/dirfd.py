@@ -16,6 +16,11 @@ more directories than a process may hold descriptors, so idle ones are closed
 past ``IDLE_DESCRIPTORS``. One in use, in any thread, is never closed: closing
 a descriptor under a running write could let its number be reused for
 another file.
+
+A root may carry the book of temporary files (``core.tempbook``): each one
+``create`` makes under it is entered there first, by its absolute path with
+no link in it, and leaves when it is renamed (``replace``) or removed, so a
+run killed meanwhile leaves a record the next one sweeps (``remove_ours``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .._errors import LocalError, LocalNoSpace
+from ..core.tempbook import TempBook
+from ..core.tempnames import is_temp_name
+from ..core.tempnames import temp_name as _temp_name
 
 IDLE_DESCRIPTORS = 64  # directory descriptors kept open while unused
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -50,13 +58,16 @@ class DirRoot:
 
     Args:
         path: a directory of the user's (a symlink to one is followed).
+        temps: where the temporary files made under it are entered (``create``).
 
     Raises:
         LocalError: it is missing, not a directory, or not readable.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, temps: TempBook | None = None) -> None:
         self.path = path
+        self.temps = temps
+        self._real: str | None = None  # its absolute path, no link in it (``real``)
         try:
             self._fd: int | None = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
@@ -139,6 +150,20 @@ class DirRoot:
         """The path of ``parts``, for messages (never used to reach the file)."""
         return os.path.join(self.path, *parts)
 
+    @property
+    def real(self) -> str:
+        """The directory held open, as an absolute path with no link in it (the ledger's).
+
+        Asked of the descriptor itself where /proc shows it: the path the user
+        named may point elsewhere by now.
+        """
+        if self._real is None:
+            try:
+                self._real = os.readlink(f"/proc/self/fd/{self._fd}")
+            except OSError:
+                self._real = os.path.realpath(self.path)
+        return self._real
+
     def close(self) -> None:
         """Close every descriptor; twice is fine."""
         with self._lock:
@@ -194,10 +219,15 @@ class LocalFile:
     def sibling(self, name: str) -> LocalFile:
         return LocalFile(self.dir, name)
 
+    @property
+    def real(self) -> str:
+        """Its absolute path, no link in it: how the ledger names it (``remove_ours``)."""
+        return "/".join((self.dir.root.real.rstrip("/"), *self.dir.parts, self.name))
+
 
 def temp_name(name: str) -> str:
-    """``.NAME.sshpipe-XXXXXX.partial``: hidden, ours, never a final name."""
-    return f".{name}.sshpipe-{secrets.token_hex(3)}.partial"
+    """``.NAME.sshpipe-XXXXXX.partial`` (within NAME_MAX): hidden, ours, never a final name."""
+    return _temp_name(name, secrets.token_hex(3))
 
 
 # -- operations, each relative to a directory descriptor ------------------------------------
@@ -245,10 +275,38 @@ def lstat(file: LocalFile) -> os.stat_result | None:
 
 
 def create(file: LocalFile, mode: int) -> int:
-    """A new file at ``file``, opened for writing; it must not exist yet (``O_EXCL``)."""
-    with file.dir.descriptor() as fd:
+    """A new temporary file at ``file``, opened for writing; it must not exist yet (``O_EXCL``).
+
+    Entered in its root's book of temporary files before it is made: a run
+    killed from here on leaves it recorded.
+    """
+    with _creating(file), file.dir.descriptor() as fd:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         return os.open(file.name, flags, mode & 0o7777, dir_fd=fd)
+
+
+@contextlib.contextmanager
+def _creating(file: LocalFile) -> Iterator[None]:
+    """The book's entry for a temporary file made inside the block (made if it returns)."""
+    temps = file.dir.root.temps
+    if temps is None:
+        yield
+        return
+    key = file.real
+    temps.add(key)  # recorded before the create: a run killed in it leaves it listed
+    try:
+        yield
+    except BaseException:
+        temps.settle(key)  # EXCL: nothing of ours is there
+        raise
+    temps.adopt(key)
+
+
+def _gone(file: LocalFile) -> None:
+    """``file`` is no longer there: its entry in the book, if any, is closed."""
+    temps = file.dir.root.temps
+    if temps is not None:
+        temps.gone(file.real)
 
 
 def open_regular(
@@ -297,19 +355,21 @@ def replace(source: LocalFile, target: LocalFile) -> None:
     assert source.dir == target.dir
     with source.dir.descriptor() as fd:
         os.replace(source.name, target.name, src_dir_fd=fd, dst_dir_fd=fd)
+    _gone(source)
 
 
 def remove(file: LocalFile) -> None:
     """Remove ``file`` if it is there (a link itself, never what it points to)."""
     with file.dir.descriptor() as fd, contextlib.suppress(FileNotFoundError):
         os.unlink(file.name, dir_fd=fd)
+    _gone(file)
 
 
 def make_link(file: LocalFile, target: str) -> None:
     """Make ``file`` a symlink to ``target``, replacing a file or link there atomically."""
     temp = file.sibling(temp_name(file.name))
     try:
-        with file.dir.descriptor() as fd:
+        with _creating(temp), file.dir.descriptor() as fd:
             os.symlink(target, temp.name, dir_fd=fd)
         replace(temp, file)
     except OSError as exc:
@@ -338,3 +398,49 @@ def sync_dir(directory: LocalDir) -> None:
     """Make the names in a directory durable (a rename is only there once it is)."""
     with directory.descriptor() as fd:
         os.fsync(fd)
+
+
+def remove_ours(path: str, *, dry_run: bool = False) -> bool:
+    """Remove one of our temporary files a dead run recorded; whether it was there.
+
+    ``path`` is absolute, with no link in it when it was recorded. It is
+    reached from ``/`` one directory at a time with ``O_NOFOLLOW``, as a
+    download's destination is (a link planted on the way since is never
+    followed), and only a file or link of our temporary shape is removed:
+    anything else there is left alone (it is not ours). ``dry_run``: only
+    say whether it is there.
+
+    Raises:
+        OSError: it could not be reached or removed (permission denied...):
+            it may be there still.
+    """
+    head, name = os.path.split(path)
+    if not os.path.isabs(path) or "\x00" in path or not is_temp_name(name):
+        return False  # not a name we make: never touched
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in [p for p in head.split("/") if p]:
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    return False  # a link or a file on the way now: not ours to follow
+                raise
+            os.close(fd)
+            fd = child
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+            return False
+        if not dry_run:
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return False
+        return True
+    finally:
+        os.close(fd)

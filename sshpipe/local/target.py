@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import posixpath
 import queue
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .._errors import LocalError, UsageError
+from ..core.tempbook import TempBook
 from .dirfd import (
     DirRoot,
     LocalFile,
@@ -38,6 +40,9 @@ from .dirfd import (
 from .writeback import BackgroundSync, Batch
 
 _T = TypeVar("_T")
+
+# What could not be cleaned up is said even with -q (``cli.verbosity``).
+temps_logger = logging.getLogger("sshpipe.temps")
 
 FileAttrs = tuple[int | None, tuple[int, int] | None]  # (mode, (atime, mtime)) to set, or None
 
@@ -193,13 +198,16 @@ class InlineWriter:
 
 
 @contextlib.contextmanager
-def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[LocalFile]:
+def destination_of(
+    local: str | LocalFile, remote: str | None, *, temps: TempBook | None = None
+) -> Iterator[LocalFile]:
     """The file a single download writes, its directory held open for the block.
 
     ``local``: a path of the user's (its directory is theirs: a link to one is
     followed), or a file a tree already placed.
     ``remote``: into an existing directory at ``local`` the file keeps this
     remote name (scp); None makes a directory there an error (at open).
+    ``temps``: where its temporary file is entered (``dirfd.create``).
 
     Raises:
         LocalError: the directory of ``local`` is missing or not a directory.
@@ -215,7 +223,7 @@ def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[Local
             raise UsageError(f"{remote}: no file name to copy it to in {local}; name the file")
     else:
         directory, name = os.path.split(local)
-    root = DirRoot(directory or os.curdir)
+    root = DirRoot(directory or os.curdir, temps=temps)
     try:
         yield root.top.file(name)
     finally:
@@ -403,5 +411,11 @@ class LocalTarget:
             os.close(self._fd)
             self._fd = None
         if not self.inplace and self.resume_from is None:
-            with contextlib.suppress(OSError):
+            try:
                 remove(self.temp)
+            except OSError as exc:  # rare: it stays in the ledger, for the next download
+                temps_logger.warning(
+                    "temporary file %s left (%s), removed by the next download",
+                    self.temp,
+                    exc.strerror or exc,
+                )

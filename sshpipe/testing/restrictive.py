@@ -25,6 +25,10 @@ and reads afterwards: each counts the times its cap bit (``refused``,
 - ``DiesMidTree(after)``: at the ``after``-th file created, the whole server
   goes down: it stops accepting and drops every connection. A test restarts
   it with ``restricted_server(..., reuse_keys=True)`` on the same port and root.
+- ``ReadOnlyMount(directory)``: everything under ``directory`` is on a
+  read-only mount: an OPEN that would write, a REMOVE (even of a name that is
+  not there), a RENAME, MKDIR or SETSTAT there fails with EROFS, which the
+  server answers FX_FAILURE, as OpenSSH's does on a read-only bind mount.
 
 Caps out of reach of asyncssh's ``SFTPServer`` (extensions, directory
 handles, requests waiting in the channel) are imposed by a tap in front of it
@@ -36,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -66,6 +71,7 @@ __all__ = [
     "DropsChannelMidTree",
     "HandleCap",
     "NoExtensions",
+    "ReadOnlyMount",
     "Restriction",
     "SequentialWritesOnly",
     "StallsPastOutstanding",
@@ -423,3 +429,53 @@ class _Dying(_Served):
         if self.cap.died.is_set():
             raise asyncssh.SFTPConnectionLost("the server is gone")
         return super().write(file_obj, offset, data)
+
+
+class ReadOnlyMount(Restriction):
+    """``directory`` (a path as the client spells it) and below are read-only (EROFS)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory.rstrip("/").encode()
+        self.refused: collections.Counter[str] = collections.Counter()  # by request
+
+    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
+        return _ReadOnly(chan, root, self)
+
+    def check(self, request: str, path: bytes) -> None:
+        """EROFS if ``path`` is under the directory (before the chroot maps it)."""
+        if path == self.directory or path.startswith(self.directory + b"/"):
+            self.refused[request] += 1
+            raise OSError(errno.EROFS, "Read-only file system")
+
+
+class _ReadOnly(_Served):
+    def __init__(self, chan: Any, root: Path, cap: ReadOnlyMount) -> None:
+        super().__init__(chan, root)
+        self.cap = cap
+
+    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
+        if pflags & (asyncssh.FXF_WRITE | asyncssh.FXF_CREAT | asyncssh.FXF_TRUNC):
+            self.cap.check("open", path)
+        return super().open(path, pflags, attrs)
+
+    def remove(self, path: bytes) -> Any:
+        self.cap.check("remove", path)
+        return super().remove(path)
+
+    def rename(self, oldpath: bytes, newpath: bytes) -> Any:
+        self.cap.check("rename", oldpath)
+        self.cap.check("rename", newpath)
+        return super().rename(oldpath, newpath)
+
+    def posix_rename(self, oldpath: bytes, newpath: bytes) -> Any:
+        self.cap.check("rename", oldpath)
+        self.cap.check("rename", newpath)
+        return super().posix_rename(oldpath, newpath)
+
+    def mkdir(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> Any:
+        self.cap.check("mkdir", path)
+        return super().mkdir(path, attrs)
+
+    def setstat(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> Any:
+        self.cap.check("setstat", path)
+        return super().setstat(path, attrs)

@@ -19,6 +19,7 @@ from ..core.flight import SharedBytes
 from ..core.readplan import ReadPlan
 from ..core.retry import RetryBudget
 from ..durability.journal import DownloadResume
+from ..durability.ledger import local_temps
 from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
@@ -66,7 +67,8 @@ async def download(
     ``attrs``: the mode and times the file takes before its rename (``-p``).
     """
     into = remote if into_directory else None
-    with destination_of(local, into) as file:  # a path: its directory is opened here
+    # A path: its directory is opened here, its temporary file entered in the ledger.
+    with destination_of(local, into, temps=local_temps()) as file:
         started = time.perf_counter()
         began, opened = time.monotonic(), take_setup(lease.channels[0])
         resuming = DownloadResume(remote, file) if config.resume else None

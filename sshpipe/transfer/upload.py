@@ -25,12 +25,11 @@ from ..local.source import LocalSource
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
+    discard_temp,
     landing_of,
     named,
     refuse_existing,
     remote_temp_name,
-    remove_quietly,
-    remove_soon,
     rename_into_place,
     resolve_remote_target,
 )
@@ -100,7 +99,7 @@ async def _upload(
         else:
             # Inside the try: a cancel while the OPEN is in flight must still remove
             # the temp file the server may have created (the name is ours alone: EXCL).
-            temp = discard = target = remote_temp_name(remote)
+            temp = discard = target = remote_temp_name(sftp, remote)
             pflags |= codec.FXF_EXCL
             # The OPEN goes with the STAT that says whether ``remote`` is a
             # directory: one round trip for both when it is not (the usual case).
@@ -111,7 +110,7 @@ async def _upload(
             if landing != remote:  # a directory: the file goes inside it
                 await _drop(sftp, sent, target)
                 remote, sent = landing, None
-                temp = discard = target = remote_temp_name(remote)
+                temp = discard = target = remote_temp_name(sftp, remote)
                 existing = sftp.stat_request(remote)  # answered before the next OPEN
         if existing is not None:
             existing.add_done_callback(quiet)
@@ -214,19 +213,18 @@ async def _upload(
         if resuming is not None:
             resuming.finish(committed)
         if not committed and discard is not None:
-            live = [channel for channel in lease.channels if channel.broken is None]
-            if cancelled(failure):  # leave within a round trip: the pool settles the REMOVE
-                remove_soon((live or lease.channels)[0], discard)
-            else:
-                await remove_quietly((live or lease.channels)[0], discard)
+            # Its OPEN went on ``sftp``: that channel first (it answers in order);
+            # with none left up (a reconnect that failed) it stays in the ledger.
+            # Cancelled, it leaves within a round trip: the pool settles the REMOVE.
+            channels = [sftp, *lease.channels]
+            await discard_temp(sftp.temps, channels, discard, at_once=cancelled(failure))
 
 
-async def _drop(sftp: SFTPSession, sent: asyncio.Future[codec.Reply], temp: str | None) -> None:
+async def _drop(sftp: SFTPSession, sent: asyncio.Future[codec.Reply], temp: str) -> None:
     """Close the handle an OPEN sent ahead got (if any), and remove ``temp`` it created."""
     with contextlib.suppress(SSHPipeError):
-        sftp.close_handle_soon(await sftp.handle_from(sent, temp or ""), temp or "")
-    if temp is not None:
-        await remove_quietly(sftp, temp)
+        sftp.close_handle_soon(await sftp.handle_from(sent, temp), temp)
+    await discard_temp(sftp.temps, [sftp], temp, at_once=False)
 
 
 async def upload(

@@ -143,7 +143,7 @@ class CompressRoute:
                 pool.client_bytes = self.plain.client_bytes  # the one memory budget
                 pool.server_caps = self.plain.server_caps
                 pool.auth_memory = self.plain.auth_memory
-                pool.left_temps = self.plain.left_temps
+                pool.temps = self.plain.temps
                 try:
                     await pool.open()
                 except SSHPipeError as exc:

@@ -30,6 +30,7 @@ from ..core.compresspolicy import CompressionMode
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
+from ..core.tempbook import TempBook
 from .authmemory import AuthMemory
 from .linkopen import LoginTurns, open_link
 from .poollease import Lease as Lease
@@ -78,8 +79,9 @@ class ChannelPool:
         # Payload bytes every transfer of the client may hold at once, together
         # (each channel carries it to the transfers on it: ``transfer.pump``).
         self.client_bytes = SharedBytes(transfer_config.max_bytes_in_flight)
-        # Our temp files the server could not be made to remove (``durability.lefttemps``).
-        self.left_temps: set[str] = set()
+        # Our temporary files on the server, for every channel (``core.tempbook``);
+        # the client gives it its durable record (``durability.ledger``).
+        self.temps = TempBook()
         self.peer = ""  # "user@host:port", from the first channel
         self.swept = False  # the temps an earlier run left were looked for
         self._room = Room()  # transfers waiting for a channel, woken when room appears

@@ -104,7 +104,7 @@ async def open_channels(
             return
         sftp.on_limits = pool._learned
         sftp.caps = pool.server_caps
-        sftp.left_temps = pool.left_temps
+        sftp.temps = pool.temps
         sftp.client_bytes = pool.client_bytes
         pool.peer = pool.peer or sftp.peer
         pool.server_profile = pool.server_profile or sftp.profile

@@ -33,11 +33,12 @@ from ..core.untrusted import ListingCheck, command_timeout
 from .checkfile import remote_check_file
 from .remotefs import Listing, read_dir
 from .remoteplace import (
+    discard_temp,
     keep_existing_mode,
     remote_temp_name,
     remove_quietly,
-    remove_soon,
     rename_into_place,
+    temp_beside,
 )
 from .replies import quiet
 from .sftp import SFTPSession
@@ -139,7 +140,9 @@ async def rename(sftp: SFTPSession, src: str, dst: str, *, overwrite: bool) -> N
         raise RemoteExists(dst, "already exists (rename with overwrite=True to replace it)")
     if there is not None and there.is_dir():
         raise RemoteIsADirectory(dst, "is a directory: only posix-rename replaces one")
-    aside = remote_temp_name(dst) if there is not None else None
+    # Not in the ledger until ``src`` has taken its place: until then the old
+    # file under this name is the only copy of it, and no sweep may remove it.
+    aside = temp_beside(dst) if there is not None else None
     if aside is not None:
         await _plain_rename(sftp, dst, aside)
     try:
@@ -150,6 +153,7 @@ async def rename(sftp: SFTPSession, src: str, dst: str, *, overwrite: bool) -> N
                 await _plain_rename(sftp, aside, dst)
         raise
     if aside is not None:
+        sftp.temps.adopt(aside)
         await remove_quietly(sftp, aside)
 
 
@@ -178,7 +182,7 @@ async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int)
         RemoteError: the server refused (``status`` FX_OP_UNSUPPORTED: it
             listed copy-data but does not do it).
     """
-    temp = remote_temp_name(dst)
+    temp = remote_temp_name(sftp, dst)
     existing = sftp.stat_request(dst)  # a file replaced keeps its mode (as an upload's)
     existing.add_done_callback(quiet)
     source = await sftp.open(src, codec.FXF_READ)
@@ -201,11 +205,9 @@ async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int)
         if kept is not None:
             sftp.check_status(await kept, dst)
         await rename_into_place(sftp, temp, dst, size)
-    except asyncio.CancelledError:
-        remove_soon(sftp, temp)
-        raise
-    except BaseException:
-        await remove_quietly(sftp, temp)
+    except BaseException as exc:  # cancelled, it leaves at once: the pool settles the REMOVE
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        await discard_temp(sftp.temps, [sftp], temp, at_once=cancelled)
         raise
     finally:
         if sftp.broken is None:

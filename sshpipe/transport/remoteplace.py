@@ -6,6 +6,12 @@ and a success. ``rename_into_place`` asks for the outcome with the rename:
 the temporary name must be gone and the destination there, of the size sent.
 Without ``replace`` the commit itself refuses an existing destination (a
 look first would lose to a file created between the look and the rename).
+
+Each temporary name is entered in the session's ``temps`` (the client's
+ledger, ``durability.ledger``) before its OPEN goes out, and leaves it once
+renamed or removed; ``discard_temp`` is the one way an upload that will not
+commit gives its temporary file up, and it never raises over the error that
+ended the upload.
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import posixpath
 import secrets
+from collections.abc import Sequence
 
 from .._errors import (
+    ConnectionBroken,
     ProtocolError,
     RemoteError,
     RemoteExists,
@@ -24,6 +33,8 @@ from .._errors import (
     SSHPipeError,
 )
 from ..core import codec
+from ..core.tempbook import TempBook
+from ..core.tempnames import beside, temp_name
 from ..core.untrusted import kept_mode
 from .replies import quiet
 from .sftp import SFTPSession
@@ -31,9 +42,16 @@ from .sftp import SFTPSession
 logger = logging.getLogger(__name__)
 
 
-def remote_temp_name(remote: str) -> str:
-    head, sep, name = remote.rpartition("/")
-    return f"{head}{sep}.{name}.sshpipe-{secrets.token_hex(3)}.partial"
+def remote_temp_name(sftp: SFTPSession, remote: str) -> str:
+    """A new temporary name beside ``remote``, entered in ``sftp.temps`` before its OPEN."""
+    temp = temp_beside(remote)
+    sftp.temps.add(temp)
+    return temp
+
+
+def temp_beside(remote: str) -> str:
+    """``.NAME.sshpipe-XXXXXX.partial`` beside ``remote`` (within NAME_MAX), not entered."""
+    return beside(remote, temp_name(posixpath.basename(remote), secrets.token_hex(3)))
 
 
 async def resolve_remote_target(sftp: SFTPSession, remote: str, name: str | None) -> str:
@@ -59,6 +77,19 @@ async def landing_of(stat: asyncio.Future[codec.Reply], remote: str, name: str |
 
 
 async def rename_into_place(
+    sftp: SFTPSession, temp: str, remote: str, size: int, *, replace: bool = True
+) -> None:
+    """``rename_checked``, and ``temp`` out of the ledger once gone (doubted if the
+    answer was lost with the connection: the rename may have been done)."""
+    try:
+        await rename_checked(sftp, temp, remote, size, replace=replace)
+    except ConnectionBroken:
+        sftp.temps.doubt(temp)
+        raise
+    sftp.temps.gone(temp)
+
+
+async def rename_checked(
     sftp: SFTPSession, temp: str, remote: str, size: int, *, replace: bool = True
 ) -> None:
     """Rename ``temp`` over ``remote`` and check it happened (``size`` bytes are there).
@@ -180,6 +211,7 @@ async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> 
         # place_new's hard link was made and the break came before its unlink.
         await remove_quietly(sftp, temp)
         return True
+    sftp.temps.gone(temp)  # the LSTAT found no temporary file
     if problem is not None:
         raise ProtocolError(f"{remote}: the upload's temporary file is gone, but {problem}")
     return True
@@ -296,19 +328,23 @@ async def exists(sftp: SFTPSession, path: str) -> bool:
 
 
 async def remove_quietly(sftp: SFTPSession, path: str) -> None:
-    """Remove ``path`` if the server can; one of our temp files it cannot is kept in
-    ``sftp.left_temps``, for the client to report and the next upload to remove."""
-    if sftp.broken is None:
-        try:
-            await sftp.remove(path)
-        except RemoteNotFound:
-            pass
-        except SSHPipeError:
-            sftp.left_temps.add(path)
-            return
-        sftp.left_temps.discard(path)
+    """Remove ``path`` if the server can; what it says goes to ``sftp.temps``.
+
+    One of our temp files it cannot remove stays there, for the client to
+    report and the next upload to sweep. Never raises but CancelledError.
+    """
+    if sftp.broken is not None:
+        return  # nothing can be sent: it stays recorded as it is
+    try:
+        await sftp.remove(path)
+    except RemoteNotFound:
+        pass
+    except RemoteError:
+        return  # refused: still there
+    except SSHPipeError:
+        sftp.temps.doubt(path)  # the REMOVE went out and its answer was lost
         return
-    sftp.left_temps.add(path)
+    sftp.temps.gone(path)
 
 
 def remove_soon(sftp: SFTPSession, path: str) -> None:
@@ -317,22 +353,47 @@ def remove_soon(sftp: SFTPSession, path: str) -> None:
     On a thin link the REMOVE queues behind the WRITEs already sent (seconds of
     them). The session owes the answer, so the pool lets it settle before it is
     used again, and ``aclose`` waits for it; until the server says the file is
-    gone it counts in ``sftp.left_temps``.
+    gone it stays in ``sftp.temps``.
     """
-    sftp.left_temps.add(path)
     if sftp.broken is not None:
         return
     sftp.unsettled = True
+    temps = sftp.temps
 
     def answered(future: asyncio.Future[codec.Reply]) -> None:
         quiet(future)
         if future.cancelled() or future.exception() is not None:
+            temps.doubt(path)
             return
         reply = future.result()
         if isinstance(reply, codec.Status) and reply.code in (codec.FX_OK, codec.FX_NO_SUCH_FILE):
-            sftp.left_temps.discard(path)
+            temps.gone(path)
 
-    with contextlib.suppress(SSHPipeError):  # the session broke: the path stays listed
+    with contextlib.suppress(SSHPipeError):  # the session broke: nothing was sent
         sftp.request(
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
         ).add_done_callback(answered)
+
+
+async def discard_temp(
+    temps: TempBook, channels: Sequence[SFTPSession], temp: str, *, at_once: bool
+) -> None:
+    """Give up ``temp``, the temporary file of an upload that will not take its name.
+
+    Nothing is sent when nothing was made (its OPEN was refused, or never went
+    out): its entry closes. Else it is removed on the first of ``channels``
+    still up (put the one its OPEN went on first: it answers in order); with
+    none, it stays in ``temps``, reported when the client closes and swept by
+    the next upload to the server. ``at_once`` (a cancelled upload): the
+    REMOVE's answer is not waited for (``remove_soon``). Never raises but
+    CancelledError: a clean-up must not hide the error that called for it.
+    """
+    if not temps.settle(temp):
+        return
+    live = [channel for channel in channels if channel.broken is None]
+    if not live:
+        return
+    if at_once:
+        remove_soon(live[0], temp)
+    else:
+        await remove_quietly(live[0], temp)

@@ -89,9 +89,9 @@ async def wind_down(busy: BusyChannels, room: Room, within: float) -> None:
     """Close the channels of running transfers; give them ``within`` seconds to leave.
 
     Each fails with ClosedError (what we did, not retried) where it awaits,
-    cleans up (a temp file it can no longer remove goes to ``left_temps``,
-    which the client records once the pool is closed) and gives its channels
-    back, which wakes ``room``.
+    cleans up (a temp file it can no longer remove stays in the pool's
+    ``temps``, which the client reports once the pool is closed) and gives its
+    channels back, which wakes ``room``.
     """
     for sftp in list(busy):
         sftp.close()

@@ -19,6 +19,7 @@ from ..core.flight import SharedBytes
 from ..core.replyparser import decode_limits
 from ..core.serverprofile import profile_of
 from ..core.status import status_error
+from ..core.tempbook import TempBook
 from .replies import ReplyClock
 from .requests import RequestChannel
 from .wiring import Lender, Pipe, RunCommand, Shell
@@ -64,8 +65,9 @@ class SFTPSession(RequestChannel):
         # it and the VERSION extensions say the server is (``start``).
         self.server_version = ""
         self.profile = profile_of("", {})
-        # Our temp files on the server that could not be removed (the pool's, shared).
-        self.left_temps: set[str] = set()
+        # Our temporary files on the server, from before their OPEN to their
+        # end (the pool's, shared): its OPENs with CREAT are told there.
+        self.temps = TempBook()
         # The byte budget every transfer of the client draws from (the pool's,
         # shared): 200 transfers at once hold one budget, not 200.
         self.client_bytes: SharedBytes | None = None
@@ -174,9 +176,7 @@ class SFTPSession(RequestChannel):
         return self.limits
 
     async def open(self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS) -> bytes:
-        return await self._open_handle(
-            lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs), path
-        )
+        return await self.handle_from(self.open_request(path, pflags, attrs), path)
 
     async def opendir(self, path: str) -> bytes:
         return await self._open_handle(
@@ -186,8 +186,17 @@ class SFTPSession(RequestChannel):
     def open_request(
         self, path: str, pflags: int, attrs: codec.Attrs = _NO_ATTRS
     ) -> asyncio.Future[codec.Reply]:
-        """Send an OPEN now, to go out with other requests; ``handle_from`` its answer."""
-        return self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+        """Send an OPEN now, to go out with other requests; ``handle_from`` its answer.
+
+        One that may create a temporary file of ours (CREAT) tells ``temps``
+        it went out and, when it comes, what its answer says was made.
+        """
+        sent = self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+        if pflags & codec.FXF_CREAT and self.temps.tracks(path):
+            temps = self.temps
+            temps.create_sent(path)
+            sent.add_done_callback(partial(_told_created, temps, path))
+        return sent
 
     async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
         return await self.handle_from(self._request(build), path)
@@ -336,6 +345,14 @@ class SFTPSession(RequestChannel):
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
         )
         self.check_status(reply, path)
+
+
+def _told_created(temps: TempBook, path: str, future: asyncio.Future[codec.Reply]) -> None:
+    """What an OPEN with CREAT of a temporary file made, from its answer (or its loss)."""
+    if future.cancelled() or future.exception() is not None:
+        temps.create_lost(path)
+    else:
+        temps.create_answered(path, created=isinstance(future.result(), codec.Handle))
 
 
 def lent_session(

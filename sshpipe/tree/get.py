@@ -24,7 +24,7 @@ from .._errors import LocalError, RemoteIsADirectory
 from .._stats import TransferStats
 from ..core.checkfile import VerifyPlan
 from ..core.untrusted import check_link_target, safe_mode
-from ..durability import lefttemps
+from ..durability import ledger
 from ..local.dirfd import (
     DirRoot,
     LocalDir,
@@ -104,7 +104,9 @@ class TreeGet(TreeRun):
         # nowhere below it.
         parent, name = os.path.split(self.dest.rstrip(os.sep) or os.sep)
         if self.root is None:
-            self.root = DirRoot(self.dest if dest_is_dir else parent or os.curdir)
+            self.root = DirRoot(
+                self.dest if dest_is_dir else parent or os.curdir, temps=ledger.local_temps()
+            )
         if not dest_is_dir:
             return self.root.top.file(name)
         if dest == self.dest:
@@ -117,7 +119,7 @@ class TreeGet(TreeRun):
         existed = make_dir(item.local.dir, item.local.name)
         if existed and self.journal is not None and self.journal.earlier:
             # Resumed: what a killed run was writing here left its temp files.
-            await self.local(lefttemps.sweep_local_dir, item.local.dir.child(item.local.name))
+            await self.local(ledger.sweep_local_dir, item.local.dir.child(item.local.name))
         return existed
 
     def local_dir(self, item: Item) -> LocalDir:

@@ -30,7 +30,7 @@ from .._errors import (
 from .._stats import TransferStats
 from ..core import codec
 from ..core.checkfile import VerifyPlan
-from ..durability import lefttemps
+from ..durability import ledger
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.inorder import in_order, refused_out_of_order
@@ -42,10 +42,10 @@ from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     check_landed,
+    discard_temp,
     keep_existing_mode,
     remote_temp_name,
     remove_quietly,
-    remove_soon,
     rename_into_place,
 )
 from ..transport.replies import quiet
@@ -75,14 +75,6 @@ class TreePut(TreeRun):
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         return [*super().services(), self.remote_sync.running()]
-
-    async def close(self) -> None:
-        # Cut off and never removed (the tree ended first): the client reports
-        # them and the next upload to the server removes them.
-        if self.lease.channels:
-            self.lease.channels[0].left_temps.update(self.stale_temps)
-        self.stale_temps = []
-        await super().close()
 
     async def dest_size(self, item: Item) -> int | None:
         try:
@@ -134,7 +126,7 @@ class TreePut(TreeRun):
             self.fresh_dirs.add(item.dest)
         if existed and self.journal is not None and self.journal.earlier:
             # Resumed: what a killed run was writing here left its temp files.
-            await self.on_channel(partial(lefttemps.sweep_dir, directory=item.dest))
+            await self.on_channel(partial(ledger.sweep_dir, directory=item.dest))
         return existed
 
     # -- copying ---------------------------------------------------------------
@@ -165,7 +157,7 @@ class TreePut(TreeRun):
         where the server can ``sync -f`` a batch (``RemoteSync``); otherwise
         fsync@openssh.com, if asked, went with its writes.
         """
-        temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
+        temp = item.dest if self.config.inplace else remote_temp_name(sftp, item.dest)
         batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
         waits = batched or self.verifier is not None
         try:
@@ -291,8 +283,8 @@ class TreePut(TreeRun):
             for item, error in await self.on_channel(partial(_set_dir_attrs, todo)):
                 self.failed(item, error)
         stale, self.stale_temps = self.stale_temps, []
-        for temp in stale:
-            await self.on_channel(partial(remove_quietly, path=temp))
+        for temp in stale:  # what a drop left of them (if anything was made) goes now
+            await self.on_channel(partial(_discard, temp))
         if self.remote_sync.used:  # and the renames themselves, as a download's directory fsync
             await self.on_channel(lambda _: self.remote_sync.sync_all())
 
@@ -326,6 +318,10 @@ async def _set_dir_attrs(
         except SSHPipeError as exc:
             failures.append((item, exc))
     return failures
+
+
+async def _discard(temp: str, sftp: SFTPSession) -> None:
+    await discard_temp(sftp.temps, [sftp], temp, at_once=False)
 
 
 @dataclass(slots=True)
@@ -470,8 +466,6 @@ async def put_small(
         if rename and not inplace:
             await rename_into_place(sftp, temp, dest, len(data))
     except BaseException as exc:
-        if not inplace and cancelled(exc):
-            remove_soon(sftp, temp)  # leave at once: the pool settles the REMOVE
-        elif not inplace:
-            await remove_quietly(sftp, temp)
+        if not inplace:  # cancelled, it leaves at once: the pool settles the REMOVE
+            await discard_temp(sftp.temps, [sftp], temp, at_once=cancelled(exc))
         raise

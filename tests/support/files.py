@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
-__all__ = ["leftover_temps", "random_file", "sha256_file"]
+__all__ = ["left_counts", "leftover_temps", "random_file", "sha256_file"]
+
+# The line a run that could not remove its temporary files ends with (``durability.ledger``).
+_LEFT = re.compile(
+    r"(?:(\d+) temporary file\(s\) left on the server"
+    r"(?: \(and (\d+) more may have been created\))?"
+    r"|(\d+) temporary file\(s\) may have been left on the server)"
+)
 
 
 def random_file(path: Path, size: int) -> bytes:
@@ -31,3 +39,13 @@ def leftover_temps(*roots: Path) -> list[str]:
                 os.path.join(dirpath, n) for n in [*dirnames, *filenames] if ".sshpipe-" in n
             )
     return found
+
+
+def left_counts(line: str) -> tuple[int, int]:
+    """From the line of what a run left: (files there for sure, files that may be there)."""
+    found = _LEFT.search(line)
+    assert found is not None, line
+    there, more, maybe = found.groups()
+    if maybe is not None:
+        return 0, int(maybe)
+    return int(there), int(more or 0)

@@ -282,7 +282,7 @@ def test_an_option_another_verb_has_is_refused_by_this_one() -> None:
         (["demo", "--sise", "2M"], "unknown option --sise (did you mean --size?)"),
         (["gte", "h:x", "y"], "unknown command 'gte' (did you mean get?)"),
         (["pt", "f", "h:"], "unknown command 'pt' (did you mean put?)"),
-        (["frobnicate"], "unknown command 'frobnicate' (commands: get, put, demo or serve)"),
+        (["frobnicate"], "unknown command 'frobnicate' (commands: get, put, clean, demo or serve)"),
     ],
 )
 def test_a_typo_names_the_nearest_word(words: list[str], message: str) -> None:

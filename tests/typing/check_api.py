@@ -106,6 +106,7 @@ async def calls(flag: bool, level: VerifyLevel) -> None:
         await sp.remove("/r/copy")
         await sp.rmdir("/r/b/b")
         await sp.rmtree("/r/b")
+        assert_type(await sp.clean_temps(dry_run=True), list[str])
 
 
 def ask_the_user(prompt: sshpipe.Prompt) -> str | None:

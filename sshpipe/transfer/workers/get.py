@@ -19,6 +19,7 @@ from ..._errors import IntegrityError, RemoteError
 from ..._stats import TransferStats
 from ...core.readplan import Range, ReadPlan
 from ...durability.journal import DownloadResume
+from ...durability.ledger import local_temps
 from ...local.dirfd import local_error
 from ...local.target import LocalTarget, destination_of
 from ...transport.pool import ChannelPool, Lease
@@ -61,7 +62,7 @@ async def shared_download(
         return None
     hello = hello_for(connect, pool, config, count)
     started = time.perf_counter()
-    with destination_of(local, remote) as file:
+    with destination_of(local, remote, temps=local_temps()) as file:
         resuming = DownloadResume(remote, file) if config.resume else None
         target = LocalTarget(
             file,

@@ -21,12 +21,11 @@ from ...core.readplan import Range
 from ...local.source import LocalSource
 from ...transport.pool import ChannelPool, Lease
 from ...transport.remoteplace import (
+    discard_temp,
     keep_existing_mode,
     landing_of,
     named,
     remote_temp_name,
-    remove_quietly,
-    remove_soon,
     rename_into_place,
 )
 from ...transport.replies import quiet
@@ -92,7 +91,7 @@ async def _shared(
     try:
         async with Crew(count, hello) as crew:  # they log in while the temp file is made
             remote, existing = await _landing(sftp, remote, source)
-            temp = remote_temp_name(remote)  # from here on it is ours to remove
+            temp = remote_temp_name(sftp, remote)  # from here on it is ours to remove
             await _create(sftp, temp, remote, existing, source)
             if tally is not None:
                 tally.sized(size)
@@ -125,12 +124,9 @@ async def _shared(
         failure = exc
         raise
     finally:
-        if temp is not None:
-            live = [channel for channel in lease.channels if channel.broken is None]
-            if cancelled(failure):  # leave within a round trip: the pool settles the REMOVE
-                remove_soon((live or lease.channels)[0], temp)
-            else:
-                await remove_quietly((live or lease.channels)[0], temp)
+        if temp is not None:  # cancelled, it leaves at once: the pool settles the REMOVE
+            channels = [sftp, *lease.channels]
+            await discard_temp(sftp.temps, channels, temp, at_once=cancelled(failure))
 
 
 async def _landing(
