@@ -24,6 +24,7 @@ from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
+    Landing,
     check_landed,
     landing_of,
     named,
@@ -32,6 +33,7 @@ from ..transport.remoteplace import (
     remove_quietly,
     remove_soon,
     rename_into_place,
+    replaced_by,
     resolve_remote_target,
 )
 from ..transport.replies import quiet
@@ -163,6 +165,8 @@ async def _upload(
             tally.sized(sending.offset)  # a stream's size is known now
         verified: Verified = "none"
         checked = renaming = False
+        # What the rename must show: the file written, not the one it replaces.
+        proof = Landing(sending.offset, await replaced_by(existing), sending.written)
 
         async def land() -> None:  # the whole file is on the server, under its temp name
             nonlocal verified, checked, renaming
@@ -185,11 +189,11 @@ async def _upload(
             # A rename cut off with its connection may have been done: the temp
             # name is ours alone, so if it is gone (and the file is there), it was.
             if temp is not None and not (
-                renaming and await check_landed(sftp, temp, remote, sending.offset)
+                renaming and await check_landed(sftp, temp, remote, proof)
             ):
                 renaming = True
                 renamed = time.monotonic()
-                await rename_into_place(sftp, temp, remote, sending.offset, replace=overwrite)
+                await rename_into_place(sftp, temp, remote, proof, replace=overwrite)
                 after.append(("rename", time.monotonic() - renamed))
 
         after = [("fsync_close", sending.closing)]

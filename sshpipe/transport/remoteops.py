@@ -33,11 +33,14 @@ from ..core.untrusted import ListingCheck, command_timeout
 from .checkfile import remote_check_file
 from .remotefs import Listing, read_dir
 from .remoteplace import (
+    Landing,
     keep_existing_mode,
     remote_temp_name,
     remove_quietly,
     remove_soon,
     rename_into_place,
+    rename_proven,
+    replaced_by,
 )
 from .replies import quiet
 from .sftp import SFTPSession
@@ -125,14 +128,17 @@ async def rename(sftp: SFTPSession, src: str, dst: str, *, overwrite: bool) -> N
     temporary name, ``src`` renamed in, and the old one removed, or moved
     back if the rename failed: ``dst`` is missing for a moment, never lost.
 
+    Each RENAME's OK is checked (``remoteplace.rename_proven``): ``src`` gone,
+    ``dst`` not the file it replaced.
+
     Raises:
         RemoteExists: ``dst`` exists and ``overwrite`` is False.
         RemoteNotFound: ``src`` is missing.
+        ProtocolError: the server said it renamed, and it did not.
     """
     old, new = codec.wire(src), codec.wire(dst)
     if overwrite and "posix-rename@openssh.com" in sftp.extensions:
-        reply = await sftp.call(lambda rid: codec.encode_posix_rename(rid, old, new))
-        sftp.check_status(reply, src)
+        await rename_proven(sftp, src, dst, lambda rid: codec.encode_posix_rename(rid, old, new))
         return
     there = await _attrs_or_none(sftp, dst, follow=False)
     if there is not None and not overwrite:
@@ -155,14 +161,15 @@ async def rename(sftp: SFTPSession, src: str, dst: str, *, overwrite: bool) -> N
 
 async def _plain_rename(sftp: SFTPSession, src: str, dst: str) -> None:
     old, new = codec.wire(src), codec.wire(dst)
-    reply = await sftp.call(lambda rid: codec.encode_rename(rid, old, new))
-    if (
-        isinstance(reply, codec.Status)
-        and reply.code not in (codec.FX_OK, codec.FX_NO_SUCH_FILE)
-        and await _attrs_or_none(sftp, dst, follow=False) is not None
-    ):
-        raise RemoteExists(dst, "already exists", status=reply.code)
-    sftp.check_status(reply, src)
+    try:
+        await rename_proven(sftp, src, dst, lambda rid: codec.encode_rename(rid, old, new))
+    except RemoteError as exc:
+        if (
+            exc.status not in (None, codec.FX_NO_SUCH_FILE)
+            and await _attrs_or_none(sftp, dst, follow=False) is not None
+        ):
+            raise RemoteExists(dst, "already exists", status=exc.status) from exc
+        raise
 
 
 async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int) -> None:
@@ -200,7 +207,7 @@ async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int)
         sftp.check_status(reply, src)
         if kept is not None:
             sftp.check_status(await kept, dst)
-        await rename_into_place(sftp, temp, dst, size)
+        await rename_into_place(sftp, temp, dst, Landing(size, await replaced_by(existing)))
     except asyncio.CancelledError:
         remove_soon(sftp, temp)
         raise

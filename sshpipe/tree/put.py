@@ -41,12 +41,14 @@ from ..transfer.verify import Digests
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
+    Landing,
     check_landed,
     keep_existing_mode,
     remote_temp_name,
     remove_quietly,
     remove_soon,
     rename_into_place,
+    replaced_by,
 )
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
@@ -168,8 +170,10 @@ class TreePut(TreeRun):
         temp = item.dest if self.config.inplace else remote_temp_name(item.dest)
         batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
         waits = batched or self.verifier is not None
+        # In a directory this run made, nothing is there to replace (or keep the mode of).
+        maybe_there = posixpath.dirname(item.dest) not in self.fresh_dirs
         try:
-            await put_small(
+            landing = await put_small(
                 sftp,
                 item.dest,
                 data,
@@ -179,27 +183,27 @@ class TreePut(TreeRun):
                 times=item.times if self.options.preserve else None,
                 fsync=self.config.fsync and not batched,
                 rename=not waits,
-                keep_mode=not self.options.preserve
-                and posixpath.dirname(item.dest) not in self.fresh_dirs,
+                keep_mode=not self.options.preserve and maybe_there,
+                maybe_there=maybe_there,
                 pacer=self.lease.pacer,
             )
         except ConnectionBroken:
             if temp != item.dest:
                 self.stale_temps.append(temp)
             raise
-        if not waits:
+        if not waits or landing is None:
             return None
         if self.verifier is None:
-            return _Sent(temp, len(data), None, {}, batched)
+            return _Sent(temp, landing, None, {}, batched)
         checks = self.verifier.plan()
         return _Sent(
-            temp, len(data), checks, digests_of_pieces([(0, [data])], checks.specs), batched
+            temp, landing, checks, digests_of_pieces([(0, [data])], checks.specs), batched
         )
 
     async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
         """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
         renamed_here = sent.temp != item.dest
-        if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.size):
+        if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.landing):
             return  # the rename went through before the connection did
         try:
             if self.verifier is not None and sent.checks is not None:
@@ -208,8 +212,10 @@ class TreePut(TreeRun):
                     sent.temp,
                     sent.checks,
                     digests=sent.digests,
-                    size=sent.size,
-                    read_back=partial(read_back_small, sftp, sent.temp, sent.size, self.block),
+                    size=sent.landing.size,
+                    read_back=partial(
+                        read_back_small, sftp, sent.temp, sent.landing.size, self.block
+                    ),
                     shown=item.dest,
                 )
             directory = posixpath.dirname(sent.temp) or "."
@@ -217,7 +223,7 @@ class TreePut(TreeRun):
                 await fsync_remote_file(sftp, sent.temp, item.dest)
             if renamed_here:
                 sent.renaming = True
-                await rename_into_place(sftp, sent.temp, item.dest, sent.size)
+                await rename_into_place(sftp, sent.temp, item.dest, sent.landing)
         except ConnectionBroken:
             raise  # run again on the new connection: the temp file is still there
         except BaseException:
@@ -333,7 +339,7 @@ class _Sent:
     """A small upload written and closed under ``temp``, waiting for its check, sync, rename."""
 
     temp: str
-    size: int
+    landing: Landing  # its size, and what its rename must show
     checks: VerifyPlan | None  # with --verify: the checks chosen as it was hashed
     digests: Digests  # and its hashes
     batched: bool  # durable by the next sync -f (else fsynced with its writes, if asked)
@@ -366,6 +372,12 @@ async def _make_link(target: str, path: str, sftp: SFTPSession) -> None:
         await sftp.symlink(target, path)
 
 
+def _sent(
+    future: asyncio.Future[codec.Reply] | None,
+) -> tuple[asyncio.Future[codec.Reply], ...]:
+    return () if future is None else (future,)
+
+
 def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:
     return codec.encode_write_header(request_id, handle, offset, len(chunk)) + chunk
 
@@ -382,8 +394,9 @@ async def put_small(
     fsync: bool = True,
     rename: bool = True,
     keep_mode: bool = True,
+    maybe_there: bool = True,
     pacer: Pacer | None = None,
-) -> None:
+) -> Landing | None:
     """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
 
     ``pacer``: the rate limit its WRITEs wait for, all together, once it is open.
@@ -391,9 +404,14 @@ async def put_small(
     ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
     the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
     ``rename`` False leaves the written temp file to the caller (removed on error).
-    ``keep_mode``: a file at ``dest`` keeps its mode and owner (a STAT goes with
-    the OPEN; ``remoteplace.keep_existing_mode``); False when nothing is there to
-    keep, or ``-p`` sets the source's.
+    ``maybe_there``: a file may be at ``dest`` (a STAT goes with the OPEN: the
+    rename must show it replaced); False in a directory this run made.
+    ``keep_mode``: that file keeps its mode and owner
+    (``remoteplace.keep_existing_mode``); False when ``-p`` sets the source's.
+
+    Returns:
+        What its rename must show (``remoteplace.Landing``; the caller's to
+        rename with, unless ``rename``); None in place.
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
@@ -402,7 +420,7 @@ async def put_small(
     flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
     if not inplace:
         flags |= codec.FXF_EXCL
-    existing = sftp.stat_request(dest) if keep_mode and not inplace else None
+    existing = sftp.stat_request(dest) if (keep_mode or maybe_there) and not inplace else None
     if existing is not None:
         existing.add_done_callback(quiet)
     try:
@@ -411,7 +429,7 @@ async def put_small(
         except RemoteError as exc:
             raise type(exc)(dest, exc.reason, status=exc.status) from exc
         replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = []
-        if existing is not None:
+        if existing is not None and keep_mode:
             try:
                 kept = await keep_existing_mode(sftp, handle, existing, mode & 0o777)
             except BaseException:  # cancelled: the handle is ours to close, its answer nobody's
@@ -425,7 +443,7 @@ async def put_small(
                 await pacer.acquire(len(data))
             except BaseException:  # cancelled: as above
                 sftp.close_handle_soon(handle, temp)
-                sftp.settle_later(*(future for _, future in replies))
+                sftp.settle_later(*(future for _, future in replies), *_sent(existing))
                 raise
         replies += [
             (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
@@ -448,6 +466,9 @@ async def put_small(
             )
         if fsync and sftp.can_fsync:  # after the writes, before the CLOSE: in order
             replies.append((None, sftp.fsync_request(handle)))
+        # The file as written (times set), for its rename to show: before the CLOSE.
+        stated = sftp.request(partial(codec.encode_handle_request, codec.FXP_FSTAT, handle=handle))
+        stated.add_done_callback(quiet)
         replies.append(
             (
                 None,
@@ -463,12 +484,21 @@ async def put_small(
                     failure = failure or exc  # wait for the rest: the CLOSE must be answered
         except asyncio.CancelledError:
             # Not waited for: the WRITEs' answers and the CLOSE's come to the pool.
-            sftp.settle_later(*(future for _, future in replies))
+            sftp.settle_later(*(future for _, future in replies), stated, *_sent(existing))
             raise
         if failure is not None:
             raise failure
-        if rename and not inplace:
-            await rename_into_place(sftp, temp, dest, len(data))
+        if inplace:
+            return None
+        written = await stated  # answered before the CLOSE, awaited above
+        landing = Landing(
+            len(data),
+            await replaced_by(existing),
+            written.attrs if isinstance(written, codec.AttrsReply) else None,
+        )
+        if rename:
+            await rename_into_place(sftp, temp, dest, landing)
+        return landing
     except BaseException as exc:
         if not inplace and cancelled(exc):
             remove_soon(sftp, temp)  # leave at once: the pool settles the REMOVE

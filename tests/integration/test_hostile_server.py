@@ -478,6 +478,62 @@ async def test_a_rename_that_lies_is_reported(attack: Attack) -> None:
     assert "said it renamed" in run.stderr
 
 
+# A file already at the destination, alike in size, mode and times: a look at the
+# size alone (or, with -p, at every attribute SFTP shows) cannot tell it from the upload.
+TWIN_SIZE = 100_000
+TWIN_TIMES = (1_000_000_000, 1_000_000_007)
+
+
+def _twins(local: Path, remote: Path) -> bytes:
+    """Different bytes at ``local`` and ``remote``, alike in everything else; the remote's."""
+    old = os.urandom(TWIN_SIZE)
+    for path, data in ((local, os.urandom(TWIN_SIZE)), (remote, old)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(0o644)
+        os.utime(path, TWIN_TIMES)
+    return old
+
+
+@pytest.mark.parametrize("options", [(), ("--verify",), ("-p",)], ids=["plain", "verify", "p"])
+@pytest.mark.parametrize("where", ["lying", "unlinking"])
+async def test_a_rename_that_lies_over_a_file_of_the_same_size_is_reported(
+    attack: Attack, where: str, options: tuple[str, ...]
+) -> None:
+    """Did nothing, or removed the temporary name and left the old file: exit 8 either way."""
+    dest = attack.peer.root / where / "f.bin"
+    old = _twins(attack.workdir / "f.bin", dest)
+    run = await attack.run(
+        "put", *options, str(attack.workdir / "f.bin"), attack.spec(f"/{where}/f.bin")
+    )
+    assert run.returncode == 8, run.stderr
+    assert "said it renamed" in run.stderr and "verified" not in run.stdout
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert_terminal_safe(run)
+    assert dest.read_bytes() == old
+    assert sorted(os.listdir(dest.parent)) == [".keep", "f.bin"]  # its temporary file removed
+
+
+@pytest.mark.parametrize(
+    ("where", "options"),
+    [("lying", ("-p",)), ("unlinking", ()), ("unlinking", ("-p",))],
+    ids=["lying-p", "unlinking", "unlinking-p"],
+)
+async def test_a_tree_whose_renames_lie_over_files_of_the_same_size_fails_them(
+    attack: Attack, where: str, options: tuple[str, ...]
+) -> None:
+    """A tree's small files (with -p: sent with the source's times, as the old ones have)."""
+    tree, dest = attack.workdir / "tree", attack.peer.root / where / "tree"
+    old = {name: _twins(tree / name, dest / name) for name in ("a.bin", "b.bin")}
+    os.utime(tree, TWIN_TIMES)  # -p sets the directory's times too: nothing else differs
+    run = await attack.run("put", "-r", *options, str(tree), attack.spec(f"/{where}"))
+    assert run.returncode == 8, run.stderr
+    assert "said it renamed" in run.stderr, run.stderr  # a server that lies stops the tree
+    assert_terminal_safe(run)
+    assert {name: (dest / name).read_bytes() for name in old} == old
+    assert sorted(os.listdir(dest)) == ["a.bin", "b.bin"]  # the temporary files removed
+
+
 async def test_limits_too_small_to_be_true_are_not_believed(tmp_path: Path) -> None:
     data = os.urandom(1024 * 1024)
     options = RawOptions(files={b"/f": data}, limits=(1000, 1000, 1000, 64))

@@ -21,6 +21,7 @@ from ...core.readplan import Range
 from ...local.source import LocalSource
 from ...transport.pool import ChannelPool, Lease
 from ...transport.remoteplace import (
+    Landing,
     keep_existing_mode,
     landing_of,
     named,
@@ -28,6 +29,7 @@ from ...transport.remoteplace import (
     remove_quietly,
     remove_soon,
     rename_into_place,
+    replaced_by,
 )
 from ...transport.replies import quiet
 from ...transport.sftp import SFTPSession
@@ -118,7 +120,8 @@ async def _shared(
         verified = await verify_copy(
             sftp, lease, temp, config, size=size, local=source.path, shown=remote
         )
-        await rename_into_place(sftp, temp, remote, size)
+        landing = Landing(size, await replaced_by(existing))
+        await rename_into_place(sftp, temp, remote, landing)
         temp = None
         return merged(dones, size=size, started=started, verified=verified)
     except BaseException as exc:
