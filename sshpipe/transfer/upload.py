@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, RemoteError, SSHPipeError
+from .._errors import ConnectionBroken, IntegrityError, RemoteError, SSHPipeError
 from .._stats import TransferStats, Verified
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -168,9 +168,22 @@ async def _upload(
         # What the rename must show: the file written, not the one it replaces.
         proof = Landing(sending.offset, await replaced_by(existing), sending.written)
 
+        def unchanged() -> None:
+            """The source is the file it was when opened: sent as it changed, the copy
+            is of no version of it, whatever a check of the bytes sent finds (the
+            mirror of a get's check against the server's file as it is now)."""
+            nonlocal discard
+            try:
+                blocks.check_unchanged()
+            except IntegrityError:
+                if resuming is not None:  # its journal is of a file that is gone
+                    discard = temp
+                raise
+
         async def land() -> None:  # the whole file is on the server, under its temp name
             nonlocal verified, checked, renaming
             sftp = lease.channels[0]
+            unchanged()  # before --verify, which would blame the bytes
             if not checked:  # a land() retried after its check passed goes on to the rename
                 # Without a streamed hash it is a resume: its source is a file.
                 verified = await verify_copy(
@@ -186,6 +199,7 @@ async def _upload(
                     remote_hash=remote_hash,
                 )
                 checked = True
+                unchanged()  # and after it: the server's hash may take a while
             # A rename cut off with its connection may have been done: the temp
             # name is ours alone, so if it is gone (and the file is there), it was.
             if temp is not None and not (

@@ -106,7 +106,7 @@ async def _shared(
                     local=str(source.path),
                     size=size,
                     ranges=ranges,
-                    mtime_ns=source.mtime_ns,
+                    identity=source.identity,
                 )
                 for ranges in split([Range(0, size)], count)
             ]
@@ -117,9 +117,13 @@ async def _shared(
                     tally.moved(report.count)
 
             dones = await crew.run(jobs, moved)
+        # The workers read it by descriptors of their own, the check hashes it from
+        # disk: a source changed since it was opened is said so, before and after.
+        source.check_unchanged()
         verified = await verify_copy(
             sftp, lease, temp, config, size=size, local=source.path, shown=remote
         )
+        source.check_unchanged()
         landing = Landing(size, await replaced_by(existing))
         await rename_into_place(sftp, temp, remote, landing)
         temp = None
