@@ -36,7 +36,8 @@ directory          attack
 
 ``Disconnecting`` is an SSH server that says goodbye with escapes at once;
 ``endless_output`` is a process factory whose exec and shell print without end
-(``--verify``'s ``sha256sum``, a tree's ``sync``).
+(``--verify``'s ``sha256sum``, a tree's ``sync``); ``garbled_output`` one whose
+exec exits 0 having printed no hash (a ``sha256sum`` that cannot be read).
 """
 
 from __future__ import annotations
@@ -322,6 +323,12 @@ async def endless_output(process: asyncssh.SSHServerProcess[str]) -> None:
         while not process.channel.is_closing():
             process.stdout.write(chunk)
             await process.stdout.drain()
+    process.exit(0)
+
+
+async def garbled_output(process: asyncssh.SSHServerProcess[str]) -> None:
+    """Exec or shell: exit 0 having printed, where a hash goes, text with escapes in it."""
+    process.stdout.write(f"not a hash {ESCAPES}  the file\n")
     process.exit(0)
 
 

@@ -256,18 +256,21 @@ async def checksum(sftp: SFTPSession, path: str, algorithm: str) -> str:
     Raises:
         HashUnavailable: neither gave one.
     """
-    from ..transfer.verify import remote_sha256
+    from ..transfer.verify import Unreadable, remote_sha256
 
     attrs = await sftp.stat(path)
     if attrs.is_dir():
         raise RemoteIsADirectory(path, "is a directory: a checksum is of a file")
     size = attrs.size or 0
-    if algorithm == "sha256" and (found := await remote_sha256(sftp, path, size)) is not None:
+    found = await remote_sha256(sftp, path, size) if algorithm == "sha256" else None
+    if isinstance(found, str):
         return found
     check = _check_file_for(sftp, algorithm)
     if check is not None and (digest := await remote_check_file(sftp, path, check, size)):
         return digest.hex()
     how = "no sha256sum, " if algorithm == "sha256" else ""
+    if isinstance(found, Unreadable):
+        how = "a sha256sum that printed no hash that can be read, "
     raise HashUnavailable(path, f"the server has {how}no check-file for {algorithm}")
 
 

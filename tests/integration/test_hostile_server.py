@@ -30,6 +30,7 @@ from sshpipe.testing.attacks import (
     Scenario,
     attack_server,
     endless_output,
+    garbled_output,
     populate,
 )
 from sshpipe.testing.embedded import ProcessFactory, embedded_server
@@ -365,6 +366,34 @@ async def test_a_command_that_prints_without_end_is_refused(endless_commands: At
     assert "printed more than" in tree.stderr
     assert tree.peak_rss_mib < MAX_RSS_MIB
     assert_terminal_safe(tree)
+
+
+@pytest.mark.parametrize(
+    ("verb", "level"), [("put", "hash"), ("put", "best"), ("get", "best")], ids=str
+)
+async def test_a_sha256sum_that_prints_no_hash_is_not_a_match(
+    tmp_path: Path, verb: str, level: str
+) -> None:
+    """It was "runs no sha256sum" (--verify=hash), or a quiet fall back to the size (best):
+    a server could turn the hash check off by printing garbage."""
+    async with _attacking(tmp_path, process_factory=garbled_output) as attack:
+        src = attack.workdir / "src.bin"
+        src.write_bytes(os.urandom(100_000))
+        (attack.peer.root / "src.bin").write_bytes(src.read_bytes())
+        out = attack.workdir / "out"
+        out.mkdir()
+        paths = (
+            [str(src), attack.spec("/up.bin")]
+            if verb == "put"
+            else [attack.spec("/src.bin"), str(out / "got.bin")]
+        )
+        run = await attack.run(verb, f"--verify={level}", *paths)
+    assert run.returncode == 10, run.stderr
+    assert "sha256sum on the server printed no hash that can be read" in run.stderr
+    assert "not taken as a match" in run.stderr and len(run.stderr.splitlines()) == 1
+    assert_terminal_safe(run)
+    assert not (attack.peer.root / "up.bin").exists() and os.listdir(out) == []
+    assert leftover_temps(attack.peer.root) == []
 
 
 @pytest.mark.parametrize(
