@@ -29,6 +29,7 @@ from ..local import writeback
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     keep_existing_mode,
+    may_be_alike,
     named,
 )
 from ..transport.replies import quiet
@@ -82,8 +83,11 @@ class Sending:
         # mode and owner a replaced file keeps (None: the OPEN's mode stands).
         self.first_open: asyncio.Future[codec.Reply] | None = None
         self.existing: asyncio.Future[codec.Reply] | None = None
-        # The file as the last attempt left it (FSTAT before its CLOSE): what its
-        # rename must show under the final name (``remoteplace.Landing``).
+        # The STAT of what the file will replace (whether or not it keeps its
+        # mode), and the file as the last attempt left it (an FSTAT before its
+        # CLOSE, asked only where the two may look alike): what its rename must
+        # tell apart (``remoteplace.Landing``).
+        self.replaced: asyncio.Future[codec.Reply] | None = None
         self.written: codec.Attrs | None = None
         self._next_kept = 0
 
@@ -197,7 +201,7 @@ class Sending:
                 closing = time.monotonic()
                 if kept is not None and pump.error is None:
                     lane.sftp.check_status(await kept, remote)
-                if pump.error is None:
+                if pump.error is None and may_be_alike(self.replaced, self.offset):
                     # Every WRITE is acknowledged: the file as its rename must show
                     # it. On its handle, so answered before the CLOSE (in order).
                     stated = lane.sftp.request(

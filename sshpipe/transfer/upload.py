@@ -128,6 +128,7 @@ async def _upload(
             tally.sized(size)
         sending.first_open, sent = sent, None
         sending.existing = existing if keep_mode else None
+        sending.replaced = existing
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
         retry = Retrying(lease, budget, path=remote)
 

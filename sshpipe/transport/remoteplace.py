@@ -3,13 +3,16 @@
 The rename is the commit, so its answer is not taken on trust: a server that
 says OK and did nothing (or something else) would leave the user with no file
 and a success. ``rename_into_place`` asks for the outcome with the rename:
-the temporary name must be gone, and the destination a file of the size sent
-that is not the one it replaced (``core.identity.rename_problem``). What it
-replaced is the STAT sent with the upload's OPEN, and what was written the
-FSTAT sent before its CLOSE (``Landing``): on a server that answers in order
-the proof costs no round trip. Where the two look alike to the second (a
-re-upload within the second, ``-p`` over a copy of the same source) the
-temporary file's mtime is marked first and put back after. Without
+the destination must be a file of the size sent that is not the one it
+replaced, and where that does not tell (or anything disagrees) the temporary
+name must be gone (``core.identity.rename_problem``). What it replaced is the
+STAT sent with the upload's OPEN, and what was written the FSTAT sent before
+its CLOSE where a file of that size was there (``Landing``): on a server that
+answers in order the proof costs no round trip, and a new file or one of
+another size no request more than the LSTAT sent with the RENAME. Where the
+two look alike to the second (a re-upload within the second, ``-p`` over a
+copy of the same source) the temporary file's mtime is marked first and put
+back after. Without
 ``replace`` the commit itself refuses an existing destination (a look first
 would lose to a file created between the look and the rename).
 """
@@ -78,7 +81,9 @@ class Landing:
         replaced: the destination before the upload (the STAT sent with its
             OPEN); None: nothing was there, or it is not known.
         written: the temporary file once written (an FSTAT sent before its
-            CLOSE); None: not asked, it is looked at if need be.
+            CLOSE; with ``-p``, only what is sure: its size and the mtime it
+            was given, which no other file shows with every attribute of its
+            own); None: not asked, it is looked at if need be.
         restore: the times the temporary file had before it was marked to tell
             it from ``replaced``, put back once the rename is proven.
     """
@@ -105,10 +110,11 @@ async def rename_into_place(
 ) -> None:
     """Rename ``temp`` over ``remote`` and check it happened (``landing`` says what to see).
 
-    The LSTATs of ``remote`` and ``temp`` that check it go out with the RENAME:
-    a server that answers in order (OpenSSH's and asyncssh's do) costs no
-    round trip more. One that works on requests in parallel may answer them
-    before renaming; what is there is then asked again after its answer.
+    The LSTAT of ``remote`` that checks it (and of ``temp``, where what is
+    there cannot tell the two files apart) goes out with the RENAME: a server
+    that answers in order (OpenSSH's and asyncssh's do) costs no round trip
+    more. One that works on requests in parallel may answer them before
+    renaming; both names are then asked again after its answer.
     ``replace=False``: ``place_new``.
 
     Raises:
@@ -136,8 +142,13 @@ async def rename_into_place(
         renamed = sftp.request(
             lambda rid: codec.encode_rename(rid, codec.wire(temp), codec.wire(remote))
         )
-    there, left = _lstat(sftp, remote), _lstat(sftp, temp)
-    left.add_done_callback(quiet)  # read only once the rename and ``there`` are answered
+    there = _lstat(sftp, remote)
+    # Where what is there after tells the file written from the one it replaced
+    # (the usual case: nothing replaced, another size, another mtime), that is
+    # the proof; else the temporary name must be gone too.
+    left = None if _told_apart(landing) else _lstat(sftp, temp)
+    if left is not None:
+        left.add_done_callback(quiet)  # read only once the rename and ``there`` are answered
     try:
         sftp.check_status(await renamed, remote)
     except RemoteError:
@@ -153,9 +164,9 @@ async def rename_into_place(
         there.add_done_callback(quiet)
         raise
     there.add_done_callback(quiet)
-    seen = _attrs(await there), isinstance(await left, codec.AttrsReply)
+    seen = _attrs(await there), left is not None and isinstance(await left, codec.AttrsReply)
     if _judged(*seen, landing) is not None:
-        # Answered before the rename was done, maybe: asked again now that it is.
+        # Answered before the rename was done, maybe: both asked again now that it is.
         problem = _judged(*await _look(sftp, temp, remote), landing)
         if problem is not None:
             raise ProtocolError(f"{remote}: the server said it renamed {temp} there, but {problem}")
@@ -210,10 +221,9 @@ async def _tell_apart(sftp: SFTPSession, temp: str, landing: Landing) -> None:
     being gone.
     """
     replaced = landing.replaced
-    if landing.restore is not None or replaced is None:
+    if landing.restore is not None or _told_apart(landing):
         return  # marked already (a retry), or nothing to be taken for
-    if replaced.kind != "file" or replaced.size != landing.size:
-        return
+    assert replaced is not None
     if landing.written is None:  # not asked as it was written (a worker-shared upload)
         try:
             landing.written = await sftp.lstat(temp)
@@ -233,6 +243,36 @@ async def _tell_apart(sftp: SFTPSession, temp: str, landing: Landing) -> None:
         return
     landing.restore = codec.Attrs(atime=written.atime, mtime=written.mtime)
     landing.written = dataclasses.replace(written, mtime=marked)
+
+
+def _told_apart(landing: Landing) -> bool:
+    """Whether the file written and the one replaced show different attributes."""
+    replaced, written = landing.replaced, landing.written
+    if replaced is None or replaced.kind != "file" or replaced.size != landing.size:
+        return True
+    return written is not None and not same_file(written, replaced)
+
+
+def may_be_alike(stat: asyncio.Future[codec.Reply] | None, size: int) -> bool:
+    """Whether the destination a STAT found may look like an upload of ``size`` bytes.
+
+    Only then is the file written asked for its attributes (an FSTAT before
+    its CLOSE), to tell the two apart after the rename: a new file, or one of
+    another size, costs no request more. Not answered yet (a server that
+    answers out of order): it may.
+    """
+    if stat is None:
+        return False
+    if not stat.done():
+        return True
+    if stat.cancelled() or stat.exception() is not None:
+        return False
+    reply = stat.result()
+    return (
+        isinstance(reply, codec.AttrsReply)
+        and reply.attrs.kind == "file"
+        and reply.attrs.size == size
+    )
 
 
 async def _restore(sftp: SFTPSession, remote: str, landing: Landing) -> None:

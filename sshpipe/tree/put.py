@@ -44,6 +44,7 @@ from ..transport.remoteplace import (
     Landing,
     check_landed,
     keep_existing_mode,
+    may_be_alike,
     remote_temp_name,
     remove_quietly,
     remove_soon,
@@ -196,9 +197,7 @@ class TreePut(TreeRun):
         if self.verifier is None:
             return _Sent(temp, landing, None, {}, batched)
         checks = self.verifier.plan()
-        return _Sent(
-            temp, landing, checks, digests_of_pieces([(0, [data])], checks.specs), batched
-        )
+        return _Sent(temp, landing, checks, digests_of_pieces([(0, [data])], checks.specs), batched)
 
     async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
         """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
@@ -373,9 +372,9 @@ async def _make_link(target: str, path: str, sftp: SFTPSession) -> None:
 
 
 def _sent(
-    future: asyncio.Future[codec.Reply] | None,
+    *futures: asyncio.Future[codec.Reply] | None,
 ) -> tuple[asyncio.Future[codec.Reply], ...]:
-    return () if future is None else (future,)
+    return tuple(future for future in futures if future is not None)
 
 
 def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:
@@ -429,9 +428,15 @@ async def put_small(
         except RemoteError as exc:
             raise type(exc)(dest, exc.reason, status=exc.status) from exc
         replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = []
-        if existing is not None and keep_mode:
+        replaced: codec.Attrs | None = None
+        if existing is not None:
             try:
-                kept = await keep_existing_mode(sftp, handle, existing, mode & 0o777)
+                replaced = await replaced_by(existing)  # on a server in order: answered
+                kept = (
+                    await keep_existing_mode(sftp, handle, existing, mode & 0o777)
+                    if keep_mode
+                    else None
+                )
             except BaseException:  # cancelled: the handle is ours to close, its answer nobody's
                 sftp.close_handle_soon(handle, temp)
                 sftp.settle_later(existing)
@@ -449,8 +454,19 @@ async def put_small(
             (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
             for offset in range(0, len(data), block)
         ]
+        restore: codec.Attrs | None = None
         if times is not None:  # -p: after the writes, so the mtime stays
-            attrs = codec.Attrs(permissions=mode, atime=times[0], mtime=times[1])
+            atime, mtime = times
+            if (
+                replaced is not None
+                and replaced.kind == "file"
+                and replaced.size == len(data)
+                and replaced.mtime == mtime
+            ):
+                # Alike to the second (a re-upload of the same source): given a mark
+                # instead, which its rename must show, and its own mtime back after.
+                restore, mtime = codec.Attrs(atime=atime, mtime=mtime), mtime ^ 1
+            attrs = codec.Attrs(permissions=mode, atime=atime, mtime=mtime)
             replies.append(
                 (
                     None,
@@ -466,9 +482,15 @@ async def put_small(
             )
         if fsync and sftp.can_fsync:  # after the writes, before the CLOSE: in order
             replies.append((None, sftp.fsync_request(handle)))
-        # The file as written (times set), for its rename to show: before the CLOSE.
-        stated = sftp.request(partial(codec.encode_handle_request, codec.FXP_FSTAT, handle=handle))
-        stated.add_done_callback(quiet)
+        # The file as written, to tell it from a file of its size there after the
+        # rename: asked before the CLOSE, on its handle (in order). With -p its
+        # mtime is known: it was just set.
+        stated = None
+        if times is None and may_be_alike(existing, len(data)):
+            stated = sftp.request(
+                partial(codec.encode_handle_request, codec.FXP_FSTAT, handle=handle)
+            )
+            stated.add_done_callback(quiet)
         replies.append(
             (
                 None,
@@ -484,18 +506,17 @@ async def put_small(
                     failure = failure or exc  # wait for the rest: the CLOSE must be answered
         except asyncio.CancelledError:
             # Not waited for: the WRITEs' answers and the CLOSE's come to the pool.
-            sftp.settle_later(*(future for _, future in replies), stated, *_sent(existing))
+            sftp.settle_later(*(future for _, future in replies), *_sent(stated, existing))
             raise
         if failure is not None:
             raise failure
         if inplace:
             return None
-        written = await stated  # answered before the CLOSE, awaited above
-        landing = Landing(
-            len(data),
-            await replaced_by(existing),
-            written.attrs if isinstance(written, codec.AttrsReply) else None,
-        )
+        stat = await stated if stated is not None else None  # answered before the CLOSE
+        written = stat.attrs if isinstance(stat, codec.AttrsReply) else None
+        if times is not None:  # what is sure of it: no file of another mtime is it
+            written = codec.Attrs(size=len(data), mtime=mtime)
+        landing = Landing(len(data), replaced, written, restore)
         if rename:
             await rename_into_place(sftp, temp, dest, landing)
         return landing

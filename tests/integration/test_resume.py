@@ -459,9 +459,7 @@ async def test_put_resume_says_what_changed_in_a_source_of_the_same_size_and_mti
     other.write_bytes(os.urandom(SIZE))
     os.utime(other, ns=(was.st_atime_ns, was.st_mtime_ns))
     os.replace(other, source)
-    assert_one_line_error(
-        await run_cli_async(*args), 10, "it is another file (its inode changed)"
-    )
+    assert_one_line_error(await run_cli_async(*args), 10, "it is another file (its inode changed)")
     assert (peer.root / ".out.bin.sshpipe.partial").exists()  # kept: the user decides
 
 
