@@ -195,7 +195,9 @@ async def rename_proven(
     sftp.check_status(await renamed, src)
     was, gone = _attrs(await moved), _attrs(await replaced)
     if was is not None and gone is not None and same_file(was, gone):
-        return  # one file under both names (hard links): rename(2) leaves both, and says OK
+        # One file under both names (hard links: rename(2) leaves both and says
+        # OK), or twins to the second: nothing after can tell, and nothing is marked.
+        return
 
     def judged(seen: codec.Attrs | None, still: bool) -> str | None:
         return rename_problem(seen, left=still, moved=was, replaced=gone, old_name=src)
