@@ -12,9 +12,9 @@ answers in order the proof costs no round trip, and a new file or one of
 another size no request more than the LSTAT sent with the RENAME. Where the
 two look alike to the second (a re-upload within the second, ``-p`` over a
 copy of the same source) the temporary file's mtime is marked first and put
-back after. Without
-``replace`` the commit itself refuses an existing destination (a look first
-would lose to a file created between the look and the rename).
+back after. Without ``replace`` the commit itself refuses an existing
+destination (a look first would lose to a file created between the look and
+the rename).
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ class TreePut(TreeRun):
             if temp != item.dest:
                 self.stale_temps.append(temp)
             raise
-        if not waits or landing is None:
+        if not waits:
             return None
         if self.verifier is None:
             return _Sent(temp, landing, None, {}, batched)
@@ -395,7 +395,7 @@ async def put_small(
     keep_mode: bool = True,
     maybe_there: bool = True,
     pacer: Pacer | None = None,
-) -> Landing | None:
+) -> Landing:
     """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
 
     ``pacer``: the rate limit its WRITEs wait for, all together, once it is open.
@@ -410,7 +410,7 @@ async def put_small(
 
     Returns:
         What its rename must show (``remoteplace.Landing``; the caller's to
-        rename with, unless ``rename``); None in place.
+        rename with, unless ``rename``); in place, its size alone.
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
@@ -511,7 +511,7 @@ async def put_small(
         if failure is not None:
             raise failure
         if inplace:
-            return None
+            return Landing(len(data))  # nothing to rename: its size, for --verify
         stat = await stated if stated is not None else None  # answered before the CLOSE
         written = stat.attrs if isinstance(stat, codec.AttrsReply) else None
         if times is not None:  # what is sure of it: no file of another mtime is it
