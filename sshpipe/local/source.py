@@ -101,7 +101,7 @@ class LocalSource:
         self.mtime_ns = info.st_mtime_ns
         self.identity = LocalIdentity.of(info)
 
-    def check_unchanged(self, verb: str = "uploaded") -> None:
+    def check_unchanged(self) -> None:
         """Refuse a source that is not the file it was when opened (before its copy commits).
 
         Both what is open (written in place: size, mtime, ctime) and what the
@@ -116,12 +116,12 @@ class LocalSource:
             held = LocalIdentity.of(os.fstat(self._fd))
             named = LocalIdentity.of(os.stat(self.path))
         except FileNotFoundError:
-            raise IntegrityError(str(self.path), f"was removed while it was {verb}") from None
+            raise IntegrityError(str(self.path), "was removed while it was uploaded") from None
         except OSError as exc:
             raise local_error(self.path, exc) from exc
         changed = change(self.identity, held) or change(self.identity, named)
         if changed is not None:
-            raise IntegrityError(str(self.path), f"changed while it was {verb}: {changed}")
+            raise IntegrityError(str(self.path), f"changed while it was uploaded: {changed}")
 
     async def read_blocks(
         self, offset: int, length: int, count: int, *, in_thread: bool = True
