@@ -80,28 +80,19 @@ class Journal:
         """
         if self._fd is not None:
             return
-        try:
-            for _ in range(3):
+        for _ in range(3):
+            try:
                 fd = open_regular(self.path, write=True, append=True)
-                assert fd is not None
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    held = os.fstat(fd)
+            except OSError as exc:
+                raise local_error(self.path, exc) from exc
+            assert fd is not None
+            try:
+                self._fd = fd if _locked(fd, self.path, shown) else None
+            finally:
+                if self._fd is None:
                     os.close(fd)
-                    raise LocalError(shown, _busy(held), errno=errno.EWOULDBLOCK) from None
-                # The copy before us may have ended (and removed the journal) between
-                # our open and our lock: the file locked must still be the one named.
-                locked, named = os.fstat(fd), lstat(self.path)
-                if named is not None and (named.st_dev, named.st_ino) == (
-                    locked.st_dev,
-                    locked.st_ino,
-                ):
-                    self._fd = fd
-                    return
-                os.close(fd)
-        except OSError as exc:
-            raise local_error(self.path, exc) from exc
+            if self._fd is not None:
+                return
         raise LocalError(shown, "its resume journal keeps being replaced", errno=errno.EAGAIN)
 
     def start(self, header: dict[str, Any], *, append: bool) -> None:
@@ -163,6 +154,32 @@ class Journal:
         finally:
             self._started = True  # close() removes nothing: the name may be the next copy's
             self.close()
+
+
+# What flock(2) says on a file system that has no locks to give.
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+def _locked(fd: int, path: LocalFile, shown: str) -> bool:
+    """Lock the journal open at ``fd``; False: it is not the one ``path`` names any more.
+
+    Raises:
+        LocalError: naming ``shown``: another copy holds the lock.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise LocalError(shown, _busy(os.fstat(fd)), errno=errno.EWOULDBLOCK) from None
+    except OSError as exc:
+        if exc.errno not in _NO_LOCKS:
+            raise local_error(path, exc) from exc
+        # A file system without locks (some NFS mounts): resumed as before.
+        logger.debug("%s: not locked: %s", printable(str(path)), exc)
+        return True
+    # The copy before us may have ended (and removed the journal) between our
+    # open and our lock: the file locked must still be the one named.
+    locked, named = os.fstat(fd), lstat(path)
+    return named is not None and (named.st_dev, named.st_ino) == (locked.st_dev, locked.st_ino)
 
 
 def holder_of(locks: str, device: int, inode: int) -> int | None:

@@ -10,6 +10,8 @@ still count, the read-back check) are checked as tables.
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -23,9 +25,10 @@ import pytest
 import sshpipe
 from sshpipe.core.readback import ReadBackCheck, latest_disjoint
 from sshpipe.core.readplan import Range, ReadPlan, missing
-from sshpipe.durability.journal import holder_of
+from sshpipe.durability.journal import Journal, holder_of
 from sshpipe.durability.putresume import remote_resume_name, state_dir
 from sshpipe.linkemu import LinkEmulator
+from sshpipe.local.dirfd import DirRoot
 from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
 from tests.support.peers import Peer
 
@@ -396,6 +399,40 @@ def test_the_holder_of_a_journal_lock_is_read_from_proc_locks() -> None:
     assert holder_of(locks, device, 42) == 33
     assert holder_of(locks, device, 43) is None
     assert holder_of("", device, 42) is None
+
+
+def test_a_journal_is_held_by_one_copy_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = DirRoot(str(tmp_path))
+    try:
+        path = root.top.file(".out.sshpipe.journal")
+        first, second = Journal(path), Journal(path)
+        first.claim("out")
+        with pytest.raises(sshpipe.LocalError) as caught:
+            second.claim("out")
+        assert str(caught.value) == (
+            "local: out: another copy in this process is resuming this copy: "
+            "wait for it to end, or stop it"
+        )
+        assert caught.value.exit_code == 3 and caught.value.errno == errno.EWOULDBLOCK
+        first.close()  # claimed, never started, empty: nothing for the next run
+        assert not (tmp_path / ".out.sshpipe.journal").exists()
+        second.claim("out")
+        second.start({"remote": "x"}, append=False)
+        second.close()  # started: kept for the next --resume
+        assert (tmp_path / ".out.sshpipe.journal").exists()
+        # A file system without locks (some NFS mounts) resumes as it did.
+        monkeypatch.setattr(fcntl, "flock", _no_locks)
+        third = Journal(path)
+        third.claim("out")
+        third.close()
+    finally:
+        root.close()
+
+
+def _no_locks(fd: int, operation: int) -> None:
+    raise OSError(errno.ENOLCK, "No locks available")
 
 
 @pytest.mark.parametrize("direction", ["get", "put"])
