@@ -174,9 +174,11 @@ class TransferConfig:
             the destination) and a journal of its complete ranges (each with a
             SHA-256), and continue from them next time (``rsync --partial``,
             ``sftp reget``/``reput``): ranges whose bytes no longer match are
-            copied again; a source whose size or mtime changed since is
-            refused. An upload's journal lives in ``$XDG_STATE_HOME/sshpipe/
-            resume``, and its kept ranges are read back from the server first.
+            copied again; a source that changed since is refused
+            (``IntegrityError``), and so is a second copy resuming the same
+            partial at once (``LocalError``). An upload's journal lives in
+            ``$XDG_STATE_HOME/sshpipe/resume``, and its kept ranges are read
+            back from the server first.
             A tree (``recursive``) skips the files an earlier run finished
             (journaled there too) and continues its big files.
         inplace: write straight to the destination instead of a temporary

@@ -263,6 +263,8 @@ class RemoteOps(ClientBase):
             RemoteExists: ``dst`` exists and ``overwrite`` is False.
             RemoteNotFound: ``src`` is missing. RemoteIsADirectory: ``dst`` is
             a directory to replace and the server has no posix-rename. RemoteError.
+            ProtocolError: the server said it renamed, and ``src`` is still
+                there or ``dst`` still the file it replaced.
         """
         old, new = fspath(src), fspath(dst)
         from .transport import remoteops

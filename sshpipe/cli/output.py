@@ -94,6 +94,7 @@ def report(
             + (f" of {stats.workers} worker processes" if stats.workers > 1 else "")
             + f", RTT {stats.rtt_min * 1000:.1f} ms"
             + (f"; verified: {stats.verified}" if stats.verified != "none" else "")
+            + ("; the source changed size while it was read" if stats.size_changed else "")
             # Auto is the default: the line names it only where it compressed
             # (why a file stayed plain: -v, and --json's "compression").
             + (

@@ -17,6 +17,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``text``: ``printable``, a server's text as it may reach a terminal or a log;
 - ``treeplan``: tree landing names, globs, small/big split, accounting;
 - ``readback``: checking an upload's kept bytes on resume;
+- ``identity``: whether a file is still the one it was (a local source's stat,
+  a remote file's attributes), and the verdict on a RENAME said done;
 - ``stripes``: which bytes each worker process of one file copies (``--workers``);
 - ``checkfile``: the ``check-file`` extension's bytes, and which hashes --verify takes;
 - ``status``: the ``RemoteError`` a failure STATUS stands for;

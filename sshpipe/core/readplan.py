@@ -60,6 +60,7 @@ class ReadPlan:
         self.probe_length = probe_length or block_size
         self.block_size = block_size
         self.size_hint = size_hint
+        self.first_size = size_hint  # kept: ``size_hint`` goes once the file grew past it
         self.frontier = 0
         self.holes: list[Range] = []
         self.eof_at: int | None = None

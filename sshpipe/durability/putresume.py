@@ -7,7 +7,10 @@ appended to a journal in the user's state directory
 the source's directory may be read-only, and SFTP has no cheap append. The
 next ``--resume`` reads the journaled ranges back from the partial (pipelined,
 as a download does) and keeps only those whose SHA-256 still matches; every
-other byte is sent again. A source whose size or mtime changed is refused.
+other byte is sent again. A source that is not the file the partial was made
+of (its device and inode, size, mtime, ctime: ``core.identity``) is refused,
+saying what differs. One copy at a time: the journal is locked while it runs
+(``Journal.claim``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from .._config import TransferConfig
 from .._errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core import codec
+from ..core.identity import change
 from ..core.readback import Entry, ReadBackCheck, latest_disjoint
 from ..core.readplan import Range, ReadPlan, missing
 from ..core.tempnames import beside, resume_name
@@ -101,6 +105,7 @@ class UploadResume:
         """Find the journal, check the partial against it; then ``kept`` says what stays.
 
         Raises:
+            LocalError: another copy is resuming this one (``Journal.claim``).
             IntegrityError: the source changed since the partial was made.
             ConnectionBroken: while reading back (call again after reconnecting).
         """
@@ -109,13 +114,16 @@ class UploadResume:
         where = await absolute(sftp, remote)
         if self._state is None:
             self._state = DirRoot(str(state_dir()))
-        journal = Journal(self._state.top.file(journal_name(sftp.peer, where)))
+        if self.journal is None:  # claimed once: a retry after a drop holds it already
+            self.journal = Journal(self._state.top.file(journal_name(sftp.peer, where)))
+            self.journal.claim(str(self.source.path))
+        journal = self.journal
+        assert self.source.identity is not None
         header = {
             "peer": sftp.peer,
             "remote": where,
             "local": os.path.abspath(self.source.path),
-            "size": self.source.size,
-            "mtime_ns": self.source.mtime_ns,
+            **self.source.identity.header(),
         }
         earlier = load_journal(journal.path)
         attrs = await self._partial_attrs(sftp)
@@ -138,7 +146,6 @@ class UploadResume:
                 )
         self.kept = kept
         journal.start(header, append=self.continuing)
-        self.journal = journal
         self.prepared = True
 
     async def _partial_attrs(self, sftp: SFTPSession) -> codec.Attrs | None:
@@ -148,22 +155,23 @@ class UploadResume:
             return None
 
     def _refuse_if_changed(self, was: dict[str, Any], now: dict[str, Any]) -> None:
-        changed = [key for key, value in now.items() if was.get(key) != value]
-        if not changed:
-            return
         path = str(self.source.path)
-        if set(changed) - {"size", "mtime_ns"}:  # a partial copy of another file
-            raise IntegrityError(
+        if any(was.get(key) != now[key] for key in ("peer", "remote", "local")):
+            raise IntegrityError(  # a partial copy of another file
                 path,
                 f"the partial copy {self.partial} on the server is of {was.get('local')}, "
                 "not of this file: remove it, or copy without --resume",
             )
-        raise IntegrityError(
-            path,
-            f"changed since the partial copy {self.partial} was made (it was "
-            f"{was.get('size')} bytes, mtime {_seconds(was.get('mtime_ns'))}; now "
-            f"{now['size']}, {_seconds(now['mtime_ns'])}): remove it, or copy without --resume",
-        )
+        source = self.source.identity
+        assert source is not None
+        # A journal of an older sshpipe has no inode or ctime: they are not compared.
+        changed = change(source.from_header(was), source)
+        if changed is not None:
+            raise IntegrityError(
+                path,
+                f"changed since the partial copy {self.partial} was made: {changed}: "
+                "remove it, or copy without --resume",
+            )
 
     def sent(self, offset: int, data: bytes) -> None:
         """A WRITE of ``data`` at ``offset`` is going out: hash it for the journal."""
@@ -194,12 +202,6 @@ class UploadResume:
             if self._state is not None:
                 self._state.close()
                 self._state = None
-
-
-def _seconds(mtime_ns: object) -> str:
-    if not isinstance(mtime_ns, int):
-        return str(mtime_ns)
-    return f"{mtime_ns // 10**9}.{mtime_ns % 10**9:09d}"
 
 
 async def read_back_kept(

@@ -1,7 +1,11 @@
 """Upload sources: a local file read by offset off the event loop, a small file whole.
 
 The source is the user's own: it is opened by path (a tree's symlinks are
-recreated from their text, and followed only with ``-L``).
+recreated from their text, and followed only with ``-L``). Its identity
+(``core.identity``) is taken as it is opened: a file changed while it is
+read makes a copy of no version of it, so ``LocalSource.check_unchanged``
+(before the copy takes its name) and ``read_whole_file`` (after reading)
+refuse it.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ import os
 import stat
 from pathlib import Path
 
-from .._errors import LocalError
+from .._errors import IntegrityError, LocalError
+from ..core.identity import LocalIdentity, change
 from .dirfd import local_error
 from .target import run_blocking
 
@@ -33,32 +38,42 @@ def read_whole_file(path: str, size: int) -> bytes | None:
     """A small regular file's bytes, or None if it holds more than ``size`` now.
 
     Reading stops one byte past ``size``: a file that grew since it was
-    listed is never pulled into memory whole.
+    listed is never pulled into memory whole. Once read, the bytes are sent
+    from memory: only a change while they were read is the copy's.
 
     Raises:
         LocalError: missing, unreadable, or not a regular file (any more).
+        IntegrityError: it changed while it was read.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise LocalError(path, "is not a regular file")
             parts = []
             left = size + 1
             while left > 0 and (data := os.read(fd, left)):
                 parts.append(data)
                 left -= len(data)
+            changed = change(LocalIdentity.of(info), LocalIdentity.of(os.fstat(fd)))
         finally:
             os.close(fd)
     except OSError as exc:
         raise local_error(path, exc) from exc
     if left <= 0:
         return None
+    if changed is not None:
+        raise IntegrityError(path, f"changed while it was read: {changed}")
     return b"".join(parts)
 
 
 class LocalSource:
-    """An upload source: a regular local file read by offset."""
+    """An upload source: a regular local file read by offset.
+
+    Attributes:
+        identity: the file as it was opened (device, inode, size, mtime, ctime).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -66,6 +81,7 @@ class LocalSource:
         self.size = 0
         self.mode = 0o644
         self.mtime_ns = 0
+        self.identity: LocalIdentity | None = None
 
     def __repr__(self) -> str:
         return f"<LocalSource {self.path} open={self._fd is not None}>"
@@ -83,6 +99,29 @@ class LocalSource:
         self.size = info.st_size
         self.mode = info.st_mode & 0o7777
         self.mtime_ns = info.st_mtime_ns
+        self.identity = LocalIdentity.of(info)
+
+    def check_unchanged(self) -> None:
+        """Refuse a source that is not the file it was when opened (before its copy commits).
+
+        Both what is open (written in place: size, mtime, ctime) and what the
+        path names now (replaced by another file: device and inode): either
+        way the copy is not of what the path holds.
+
+        Raises:
+            IntegrityError: it changed, saying how.
+        """
+        assert self._fd is not None and self.identity is not None
+        try:
+            held = LocalIdentity.of(os.fstat(self._fd))
+            named = LocalIdentity.of(os.stat(self.path))
+        except FileNotFoundError:
+            raise IntegrityError(str(self.path), "was removed while it was uploaded") from None
+        except OSError as exc:
+            raise local_error(self.path, exc) from exc
+        changed = change(self.identity, held) or change(self.identity, named)
+        if changed is not None:
+            raise IntegrityError(str(self.path), f"changed while it was uploaded: {changed}")
 
     async def read_blocks(
         self, offset: int, length: int, count: int, *, in_thread: bool = True

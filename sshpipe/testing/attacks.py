@@ -29,11 +29,15 @@ directory          attack
 ``/nullink``       a link whose text holds a NUL, beside a real file
 ``/huge``          ``f``, a file of 1 TiB (zeros, made up as they are read)
 ``/lying``         a RENAME (and posix-rename) that answers OK and does nothing
+``/unlinking``     a RENAME (and posix-rename) that answers OK, removes the old name
+                   and leaves the new one as it was (a file of the same size there
+                   passes a look at the size alone)
 =================  ==================================================================
 
 ``Disconnecting`` is an SSH server that says goodbye with escapes at once;
 ``endless_output`` is a process factory whose exec and shell print without end
-(``--verify``'s ``sha256sum``, a tree's ``sync``).
+(``--verify``'s ``sha256sum``, a tree's ``sync``); ``garbled_output`` one whose
+exec exits 0 having printed no hash (a ``sha256sum`` that cannot be read).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ REAL_FILES: dict[str, bytes] = {
     "esc/plain.txt": b"plain\n",
     "nullink/ok.txt": b"an ordinary file\n",
     "lying/.keep": b"",
+    "unlinking/.keep": b"",
     "silent/f": b"never served\n",
     "slow/f": b"served late\n",
 }
@@ -268,13 +273,20 @@ class AttackServer(asyncssh.SFTPServer):
 
     async def rename(self, oldpath: bytes, newpath: bytes) -> None:
         await self._answer(newpath)
-        if not newpath.startswith(b"/lying"):
+        if not await self._lied(oldpath, newpath):
             await _maybe(super().rename(oldpath, newpath))
 
     async def posix_rename(self, oldpath: bytes, newpath: bytes) -> None:
         await self._answer(newpath)
-        if not newpath.startswith(b"/lying"):
+        if not await self._lied(oldpath, newpath):
             await _maybe(super().posix_rename(oldpath, newpath))
+
+    async def _lied(self, oldpath: bytes, newpath: bytes) -> bool:
+        """Whether this rename is one to lie about (``/lying``, ``/unlinking``), having lied."""
+        if newpath.startswith(b"/unlinking"):
+            await _maybe(super().remove(oldpath))
+            return True
+        return newpath.startswith(b"/lying")
 
 
 @dataclass
@@ -311,6 +323,12 @@ async def endless_output(process: asyncssh.SSHServerProcess[str]) -> None:
         while not process.channel.is_closing():
             process.stdout.write(chunk)
             await process.stdout.drain()
+    process.exit(0)
+
+
+async def garbled_output(process: asyncssh.SSHServerProcess[str]) -> None:
+    """Exec or shell: exit 0 having printed, where a hash goes, text with escapes in it."""
+    process.stdout.write(f"not a hash {ESCAPES}  the file\n")
     process.exit(0)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable
 
-from .._errors import LocalError
+from .._errors import IntegrityError
 from ..local.source import LocalSource
 
 # A put's sample for Compression auto: four 64 KiB pieces (core.compresspolicy's
@@ -27,6 +27,10 @@ class BlockSource:
     async def sample(self) -> list[bytes]:
         """A few blocks spread over the data, read ahead (Compression auto); [] if none."""
         return []
+
+    def check_unchanged(self) -> None:
+        """Before the copy takes its name: IntegrityError if the source changed since it
+        was opened (a stream is what it yielded: nothing to compare)."""
 
 
 class FileBlocks(BlockSource):
@@ -59,8 +63,13 @@ class FileBlocks(BlockSource):
         blocks = await self.source.read_blocks(offset, length, 1, in_thread=self.in_thread)
         data = blocks[0] if blocks else b""
         if len(data) != length:  # the file shrank under us: what was sent is gone
-            raise LocalError(str(self.source.path), "changed while it was uploaded", offset=offset)
+            raise IntegrityError(
+                str(self.source.path), "changed while it was uploaded: it shrank", offset=offset
+            )
         return data
+
+    def check_unchanged(self) -> None:
+        self.source.check_unchanged()
 
 
 class StreamBlocks(BlockSource):

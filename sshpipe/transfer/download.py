@@ -18,6 +18,7 @@ from ..core import codec
 from ..core.flight import SharedBytes
 from ..core.readplan import ReadPlan
 from ..core.retry import RetryBudget
+from ..core.text import printable
 from ..durability.journal import DownloadResume
 from ..durability.ledger import local_temps
 from ..local.dirfd import LocalFile
@@ -120,6 +121,8 @@ async def download(
                         plan = pump.plan
                         await consumer.run(pump, writer)
             assert plan is not None  # the attempts end with an error or a done plan
+            if plan.changed:
+                _say_changed(remote, plan)
             if tally is not None:
                 tally.sized(plan.final_size)
             await writer.close()
@@ -156,6 +159,24 @@ async def download(
                 resuming.finish(committed)
             if not committed:
                 target.discard()
+
+
+def _say_changed(remote: str, plan: ReadPlan) -> None:
+    """A warning, once: the file grew or shrank while it was read (``TransferStats.size_changed``).
+
+    Not an error: the copy is what the server sent, as ``cp`` or ``scp`` of a
+    live file gives (a log being written is the usual case); ``--verify``
+    then compares it with the file as it is after.
+    """
+    was, now = plan.first_size, plan.final_size
+    how = "changed size" if was is None or was == now else "grew" if now > was else "shrank"
+    sizes = f" from {was} to {now} bytes" if was is not None and was != now else ""
+    logger.warning(
+        "%s %s while it was copied%s: the copy holds what the server sent then",
+        printable(remote),
+        how,
+        sizes,
+    )
 
 
 class _Sink:

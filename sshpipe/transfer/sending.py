@@ -11,12 +11,14 @@ shared put runs on it too (``workers.child``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from .._config import TransferConfig
-from .._errors import RemoteError
+from .._errors import RemoteError, SSHPipeError
 from ..core import codec
 from ..core.checkfile import HashSpec
 from ..core.flight import SharedBytes
@@ -27,6 +29,7 @@ from ..local import writeback
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     keep_existing_mode,
+    may_be_alike,
     named,
 )
 from ..transport.replies import quiet
@@ -80,6 +83,12 @@ class Sending:
         # mode and owner a replaced file keeps (None: the OPEN's mode stands).
         self.first_open: asyncio.Future[codec.Reply] | None = None
         self.existing: asyncio.Future[codec.Reply] | None = None
+        # The STAT of what the file will replace (whether or not it keeps its
+        # mode), and the file as the last attempt left it (an FSTAT before its
+        # CLOSE, asked only where the two may look alike): what its rename must
+        # tell apart (``remoteplace.Landing``).
+        self.replaced: asyncio.Future[codec.Reply] | None = None
+        self.written: codec.Attrs | None = None
         self._next_kept = 0
 
     async def probe_block(self, sftp: SFTPSession, target: str) -> None:
@@ -142,6 +151,7 @@ class Sending:
         config = self.config
         pump: WritePump | None = None
         fsynced: asyncio.Future[codec.Reply] | None = None
+        stated: asyncio.Future[codec.Reply] | None = None  # the FSTAT of the file written
         kept: asyncio.Future[codec.Reply] | None = None  # the FSETSTAT of the kept mode
         try:
             async with pumping(
@@ -191,6 +201,13 @@ class Sending:
                 closing = time.monotonic()
                 if kept is not None and pump.error is None:
                     lane.sftp.check_status(await kept, remote)
+                if pump.error is None and may_be_alike(self.replaced, self.offset):
+                    # Every WRITE is acknowledged: the file as its rename must show
+                    # it. On its handle, so answered before the CLOSE (in order).
+                    stated = lane.sftp.request(
+                        partial(codec.encode_handle_request, codec.FXP_FSTAT, handle=lane.handle)
+                    )
+                    stated.add_done_callback(quiet)
                 if config.fsync and lane.sftp.can_fsync and pump.error is None:
                     # Every WRITE is acknowledged: make them durable. The CLOSEs
                     # go right behind (leaving this block): requests on one handle
@@ -199,6 +216,11 @@ class Sending:
                     fsynced.add_done_callback(quiet)
             if fsynced is not None:
                 lane.sftp.check_status(await fsynced, remote)
+            self.written = None
+            if stated is not None:
+                with contextlib.suppress(SSHPipeError):  # not known: the rename looks then
+                    reply = await stated
+                    self.written = reply.attrs if isinstance(reply, codec.AttrsReply) else None
             self.closing = time.monotonic() - closing
         except BaseException:
             # The writes in flight were let answer before the handles closed:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, RemoteError, SSHPipeError
+from .._errors import ConnectionBroken, IntegrityError, RemoteError, SSHPipeError
 from .._stats import TransferStats, Verified
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -24,6 +24,7 @@ from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
+    Landing,
     check_landed,
     discard_temp,
     landing_of,
@@ -31,6 +32,7 @@ from ..transport.remoteplace import (
     refuse_existing,
     remote_temp_name,
     rename_into_place,
+    replaced_by,
     resolve_remote_target,
 )
 from ..transport.replies import quiet
@@ -125,6 +127,7 @@ async def _upload(
             tally.sized(size)
         sending.first_open, sent = sent, None
         sending.existing = existing if keep_mode else None
+        sending.replaced = existing
         budget = RetryBudget(attempts=config.retries if blocks.rereadable else 0)
         retry = Retrying(lease, budget, path=remote)
 
@@ -162,10 +165,25 @@ async def _upload(
             tally.sized(sending.offset)  # a stream's size is known now
         verified: Verified = "none"
         checked = renaming = False
+        # What the rename must show: the file written, not the one it replaces.
+        proof = Landing(sending.offset, await replaced_by(existing), sending.written)
+
+        def unchanged() -> None:
+            """The source is the file it was when opened: sent as it changed, the copy
+            is of no version of it, whatever a check of the bytes sent finds (the
+            mirror of a get's check against the server's file as it is now)."""
+            nonlocal discard
+            try:
+                blocks.check_unchanged()
+            except IntegrityError:
+                if resuming is not None:  # its journal is of a file that is gone
+                    discard = temp
+                raise
 
         async def land() -> None:  # the whole file is on the server, under its temp name
             nonlocal verified, checked, renaming
             sftp = lease.channels[0]
+            unchanged()  # before --verify, which would blame the bytes
             if not checked:  # a land() retried after its check passed goes on to the rename
                 # Without a streamed hash it is a resume: its source is a file.
                 verified = await verify_copy(
@@ -181,14 +199,15 @@ async def _upload(
                     remote_hash=remote_hash,
                 )
                 checked = True
+                unchanged()  # and after it: the server's hash may take a while
             # A rename cut off with its connection may have been done: the temp
             # name is ours alone, so if it is gone (and the file is there), it was.
             if temp is not None and not (
-                renaming and await check_landed(sftp, temp, remote, sending.offset)
+                renaming and await check_landed(sftp, temp, remote, proof)
             ):
                 renaming = True
                 renamed = time.monotonic()
-                await rename_into_place(sftp, temp, remote, sending.offset, replace=overwrite)
+                await rename_into_place(sftp, temp, remote, proof, replace=overwrite)
                 after.append(("rename", time.monotonic() - renamed))
 
         after = [("fsync_close", sending.closing)]

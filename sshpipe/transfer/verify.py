@@ -11,7 +11,9 @@ when it runs commands ("hash-remote"); its ``check-file`` extension
 asked ("read-back"); else the size ("best"), or for "hash" asked by name
 nothing: the copy fails with HashUnavailable. ``verify_copy`` is that for
 one finished copy, the one call every single-file path (get, put, and their
-worker-shared forms) makes before its commit.
+worker-shared forms) makes before its commit. A ``sha256sum`` that ran and
+printed no hash that can be read (``Unreadable``) fails the check: a hash
+that cannot be read is not a match, and never a reason to settle for less.
 """
 
 from __future__ import annotations
@@ -47,6 +49,27 @@ Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes 
 
 
 @dataclass(frozen=True, slots=True)
+class Unreadable:
+    """What a server's ``sha256sum`` printed, where its exit status said a hash would be."""
+
+    printed: str
+
+    def failure(self, shown: str) -> IntegrityError:
+        """The check's failure: not a match (exit 10), saying what was printed (cut short)."""
+        text = self.printed.strip()
+        cut = f"{text[:60]}..." if len(text) > 60 else text
+        return IntegrityError(
+            shown,
+            f"sha256sum on the server printed no hash that can be read ({cut!r}): "
+            "not taken as a match",
+        )
+
+
+# The server's SHA-256 of a file, hex; what it printed instead; None: it has none to give.
+ServerSha256 = str | Unreadable | None
+
+
+@dataclass(frozen=True, slots=True)
 class RemoteHash:
     """The server's SHA-256 of a path by other means than an exec of its own.
 
@@ -54,12 +77,13 @@ class RemoteHash:
     one more session.
 
     Attributes:
-        of: (path, size) -> its SHA-256 on the server, or None where it cannot say.
+        of: (path, size) -> its SHA-256 on the server, or None where it cannot
+            say (``Unreadable``: it printed something else).
         usable: False once the server is known to have no ``sha256sum``: the
             copy then takes no SHA-256 for it.
     """
 
-    of: Callable[[str, int], Awaitable[str | None]]
+    of: Callable[[str, int], Awaitable[ServerSha256]]
     usable: bool = True
 
 
@@ -147,10 +171,12 @@ async def digests_of(
     return await run_blocking(file_digests, path, size, specs)
 
 
-async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> str | None:
-    """The server's ``sha256sum`` of ``path``, or None if it runs no commands (or lacks it).
+async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> ServerSha256:
+    """The server's ``sha256sum`` of ``path``; None if it runs no commands (or lacks it).
 
     ``size``: the file's, so the command may take as long as reading it does.
+    ``Unreadable``: it said it hashed the file (exit status 0) and printed
+    no hash.
 
     Raises:
         ProtocolError: it printed more than one line of hash and name can be.
@@ -164,8 +190,19 @@ async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> str | None:
     )
     if result is None or result[0] != 0:
         return None
-    words = result[1].split()
-    return words[0] if words and _SHA256.fullmatch(words[0]) else None
+    return sha256_in(result[1])
+
+
+def sha256_in(output: str) -> str | Unreadable:
+    """The hash in ``sha256sum``'s line for one file ("HASH  NAME"), else what it printed.
+
+    The last line is the command's: a shell's start-up files may print before
+    it. GNU's puts a backslash before the hash of a name it escapes.
+    """
+    lines = output.strip().splitlines()
+    words = lines[-1].split() if lines else []
+    digest = words[0].removeprefix("\\") if words else ""
+    return digest if _SHA256.fullmatch(digest) else Unreadable(output)
 
 
 async def check(
@@ -175,7 +212,7 @@ async def check(
     *,
     size: int,
     digests: Digests,
-    remote_sha256: Callable[[], Awaitable[str | None]],
+    remote_sha256: Callable[[], Awaitable[ServerSha256]],
     read_back: Callable[[HashSpec], Awaitable[bytes | None]],
     shown: str,
 ) -> Verified:
@@ -192,11 +229,14 @@ async def check(
         shown: the path named in errors (the user's, not a temporary one).
 
     Raises:
-        IntegrityError: they differ; HashUnavailable: "hash" was asked and the
-            server could hash it in no way.
+        IntegrityError: they differ, or the server's ``sha256sum`` printed no
+            hash; HashUnavailable: "hash" was asked and the server could hash
+            it in no way.
     """
     if plan.sha256sum:
         theirs = await remote_sha256()
+        if isinstance(theirs, Unreadable):
+            raise theirs.failure(shown)
         if theirs is not None:
             same(shown, "sha256 (sha256sum on the server)", theirs, digests[SHA256].hex())
             return "hash-remote"

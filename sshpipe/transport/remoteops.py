@@ -33,11 +33,14 @@ from ..core.untrusted import ListingCheck, command_timeout
 from .checkfile import remote_check_file
 from .remotefs import Listing, read_dir
 from .remoteplace import (
+    Landing,
     discard_temp,
     keep_existing_mode,
     remote_temp_name,
     remove_quietly,
     rename_into_place,
+    rename_proven,
+    replaced_by,
     temp_beside,
 )
 from .replies import quiet
@@ -126,14 +129,17 @@ async def rename(sftp: SFTPSession, src: str, dst: str, *, overwrite: bool) -> N
     temporary name, ``src`` renamed in, and the old one removed, or moved
     back if the rename failed: ``dst`` is missing for a moment, never lost.
 
+    Each RENAME's OK is checked (``remoteplace.rename_proven``): ``src`` gone,
+    ``dst`` not the file it replaced.
+
     Raises:
         RemoteExists: ``dst`` exists and ``overwrite`` is False.
         RemoteNotFound: ``src`` is missing.
+        ProtocolError: the server said it renamed, and it did not.
     """
     old, new = codec.wire(src), codec.wire(dst)
     if overwrite and "posix-rename@openssh.com" in sftp.extensions:
-        reply = await sftp.call(lambda rid: codec.encode_posix_rename(rid, old, new))
-        sftp.check_status(reply, src)
+        await rename_proven(sftp, src, dst, lambda rid: codec.encode_posix_rename(rid, old, new))
         return
     there = await _attrs_or_none(sftp, dst, follow=False)
     if there is not None and not overwrite:
@@ -159,14 +165,15 @@ async def rename(sftp: SFTPSession, src: str, dst: str, *, overwrite: bool) -> N
 
 async def _plain_rename(sftp: SFTPSession, src: str, dst: str) -> None:
     old, new = codec.wire(src), codec.wire(dst)
-    reply = await sftp.call(lambda rid: codec.encode_rename(rid, old, new))
-    if (
-        isinstance(reply, codec.Status)
-        and reply.code not in (codec.FX_OK, codec.FX_NO_SUCH_FILE)
-        and await _attrs_or_none(sftp, dst, follow=False) is not None
-    ):
-        raise RemoteExists(dst, "already exists", status=reply.code)
-    sftp.check_status(reply, src)
+    try:
+        await rename_proven(sftp, src, dst, lambda rid: codec.encode_rename(rid, old, new))
+    except RemoteError as exc:
+        if (
+            exc.status not in (None, codec.FX_NO_SUCH_FILE)
+            and await _attrs_or_none(sftp, dst, follow=False) is not None
+        ):
+            raise RemoteExists(dst, "already exists", status=exc.status) from exc
+        raise
 
 
 async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int) -> None:
@@ -204,7 +211,7 @@ async def copy_data(sftp: SFTPSession, src: str, dst: str, size: int, mode: int)
         sftp.check_status(reply, src)
         if kept is not None:
             sftp.check_status(await kept, dst)
-        await rename_into_place(sftp, temp, dst, size)
+        await rename_into_place(sftp, temp, dst, Landing(size, await replaced_by(existing)))
     except BaseException as exc:  # cancelled, it leaves at once: the pool settles the REMOVE
         cancelled = isinstance(exc, asyncio.CancelledError)
         await discard_temp(sftp.temps, [sftp], temp, at_once=cancelled)
@@ -251,18 +258,21 @@ async def checksum(sftp: SFTPSession, path: str, algorithm: str) -> str:
     Raises:
         HashUnavailable: neither gave one.
     """
-    from ..transfer.verify import remote_sha256
+    from ..transfer.verify import Unreadable, remote_sha256
 
     attrs = await sftp.stat(path)
     if attrs.is_dir():
         raise RemoteIsADirectory(path, "is a directory: a checksum is of a file")
     size = attrs.size or 0
-    if algorithm == "sha256" and (found := await remote_sha256(sftp, path, size)) is not None:
+    found = await remote_sha256(sftp, path, size) if algorithm == "sha256" else None
+    if isinstance(found, str):
         return found
     check = _check_file_for(sftp, algorithm)
     if check is not None and (digest := await remote_check_file(sftp, path, check, size)):
         return digest.hex()
     how = "no sha256sum, " if algorithm == "sha256" else ""
+    if isinstance(found, Unreadable):
+        how = "a sha256sum that printed no hash that can be read, "
     raise HashUnavailable(path, f"the server has {how}no check-file for {algorithm}")
 
 

@@ -3,9 +3,18 @@
 The rename is the commit, so its answer is not taken on trust: a server that
 says OK and did nothing (or something else) would leave the user with no file
 and a success. ``rename_into_place`` asks for the outcome with the rename:
-the temporary name must be gone and the destination there, of the size sent.
-Without ``replace`` the commit itself refuses an existing destination (a
-look first would lose to a file created between the look and the rename).
+the destination must be a file of the size sent that is not the one it
+replaced, and where that does not tell (or anything disagrees) the temporary
+name must be gone (``core.identity.rename_problem``). What it replaced is the
+STAT sent with the upload's OPEN, and what was written the FSTAT sent before
+its CLOSE where a file of that size was there (``Landing``): on a server that
+answers in order the proof costs no round trip, and a new file or one of
+another size no request more than the LSTAT sent with the RENAME. Where the
+two look alike to the second (a re-upload within the second, ``-p`` over a
+copy of the same source) the temporary file's mtime is marked first and put
+back after. Without ``replace`` the commit itself refuses an existing
+destination (a look first would lose to a file created between the look and
+the rename).
 
 Each temporary name is entered in the session's ``temps`` (the client's
 ledger, ``durability.ledger``) before its OPEN goes out, and leaves it once
@@ -18,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import posixpath
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .._errors import (
     ConnectionBroken,
@@ -33,8 +44,10 @@ from .._errors import (
     SSHPipeError,
 )
 from ..core import codec
+from ..core.identity import rename_problem, same_file
 from ..core.tempbook import TempBook
 from ..core.tempnames import beside, temp_name
+from ..core.text import printable
 from ..core.untrusted import kept_mode
 from .replies import quiet
 from .sftp import SFTPSession
@@ -76,13 +89,46 @@ async def landing_of(stat: asyncio.Future[codec.Reply], remote: str, name: str |
     return f"{remote.rstrip('/')}/{name}"
 
 
+@dataclass(slots=True)
+class Landing:
+    """What proves that an upload's rename put the file written under its final name.
+
+    Attributes:
+        size: the bytes written.
+        replaced: the destination before the upload (the STAT sent with its
+            OPEN); None: nothing was there, or it is not known.
+        written: the temporary file once written (an FSTAT sent before its
+            CLOSE; with ``-p``, only what is sure: its size and the mtime it
+            was given, which no other file shows with every attribute of its
+            own); None: not asked, it is looked at if need be.
+        restore: the times the temporary file had before it was marked to tell
+            it from ``replaced``, put back once the rename is proven.
+    """
+
+    size: int
+    replaced: codec.Attrs | None = None
+    written: codec.Attrs | None = None
+    restore: codec.Attrs | None = None
+
+
+async def replaced_by(stat: asyncio.Future[codec.Reply] | None) -> codec.Attrs | None:
+    """What a STAT of the destination sent before the upload found (None: nothing there)."""
+    if stat is None:
+        return None
+    try:
+        reply = await asyncio.shield(stat)
+    except SSHPipeError:
+        return None  # not known: the proof rests on the temporary name being gone
+    return reply.attrs if isinstance(reply, codec.AttrsReply) else None
+
+
 async def rename_into_place(
-    sftp: SFTPSession, temp: str, remote: str, size: int, *, replace: bool = True
+    sftp: SFTPSession, temp: str, remote: str, landing: Landing, *, replace: bool = True
 ) -> None:
     """``rename_checked``, and ``temp`` out of the ledger once gone (doubted if the
     answer was lost with the connection: the rename may have been done)."""
     try:
-        await rename_checked(sftp, temp, remote, size, replace=replace)
+        await rename_checked(sftp, temp, remote, landing, replace=replace)
     except ConnectionBroken:
         sftp.temps.doubt(temp)
         raise
@@ -90,26 +136,29 @@ async def rename_into_place(
 
 
 async def rename_checked(
-    sftp: SFTPSession, temp: str, remote: str, size: int, *, replace: bool = True
+    sftp: SFTPSession, temp: str, remote: str, landing: Landing, *, replace: bool = True
 ) -> None:
-    """Rename ``temp`` over ``remote`` and check it happened (``size`` bytes are there).
+    """Rename ``temp`` over ``remote`` and check it happened (``landing`` says what to see).
 
-    The LSTAT of ``remote`` that checks it goes out with the RENAME: a server
+    The LSTAT of ``remote`` that checks it (and of ``temp``, where what is
+    there cannot tell the two files apart) goes out with the RENAME: a server
     that answers in order (OpenSSH's and asyncssh's do) costs no round trip
-    more. One that works on requests in parallel may answer it before
-    renaming; what is there is then asked again after its answer, the
-    temporary name too. ``replace=False``: ``place_new``.
+    more. One that works on requests in parallel may answer them before
+    renaming; both names are then asked again after its answer.
+    ``replace=False``: ``place_new``.
 
     Raises:
         RemoteExists: ``replace`` is False and something is at ``remote``.
         RemoteError: the server refused the rename.
         ProtocolError: it said the rename was done, and it was not.
     """
+    await _tell_apart(sftp, temp, landing)
     if not replace:
         await place_new(sftp, temp, remote)
-        problem = _problem(await _lstat(sftp, remote), size)
+        problem = _judged(*await _look(sftp, temp, remote), landing)
         if problem is not None:
             raise ProtocolError(f"{remote}: the server said it placed {temp} there, but {problem}")
+        await _restore(sftp, remote, landing)
         return
     if "posix-rename@openssh.com" in sftp.extensions:
         renamed = sftp.request(
@@ -123,7 +172,13 @@ async def rename_checked(
         renamed = sftp.request(
             lambda rid: codec.encode_rename(rid, codec.wire(temp), codec.wire(remote))
         )
-    landed = _lstat(sftp, remote)
+    there = _lstat(sftp, remote)
+    # Where what is there after tells the file written from the one it replaced
+    # (the usual case: nothing replaced, another size, another mtime), that is
+    # the proof; else the temporary name must be gone too.
+    left = None if _told_apart(landing) else _lstat(sftp, temp)
+    if left is not None:
+        left.add_done_callback(quiet)  # read only once the rename and ``there`` are answered
     try:
         sftp.check_status(await renamed, remote)
     except RemoteError:
@@ -131,18 +186,132 @@ async def rename_checked(
         # the LSTAT sent with it says what that means.
         reply: codec.Reply | None = None
         with contextlib.suppress(SSHPipeError):
-            reply = await landed
+            reply = await there
         if isinstance(reply, codec.AttrsReply) and reply.attrs.kind == "dir":
             raise RemoteIsADirectory(remote, "is a directory") from None
         raise
     except BaseException:
-        landed.add_done_callback(quiet)
+        there.add_done_callback(quiet)
         raise
-    if _problem(await landed, size) is None:
+    there.add_done_callback(quiet)
+    seen = _attrs(await there), left is not None and isinstance(await left, codec.AttrsReply)
+    if _judged(*seen, landing) is not None:
+        # Answered before the rename was done, maybe: both asked again now that it is.
+        problem = _judged(*await _look(sftp, temp, remote), landing)
+        if problem is not None:
+            raise ProtocolError(f"{remote}: the server said it renamed {temp} there, but {problem}")
+    await _restore(sftp, remote, landing)
+
+
+async def rename_proven(
+    sftp: SFTPSession, src: str, dst: str, request: Callable[[int], bytes]
+) -> None:
+    """Send ``request`` (a RENAME of ``src`` to ``dst``, of either kind) and check it was done.
+
+    What a user's rename must show, as an upload's: ``src`` gone, and ``dst``
+    not still the file it replaced. Both names are looked at just before and
+    just after, all sent with the RENAME (no round trip more on a server that
+    answers in order); a server that answers out of order is asked again.
+
+    Raises:
+        RemoteError: the server refused it (naming ``src``).
+        ProtocolError: it said the rename was done, and it was not.
+    """
+    moved, replaced = _lstat(sftp, src), _lstat(sftp, dst)
+    renamed = sftp.request(request)
+    there, left = _lstat(sftp, dst), _lstat(sftp, src)
+    for future in (moved, replaced, there, left):
+        future.add_done_callback(quiet)  # read below only once the RENAME is answered OK
+    sftp.check_status(await renamed, src)
+    was, gone = _attrs(await moved), _attrs(await replaced)
+    if was is not None and gone is not None and same_file(was, gone):
+        # One file under both names (hard links: rename(2) leaves both and says
+        # OK), or twins to the second: nothing after can tell, and nothing is marked.
         return
-    problem = await _outcome(sftp, temp, remote, size)
+
+    def judged(seen: codec.Attrs | None, still: bool) -> str | None:
+        return rename_problem(seen, left=still, moved=was, replaced=gone, old_name=src)
+
+    if judged(_attrs(await there), isinstance(await left, codec.AttrsReply)) is None:
+        return
+    problem = judged(*await _look(sftp, src, dst))
     if problem is not None:
-        raise ProtocolError(f"{remote}: the server said it renamed {temp} there, but {problem}")
+        raise ProtocolError(f"{dst}: the server said it renamed {src} there, but {problem}")
+
+
+async def _tell_apart(sftp: SFTPSession, temp: str, landing: Landing) -> None:
+    """Make the file written look unlike the one it replaces, where nothing else shows it.
+
+    SFTP shows no inode: a file of the same size, mode, owner and mtime (to the
+    second) at the destination is what a rename that removed the temporary
+    name and placed nothing would leave there too. Such a twin is rare (a
+    re-upload within the second; ``-p`` over an earlier copy of the same
+    source), and only then does this cost a round trip (two with the times
+    put back): the temporary file's mtime is moved by a second, so only it
+    can show that mtime under the final name. Where that cannot be done (no
+    times shown, a SETSTAT refused) the proof rests on the temporary name
+    being gone.
+    """
+    replaced = landing.replaced
+    if landing.restore is not None or _told_apart(landing):
+        return  # marked already (a retry), or nothing to be taken for
+    assert replaced is not None
+    if landing.written is None:  # not asked as it was written (a worker-shared upload)
+        try:
+            landing.written = await sftp.lstat(temp)
+        except RemoteError:
+            return  # gone or unreadable: the rename says what is wrong with it
+    written = landing.written
+    if not same_file(written, replaced):
+        return
+    if written.atime is None or written.mtime is None:
+        logger.info("%s: no times shown to tell it from the file it replaces", printable(temp))
+        return
+    marked = written.mtime ^ 1
+    try:
+        await sftp.setstat(temp, codec.Attrs(atime=written.atime, mtime=marked))
+    except RemoteError as exc:
+        logger.info("%s: its mtime cannot be marked: %s", printable(temp), exc)
+        return
+    landing.restore = codec.Attrs(atime=written.atime, mtime=written.mtime)
+    landing.written = dataclasses.replace(written, mtime=marked)
+
+
+def _told_apart(landing: Landing) -> bool:
+    """Whether the file written and the one replaced show different attributes."""
+    replaced, written = landing.replaced, landing.written
+    if replaced is None or replaced.kind != "file" or replaced.size != landing.size:
+        return True
+    return written is not None and not same_file(written, replaced)
+
+
+def may_be_alike(stat: asyncio.Future[codec.Reply] | None, size: int) -> bool:
+    """Whether the destination a STAT found may look like an upload of ``size`` bytes.
+
+    Only then is the file written asked for its attributes (an FSTAT before
+    its CLOSE), to tell the two apart after the rename: a new file, or one of
+    another size, costs no request more. Not answered yet (a server that
+    answers out of order): it may.
+    """
+    if stat is None:
+        return False
+    if not stat.done():
+        return True
+    if stat.cancelled() or stat.exception() is not None:
+        return False
+    reply = stat.result()
+    return (
+        isinstance(reply, codec.AttrsReply)
+        and reply.attrs.kind == "file"
+        and reply.attrs.size == size
+    )
+
+
+async def _restore(sftp: SFTPSession, remote: str, landing: Landing) -> None:
+    """Put back the times ``_tell_apart`` moved, now on the file under its final name."""
+    if landing.restore is not None:
+        await sftp.setstat(remote, landing.restore)
+        landing.restore = None
 
 
 async def refuse_existing(stat: asyncio.Future[codec.Reply], remote: str) -> None:
@@ -194,7 +363,7 @@ async def _refuse_if_there(sftp: SFTPSession, remote: str, reply: codec.Reply) -
         raise RemoteExists(remote, "already exists", status=status)
 
 
-async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> bool:
+async def check_landed(sftp: SFTPSession, temp: str, remote: str, landing: Landing) -> bool:
     """After a reconnect: whether a rename cut off with its connection was done.
 
     False: ``temp`` is still there (rename it again); unless ``remote`` is
@@ -204,16 +373,18 @@ async def check_landed(sftp: SFTPSession, temp: str, remote: str, size: int) -> 
     Raises:
         ProtocolError: ``temp`` is gone and ``remote`` is not what was sent.
     """
-    problem = await _outcome(sftp, temp, remote, size)
-    if problem == _TEMP_THERE:
+    there, left = await _look(sftp, temp, remote)
+    if left:
         if not await _linked(sftp, temp, remote):
             return False
         # place_new's hard link was made and the break came before its unlink.
         await remove_quietly(sftp, temp)
-        return True
-    sftp.temps.gone(temp)  # the LSTAT found no temporary file
-    if problem is not None:
-        raise ProtocolError(f"{remote}: the upload's temporary file is gone, but {problem}")
+    else:
+        sftp.temps.gone(temp)  # the LSTAT found no temporary file
+        problem = _judged(there, False, landing)
+        if problem is not None:
+            raise ProtocolError(f"{remote}: the upload's temporary file is gone, but {problem}")
+    await _restore(sftp, remote, landing)
     return True
 
 
@@ -248,33 +419,27 @@ async def _linked(sftp: SFTPSession, temp: str, remote: str) -> bool:
     return isinstance(seen, codec.AttrsReply) and seen.attrs.mtime == marked
 
 
-_TEMP_THERE = "its temporary file is still there"
-
-
-async def _outcome(sftp: SFTPSession, temp: str, remote: str, size: int) -> str | None:
-    """None if ``temp`` is gone and ``remote`` has ``size`` bytes; else what is wrong."""
+async def _look(sftp: SFTPSession, temp: str, remote: str) -> tuple[codec.Attrs | None, bool]:
+    """What ``remote`` names now (None: nothing), and whether ``temp`` still names something."""
     there, left = _lstat(sftp, remote), _lstat(sftp, temp)
     there.add_done_callback(quiet)  # if the other fails first, nobody reads this one
-    if isinstance(await left, codec.AttrsReply):
-        return _TEMP_THERE
-    return _problem(await there, size)
+    still = isinstance(await left, codec.AttrsReply)
+    return _attrs(await there), still
+
+
+def _judged(there: codec.Attrs | None, left: bool, landing: Landing) -> str | None:
+    return rename_problem(
+        there, left=left, moved=landing.written, replaced=landing.replaced, size=landing.size
+    )
+
+
+def _attrs(reply: codec.Reply) -> codec.Attrs | None:
+    return reply.attrs if isinstance(reply, codec.AttrsReply) else None
 
 
 def _lstat(sftp: SFTPSession, path: str) -> asyncio.Future[codec.Reply]:
     name = codec.wire(path)
     return sftp.request(lambda rid: codec.encode_path_request(codec.FXP_LSTAT, rid, name))
-
-
-def _problem(reply: codec.Reply, size: int) -> str | None:
-    """What is wrong with the destination an LSTAT found, if anything."""
-    if not isinstance(reply, codec.AttrsReply):
-        return "there is no file there"
-    attrs = reply.attrs
-    if attrs.kind != "file":
-        return f"what is there is a {attrs.kind}"
-    if attrs.size is not None and attrs.size != size:
-        return f"the file there has {attrs.size} bytes, not {size}"
-    return None
 
 
 async def keep_existing_mode(

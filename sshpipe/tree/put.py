@@ -41,12 +41,15 @@ from ..transfer.verify import Digests
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
+    Landing,
     check_landed,
     discard_temp,
     keep_existing_mode,
+    may_be_alike,
     remote_temp_name,
     remove_quietly,
     rename_into_place,
+    replaced_by,
 )
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
@@ -160,8 +163,10 @@ class TreePut(TreeRun):
         temp = item.dest if self.config.inplace else remote_temp_name(sftp, item.dest)
         batched = self.config.fsync and temp != item.dest and await self.remote_sync.usable()
         waits = batched or self.verifier is not None
+        # In a directory this run made, nothing is there to replace (or keep the mode of).
+        maybe_there = posixpath.dirname(item.dest) not in self.fresh_dirs
         try:
-            await put_small(
+            landing = await put_small(
                 sftp,
                 item.dest,
                 data,
@@ -171,8 +176,8 @@ class TreePut(TreeRun):
                 times=item.times if self.options.preserve else None,
                 fsync=self.config.fsync and not batched,
                 rename=not waits,
-                keep_mode=not self.options.preserve
-                and posixpath.dirname(item.dest) not in self.fresh_dirs,
+                keep_mode=not self.options.preserve and maybe_there,
+                maybe_there=maybe_there,
                 pacer=self.lease.pacer,
             )
         except ConnectionBroken:
@@ -182,16 +187,14 @@ class TreePut(TreeRun):
         if not waits:
             return None
         if self.verifier is None:
-            return _Sent(temp, len(data), None, {}, batched)
+            return _Sent(temp, landing, None, {}, batched)
         checks = self.verifier.plan()
-        return _Sent(
-            temp, len(data), checks, digests_of_pieces([(0, [data])], checks.specs), batched
-        )
+        return _Sent(temp, landing, checks, digests_of_pieces([(0, [data])], checks.specs), batched)
 
     async def _commit_small(self, item: Item, sent: _Sent, sftp: SFTPSession) -> None:
         """Check, sync and rename a written file; repeated after a reconnect (see ``_Sent``)."""
         renamed_here = sent.temp != item.dest
-        if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.size):
+        if sent.renaming and await check_landed(sftp, sent.temp, item.dest, sent.landing):
             return  # the rename went through before the connection did
         try:
             if self.verifier is not None and sent.checks is not None:
@@ -200,8 +203,10 @@ class TreePut(TreeRun):
                     sent.temp,
                     sent.checks,
                     digests=sent.digests,
-                    size=sent.size,
-                    read_back=partial(read_back_small, sftp, sent.temp, sent.size, self.block),
+                    size=sent.landing.size,
+                    read_back=partial(
+                        read_back_small, sftp, sent.temp, sent.landing.size, self.block
+                    ),
                     shown=item.dest,
                 )
             directory = posixpath.dirname(sent.temp) or "."
@@ -209,7 +214,7 @@ class TreePut(TreeRun):
                 await fsync_remote_file(sftp, sent.temp, item.dest)
             if renamed_here:
                 sent.renaming = True
-                await rename_into_place(sftp, sent.temp, item.dest, sent.size)
+                await rename_into_place(sftp, sent.temp, item.dest, sent.landing)
         except ConnectionBroken:
             raise  # run again on the new connection: the temp file is still there
         except BaseException:
@@ -329,7 +334,7 @@ class _Sent:
     """A small upload written and closed under ``temp``, waiting for its check, sync, rename."""
 
     temp: str
-    size: int
+    landing: Landing  # its size, and what its rename must show
     checks: VerifyPlan | None  # with --verify: the checks chosen as it was hashed
     digests: Digests  # and its hashes
     batched: bool  # durable by the next sync -f (else fsynced with its writes, if asked)
@@ -362,6 +367,12 @@ async def _make_link(target: str, path: str, sftp: SFTPSession) -> None:
         await sftp.symlink(target, path)
 
 
+def _sent(
+    *futures: asyncio.Future[codec.Reply] | None,
+) -> tuple[asyncio.Future[codec.Reply], ...]:
+    return tuple(future for future in futures if future is not None)
+
+
 def _write(handle: bytes, offset: int, chunk: bytes, request_id: int) -> bytes:
     return codec.encode_write_header(request_id, handle, offset, len(chunk)) + chunk
 
@@ -378,8 +389,9 @@ async def put_small(
     fsync: bool = True,
     rename: bool = True,
     keep_mode: bool = True,
+    maybe_there: bool = True,
     pacer: Pacer | None = None,
-) -> None:
+) -> Landing:
     """Write ``data`` to ``temp`` (a new name beside ``dest``) and rename it into place.
 
     ``pacer``: the rate limit its WRITEs wait for, all together, once it is open.
@@ -387,9 +399,14 @@ async def put_small(
     ``fsync``: the server fsyncs it (``fsync@openssh.com``, if offered) before
     the CLOSE. ``temp`` == ``dest`` writes ``dest`` in place, nothing renamed.
     ``rename`` False leaves the written temp file to the caller (removed on error).
-    ``keep_mode``: a file at ``dest`` keeps its mode and owner (a STAT goes with
-    the OPEN; ``remoteplace.keep_existing_mode``); False when nothing is there to
-    keep, or ``-p`` sets the source's.
+    ``maybe_there``: a file may be at ``dest`` (a STAT goes with the OPEN: the
+    rename must show it replaced); False in a directory this run made.
+    ``keep_mode``: that file keeps its mode and owner
+    (``remoteplace.keep_existing_mode``); False when ``-p`` sets the source's.
+
+    Returns:
+        What its rename must show (``remoteplace.Landing``; the caller's to
+        rename with, unless ``rename``); in place, its size alone.
 
     Raises:
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
@@ -398,7 +415,7 @@ async def put_small(
     flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
     if not inplace:
         flags |= codec.FXF_EXCL
-    existing = sftp.stat_request(dest) if keep_mode and not inplace else None
+    existing = sftp.stat_request(dest) if (keep_mode or maybe_there) and not inplace else None
     if existing is not None:
         existing.add_done_callback(quiet)
     try:
@@ -407,9 +424,15 @@ async def put_small(
         except RemoteError as exc:
             raise type(exc)(dest, exc.reason, status=exc.status) from exc
         replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = []
+        replaced: codec.Attrs | None = None
         if existing is not None:
             try:
-                kept = await keep_existing_mode(sftp, handle, existing, mode & 0o777)
+                replaced = await replaced_by(existing)  # on a server in order: answered
+                kept = (
+                    await keep_existing_mode(sftp, handle, existing, mode & 0o777)
+                    if keep_mode
+                    else None
+                )
             except BaseException:  # cancelled: the handle is ours to close, its answer nobody's
                 sftp.close_handle_soon(handle, temp)
                 sftp.settle_later(existing)
@@ -421,14 +444,25 @@ async def put_small(
                 await pacer.acquire(len(data))
             except BaseException:  # cancelled: as above
                 sftp.close_handle_soon(handle, temp)
-                sftp.settle_later(*(future for _, future in replies))
+                sftp.settle_later(*(future for _, future in replies), *_sent(existing))
                 raise
         replies += [
             (offset, sftp.request(partial(_write, handle, offset, data[offset : offset + block])))
             for offset in range(0, len(data), block)
         ]
+        restore: codec.Attrs | None = None
         if times is not None:  # -p: after the writes, so the mtime stays
-            attrs = codec.Attrs(permissions=mode, atime=times[0], mtime=times[1])
+            atime, mtime = times
+            if (
+                replaced is not None
+                and replaced.kind == "file"
+                and replaced.size == len(data)
+                and replaced.mtime == mtime
+            ):
+                # Alike to the second (a re-upload of the same source): given a mark
+                # instead, which its rename must show, and its own mtime back after.
+                restore, mtime = codec.Attrs(atime=atime, mtime=mtime), mtime ^ 1
+            attrs = codec.Attrs(permissions=mode, atime=atime, mtime=mtime)
             replies.append(
                 (
                     None,
@@ -444,6 +478,15 @@ async def put_small(
             )
         if fsync and sftp.can_fsync:  # after the writes, before the CLOSE: in order
             replies.append((None, sftp.fsync_request(handle)))
+        # The file as written, to tell it from a file of its size there after the
+        # rename: asked before the CLOSE, on its handle (in order). With -p its
+        # mtime is known: it was just set.
+        stated = None
+        if times is None and may_be_alike(existing, len(data)):
+            stated = sftp.request(
+                partial(codec.encode_handle_request, codec.FXP_FSTAT, handle=handle)
+            )
+            stated.add_done_callback(quiet)
         replies.append(
             (
                 None,
@@ -459,12 +502,20 @@ async def put_small(
                     failure = failure or exc  # wait for the rest: the CLOSE must be answered
         except asyncio.CancelledError:
             # Not waited for: the WRITEs' answers and the CLOSE's come to the pool.
-            sftp.settle_later(*(future for _, future in replies))
+            sftp.settle_later(*(future for _, future in replies), *_sent(stated, existing))
             raise
         if failure is not None:
             raise failure
-        if rename and not inplace:
-            await rename_into_place(sftp, temp, dest, len(data))
+        if inplace:
+            return Landing(len(data))  # nothing to rename: its size, for --verify
+        stat = await stated if stated is not None else None  # answered before the CLOSE
+        written = stat.attrs if isinstance(stat, codec.AttrsReply) else None
+        if times is not None:  # what is sure of it: no file of another mtime is it
+            written = codec.Attrs(size=len(data), mtime=mtime)
+        landing = Landing(len(data), replaced, written, restore)
+        if rename:
+            await rename_into_place(sftp, temp, dest, landing)
+        return landing
     except BaseException as exc:
         if not inplace:  # cancelled, it leaves at once: the pool settles the REMOVE
             await discard_temp(sftp.temps, [sftp], temp, at_once=cancelled(exc))

@@ -23,7 +23,7 @@ from .._stats import Verified
 from ..core.checkfile import CheckFile, Hasher, HashSpec, VerifyPlan, level_strength, plan_verify
 from ..core.codec import wire
 from ..core.untrusted import command_output_cap
-from ..transfer.verify import Digests, RemoteHash, check
+from ..transfer.verify import Digests, RemoteHash, ServerSha256, Unreadable, check
 from ..transport.commands import RemoteCommands
 from ..transport.sftp import SFTPSession
 from .batch import Batcher
@@ -66,7 +66,7 @@ class TreeVerifier:
         self.level = level
         self._commands = commands
         self._check_file = check_file
-        self._batches: Batcher[tuple[str, int], str | None] = Batcher(
+        self._batches: Batcher[tuple[str, int], ServerSha256] = Batcher(
             self._hash_batch, max_batch=MAX_BATCH
         )
         self.weakest: Verified | None = None  # None until a file is checked
@@ -113,7 +113,7 @@ class TreeVerifier:
         )
         self.passed(level)
 
-    async def remote_sha256(self, path: str, size: int) -> str | None:
+    async def remote_sha256(self, path: str, size: int) -> ServerSha256:
         """The server's SHA-256 of ``path`` in the next batch, or None if it has no sha256sum.
 
         Big files use it too: their own exec would need one more session on a
@@ -132,7 +132,7 @@ class TreeVerifier:
         """Files are checked inside this; at its end the batch under way is waited for."""
         return self._batches.running()
 
-    async def _hash_batch(self, files: list[tuple[str, int]]) -> list[str | None]:
+    async def _hash_batch(self, files: list[tuple[str, int]]) -> list[ServerSha256]:
         paths = [path for path, _ in files]
         command = "sha256sum -z -- " + " ".join(shlex.quote(p) for p in paths)
         result = await self._commands.run(
@@ -140,6 +140,11 @@ class TreeVerifier:
             reads=sum(size for _, size in files),
             max_output=command_output_cap(len(paths), sum(len(wire(p)) for p in paths)),
         )
+        if result is None:
+            return [None] * len(paths)
         # A file it could not read makes the status 1; the others are still listed.
-        found = parse_sha256sum_z(result[1]) if result is not None else {}
-        return [found.get(path) for path in paths]
+        # With a status of 0 every file was hashed: one not listed was printed as
+        # something else than its hash.
+        found = parse_sha256sum_z(result[1])
+        missing = Unreadable(result[1]) if result[0] == 0 else None
+        return [found.get(path, missing) for path in paths]

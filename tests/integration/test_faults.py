@@ -34,6 +34,7 @@ from sshpipe.testing.faults import (
     Tracker,
     factory,
 )
+from tests.support.cli import run_cli_async
 from tests.support.files import leftover_temps
 from tests.support.peers import Peer, StartServer, write_source
 from tests.support.waits import eventually
@@ -142,6 +143,30 @@ async def test_file_that_grows_mid_transfer_is_read_to_its_new_end(
             stats = await client.get("/src.bin", str(tmp_path / "out.bin"))
     assert stats.size_changed
     assert (tmp_path / "out.bin").read_bytes() == data + extra
+
+
+@pytest.mark.parametrize("fault", [Grows, Shrinks], ids=["grows", "shrinks"])
+async def test_a_get_of_a_file_that_changed_size_says_so_once_and_exits_0(
+    faulty_server: StartServer, tmp_path: Path, fault: type[Grows] | type[Shrinks]
+) -> None:
+    """The copy is what the server sent (exit 0, as documented), and the user is told:
+    one warning line, the summary, and --json's ``size_changed``."""
+    tracker = Tracker()
+    extra = os.urandom(3 * BLOCK)
+    async with faulty_server(factory(fault, tracker, extra=extra)) as peer:
+        write_source(peer, 200_000)
+        done = await run_cli_async(
+            "get", "-B", str(BLOCK), *peer.cli_options(), peer.spec("src.bin"), str(tmp_path / "f")
+        )
+    assert done.returncode == 0, done.stderr
+    final = 200_000 + len(extra) if fault is Grows else Shrinks.keep
+    how = "grew" if fault is Grows else "shrank"
+    assert done.stderr == (
+        f"sshpipe: /src.bin {how} while it was copied from 200000 to {final} bytes: "
+        "the copy holds what the server sent then\n"
+    )
+    assert "; the source changed size while it was read" in done.stdout, done.stdout
+    assert (tmp_path / "f").stat().st_size == final
 
 
 # -- failures: one clear error, nothing left behind ----------------------------

@@ -30,6 +30,7 @@ from sshpipe.testing.attacks import (
     Scenario,
     attack_server,
     endless_output,
+    garbled_output,
     populate,
 )
 from sshpipe.testing.embedded import ProcessFactory, embedded_server
@@ -368,6 +369,34 @@ async def test_a_command_that_prints_without_end_is_refused(endless_commands: At
 
 
 @pytest.mark.parametrize(
+    ("verb", "level"), [("put", "hash"), ("put", "best"), ("get", "best")], ids=str
+)
+async def test_a_sha256sum_that_prints_no_hash_is_not_a_match(
+    tmp_path: Path, verb: str, level: str
+) -> None:
+    """It was "runs no sha256sum" (--verify=hash), or a quiet fall back to the size (best):
+    a server could turn the hash check off by printing garbage."""
+    async with _attacking(tmp_path, process_factory=garbled_output) as attack:
+        src = attack.workdir / "src.bin"
+        src.write_bytes(os.urandom(100_000))
+        (attack.peer.root / "src.bin").write_bytes(src.read_bytes())
+        out = attack.workdir / "out"
+        out.mkdir()
+        paths = (
+            [str(src), attack.spec("/up.bin")]
+            if verb == "put"
+            else [attack.spec("/src.bin"), str(out / "got.bin")]
+        )
+        run = await attack.run(verb, f"--verify={level}", *paths)
+    assert run.returncode == 10, run.stderr
+    assert "sha256sum on the server printed no hash that can be read" in run.stderr
+    assert "not taken as a match" in run.stderr and len(run.stderr.splitlines()) == 1
+    assert_terminal_safe(run)
+    assert not (attack.peer.root / "up.bin").exists() and os.listdir(out) == []
+    assert leftover_temps(attack.peer.root) == []
+
+
+@pytest.mark.parametrize(
     ("handle_length", "code", "message"),
     [
         (4 * 1024 * 1024, 8, "out of bounds"),  # past the reply cap: never buffered
@@ -476,6 +505,62 @@ async def test_a_rename_that_lies_is_reported(attack: Attack) -> None:
     run = await attack.run("put", "-r", str(tree), attack.spec("/lying/tree"))
     assert run.returncode == 8, run.stderr
     assert "said it renamed" in run.stderr
+
+
+# A file already at the destination, alike in size, mode and times: a look at the
+# size alone (or, with -p, at every attribute SFTP shows) cannot tell it from the upload.
+TWIN_SIZE = 100_000
+TWIN_TIMES = (1_000_000_000, 1_000_000_007)
+
+
+def _twins(local: Path, remote: Path) -> bytes:
+    """Different bytes at ``local`` and ``remote``, alike in everything else; the remote's."""
+    old = os.urandom(TWIN_SIZE)
+    for path, data in ((local, os.urandom(TWIN_SIZE)), (remote, old)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(0o644)
+        os.utime(path, TWIN_TIMES)
+    return old
+
+
+@pytest.mark.parametrize("options", [(), ("--verify",), ("-p",)], ids=["plain", "verify", "p"])
+@pytest.mark.parametrize("where", ["lying", "unlinking"])
+async def test_a_rename_that_lies_over_a_file_of_the_same_size_is_reported(
+    attack: Attack, where: str, options: tuple[str, ...]
+) -> None:
+    """Did nothing, or removed the temporary name and left the old file: exit 8 either way."""
+    dest = attack.peer.root / where / "f.bin"
+    old = _twins(attack.workdir / "f.bin", dest)
+    run = await attack.run(
+        "put", *options, str(attack.workdir / "f.bin"), attack.spec(f"/{where}/f.bin")
+    )
+    assert run.returncode == 8, run.stderr
+    assert "said it renamed" in run.stderr and "verified" not in run.stdout
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert_terminal_safe(run)
+    assert dest.read_bytes() == old
+    assert sorted(os.listdir(dest.parent)) == [".keep", "f.bin"]  # its temporary file removed
+
+
+@pytest.mark.parametrize(
+    ("where", "options"),
+    [("lying", ("-p",)), ("unlinking", ()), ("unlinking", ("-p",))],
+    ids=["lying-p", "unlinking", "unlinking-p"],
+)
+async def test_a_tree_whose_renames_lie_over_files_of_the_same_size_fails_them(
+    attack: Attack, where: str, options: tuple[str, ...]
+) -> None:
+    """A tree's small files (with -p: sent with the source's times, as the old ones have)."""
+    tree, dest = attack.workdir / "tree", attack.peer.root / where / "tree"
+    old = {name: _twins(tree / name, dest / name) for name in ("a.bin", "b.bin")}
+    os.utime(tree, TWIN_TIMES)  # -p sets the directory's times too: nothing else differs
+    run = await attack.run("put", "-r", *options, str(tree), attack.spec(f"/{where}"))
+    assert run.returncode == 8, run.stderr
+    assert "said it renamed" in run.stderr, run.stderr  # a server that lies stops the tree
+    assert_terminal_safe(run)
+    assert {name: (dest / name).read_bytes() for name in old} == old
+    assert sorted(os.listdir(dest)) == ["a.bin", "b.bin"]  # the temporary files removed
 
 
 async def test_limits_too_small_to_be_true_are_not_believed(tmp_path: Path) -> None:

@@ -267,6 +267,30 @@ async def test_p_keeps_mode_and_mtime(server: Peer, here: Path) -> None:
 
 
 @each_server()
+async def test_p_over_files_alike_in_everything_but_bytes_replaces_them(
+    server: Peer, here: Path
+) -> None:
+    """Each rename is proven by what the destination shows after it; here the old files
+    show what the new ones will (size, mode, times: a -p re-upload of a tree's edited
+    files), so each temporary file's mtime is marked first and put back after."""
+    times = (1_000_000_000, 1_000_000_007)
+    for name in ("a.bin", "b.bin"):
+        for path in (here / "tree" / name, server.root / "up" / "tree" / name):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            random_file(path, 5000)
+            path.chmod(0o640)
+            os.utime(path, times)
+    await sshpipe_ok(
+        "put", "-q", "-r", "-p", *server.cli_options(), str(here / "tree"), server.spec("up")
+    )
+    for name in ("a.bin", "b.bin"):
+        up = server.root / "up" / "tree" / name
+        assert up.read_bytes() == (here / "tree" / name).read_bytes(), name
+        assert (oct(up.stat().st_mode & 0o7777), int(up.stat().st_mtime)) == (oct(0o640), times[1])
+    assert_no_temps(server)
+
+
+@each_server()
 async def test_verify_reports_the_check_it_made(server: Peer, here: Path) -> None:
     data = random_file(here / "checked.bin", 300_000)
     put = await sshpipe_ok(

@@ -10,6 +10,8 @@ still count, the read-back check) are checked as tables.
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -23,8 +25,10 @@ import pytest
 import sshpipe
 from sshpipe.core.readback import ReadBackCheck, latest_disjoint
 from sshpipe.core.readplan import Range, ReadPlan, missing
+from sshpipe.durability.journal import Journal, holder_of
 from sshpipe.durability.putresume import remote_resume_name, state_dir
 from sshpipe.linkemu import LinkEmulator
+from sshpipe.local.dirfd import DirRoot
 from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
 from tests.support.peers import Peer
 
@@ -379,6 +383,139 @@ async def test_put_stream_refuses_resume(openssh_peer: Peer) -> None:
             await client.put_stream(
                 chunks(), openssh_peer.remote("s"), config=sshpipe.TransferConfig(resume=True)
             )
+
+
+# -- one copy at a time; a changed source said as it changed ------------------------
+
+
+def test_the_holder_of_a_journal_lock_is_read_from_proc_locks() -> None:
+    device = os.makedev(0xFE, 0)
+    locks = (
+        "1: POSIX  ADVISORY  WRITE 11 fe:00:42 0 EOF\n"  # another kind of lock: not ours
+        "2: FLOCK  ADVISORY  WRITE 22 fe:01:42 0 EOF\n"  # another device
+        "3: FLOCK  ADVISORY  WRITE 33 fe:00:42 0 EOF\n"
+        "3: -> FLOCK  ADVISORY  WRITE 44 fe:00:42 0 EOF\n"  # one waiting for it
+    )
+    assert holder_of(locks, device, 42) == 33
+    assert holder_of(locks, device, 43) is None
+    assert holder_of("", device, 42) is None
+
+
+def test_a_journal_is_held_by_one_copy_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = DirRoot(str(tmp_path))
+    try:
+        path = root.top.file(".out.sshpipe.journal")
+        first, second = Journal(path), Journal(path)
+        first.claim("out")
+        with pytest.raises(sshpipe.LocalError) as caught:
+            second.claim("out")
+        assert str(caught.value) == (
+            "local: out: another copy in this process is resuming this copy: "
+            "wait for it to end, or stop it"
+        )
+        assert caught.value.exit_code == 3 and caught.value.errno == errno.EWOULDBLOCK
+        first.close()  # claimed, never started, empty: nothing for the next run
+        assert not (tmp_path / ".out.sshpipe.journal").exists()
+        second.claim("out")
+        second.start({"remote": "x"}, append=False)
+        second.close()  # started: kept for the next --resume
+        assert (tmp_path / ".out.sshpipe.journal").exists()
+        # A file system without locks (some NFS mounts) resumes as it did.
+        monkeypatch.setattr(fcntl, "flock", _no_locks)
+        third = Journal(path)
+        third.claim("out")
+        third.close()
+    finally:
+        root.close()
+
+
+def _no_locks(fd: int, operation: int) -> None:
+    raise OSError(errno.ENOLCK, "No locks available")
+
+
+@pytest.mark.parametrize("direction", ["get", "put"])
+async def test_a_second_resume_of_the_same_copy_is_refused_while_the_first_goes_on(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, direction: str
+) -> None:
+    """Two used to share the partial and journal, each truncating the other's: the second
+    failed with "No such file or directory", the first's work undone. Now the second is
+    refused before it touches either, naming the first; the first ends identical."""
+    peer, _ = slow_link
+    data = os.urandom(SIZE)
+    if direction == "get":
+        (peer.root / "src.bin").write_bytes(data)
+        result = tmp_path / "out.bin"
+        args = [peer.spec("src.bin"), str(result)]
+        partial = tmp_path / ".out.bin.sshpipe.partial"
+    else:
+        (tmp_path / "src.bin").write_bytes(data)
+        result = peer.root / "out.bin"
+        args = [str(tmp_path / "src.bin"), peer.spec("out.bin")]
+        partial = peer.root / ".out.bin.sshpipe.partial"
+    command = [direction, "--resume", "-q", *peer.cli_options(), *args]
+    env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sshpipe", *command, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    for _ in range(400):
+        await asyncio.sleep(0.025)
+        if partial.exists() and partial.stat().st_size > MiB:
+            break
+    second = await run_cli_async(*command)
+    assert first.returncode is None, "the first copy ended before the second was refused"
+    assert_one_line_error(
+        second, 3, f"another sshpipe (pid {first.pid}) is resuming this copy", "wait for it"
+    )
+    _, err = await first.communicate()
+    assert first.returncode == 0, err
+    assert hashlib.sha256(result.read_bytes()).digest() == hashlib.sha256(data).digest()
+    assert not partial.exists()
+    assert not (tmp_path / ".out.bin.sshpipe.journal").exists()
+
+
+async def test_put_resume_says_what_changed_in_a_source_of_the_same_size_and_mtime(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path, state_home: Path
+) -> None:
+    peer, _ = slow_link
+    source = tmp_path / "src.bin"
+    source.write_bytes(os.urandom(SIZE))
+    await _put_killed_mid_way(peer, source, "out.bin")
+    was = source.stat()
+    args = ("put", "--resume", *peer.cli_options(), str(source), peer.spec("out.bin"))
+    # Rewritten in place, its size and mtime put back: its ctime alone says so.
+    with source.open("r+b") as file:
+        file.write(os.urandom(1000))
+    os.utime(source, ns=(was.st_atime_ns, was.st_mtime_ns))
+    assert_one_line_error(
+        await run_cli_async(*args), 10, "changed since the partial copy", "its ctime changed"
+    )
+    # Another file of the same size and mtime put in its place.
+    other = tmp_path / "other.bin"
+    other.write_bytes(os.urandom(SIZE))
+    os.utime(other, ns=(was.st_atime_ns, was.st_mtime_ns))
+    os.replace(other, source)
+    assert_one_line_error(await run_cli_async(*args), 10, "it is another file (its inode changed)")
+    assert (peer.root / ".out.bin.sshpipe.partial").exists()  # kept: the user decides
+
+
+async def test_get_resume_of_another_file_of_the_same_size_and_mtime_says_so(
+    slow_link: tuple[Peer, LinkEmulator], tmp_path: Path
+) -> None:
+    """It said "changed since ... (it was S bytes, mtime T; now S, T)": nothing had."""
+    peer, _ = slow_link
+    (peer.root / "src.bin").write_bytes(os.urandom(SIZE))
+    target = tmp_path / "out.bin"
+    await _killed_mid_way(peer, target)
+    twin = peer.root / "twin.bin"
+    twin.write_bytes(os.urandom(SIZE))
+    was = (peer.root / "src.bin").stat()
+    os.utime(twin, ns=(was.st_atime_ns, was.st_mtime_ns))
+    done = await run_cli_async(
+        "get", "--resume", *peer.cli_options(), peer.spec("twin.bin"), str(target)
+    )
+    assert_one_line_error(done, 10, f"is of {peer.remote('src.bin')}, not of this file")
 
 
 # -- resume with verify --------------------------------------------------------------

@@ -201,6 +201,19 @@ def _tree(root: Path) -> None:
     (root / "big.bin").write_bytes(os.urandom(12 * 1024 * 1024))  # the single-file engine
 
 
+async def test_a_tree_put_in_place_checks_its_small_files(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """--inplace renames nothing, and still checks each file it wrote (small ones only
+    here: the tree reports the weakest check any file passed, "none" for none)."""
+    make_tree(tmp_path / "src", files=30, depth=3, seed=5)
+    config = sshpipe.TransferConfig(verify="hash", inplace=True)
+    async with openssh_peer.client(config) as sp:
+        put = await sp.put(str(tmp_path / "src"), openssh_peer.remote("put"), recursive=True)
+    assert put.verified == "hash-remote" and put.files_done == put.files
+    assert compare_trees(tmp_path / "src", openssh_peer.root / "put") == []
+
+
 async def test_a_tree_is_checked_with_one_sha256sum_per_batch_both_ways(
     openssh_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

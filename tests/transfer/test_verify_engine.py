@@ -175,3 +175,24 @@ async def test_by_handle_a_file_of_another_size_is_not_asked() -> None:
     assert await remote_check_file(sftp, "/f", check, 2000) is None
     assert offer.asked == [] and server.open_handles == 0
     assert await remote_check_file(sftp, "/f", check, 1000) == hashlib.md5(bytes(1000)).digest()
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        (f"{'ab' * 32}  /srv/f.bin\n", "ab" * 32),
+        (f"\\{'ab' * 32}  /srv/new\\nline\n", "ab" * 32),  # a name GNU escapes
+        (f"Welcome to the server!\n{'ab' * 32}  /srv/f.bin\n", "ab" * 32),  # a chatty .bashrc
+        ("", None),
+        ("\n", None),
+        ("not a hash  /srv/f.bin\n", None),
+        (f"{'AB' * 32}  /srv/f.bin\n", None),  # not what sha256sum prints
+        (f"{'ab' * 31}  /srv/f.bin\n", None),
+    ],
+)
+def test_sha256sum_output_is_read_or_said_unreadable(output: str, found: str | None) -> None:
+    got = sshpipe.transfer.verify.sha256_in(output)
+    if found is None:
+        assert got == sshpipe.transfer.verify.Unreadable(output)
+    else:
+        assert got == found

@@ -22,8 +22,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import BinaryIO
 
-from ..._errors import IntegrityError, LocalError
+from ..._errors import IntegrityError
 from ...core import codec
+from ...core.identity import change
 from ...core.readplan import ReadPlan
 from ...core.retry import RetryBudget
 from ...core.stripes import others
@@ -153,8 +154,11 @@ async def _put(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
     source = LocalSource(job.local)
     source.open()
     try:
-        if source.size != job.size or source.mtime_ns != job.mtime_ns:
-            raise LocalError(job.local, "changed while it was uploaded")
+        # Opened by name: the file the parent opened, as it was then, or nothing.
+        assert job.identity is not None and source.identity is not None
+        changed = change(job.identity, source.identity)
+        if changed is not None:
+            raise IntegrityError(job.local, f"changed while it was uploaded: {changed}")
         started = time.perf_counter()
         async with pool.lease(config) as lease:
             sizing = await sizing_for(config, lease.channels[0], write=True)

@@ -21,12 +21,14 @@ from ...core.readplan import Range
 from ...local.source import LocalSource
 from ...transport.pool import ChannelPool, Lease
 from ...transport.remoteplace import (
+    Landing,
     discard_temp,
     keep_existing_mode,
     landing_of,
     named,
     remote_temp_name,
     rename_into_place,
+    replaced_by,
 )
 from ...transport.replies import quiet
 from ...transport.sftp import SFTPSession
@@ -103,7 +105,7 @@ async def _shared(
                     local=str(source.path),
                     size=size,
                     ranges=ranges,
-                    mtime_ns=source.mtime_ns,
+                    identity=source.identity,
                 )
                 for ranges in split([Range(0, size)], count)
             ]
@@ -114,10 +116,15 @@ async def _shared(
                     tally.moved(report.count)
 
             dones = await crew.run(jobs, moved)
+        # The workers read it by descriptors of their own, the check hashes it from
+        # disk: a source changed since it was opened is said so, before and after.
+        source.check_unchanged()
         verified = await verify_copy(
             sftp, lease, temp, config, size=size, local=source.path, shown=remote
         )
-        await rename_into_place(sftp, temp, remote, size)
+        source.check_unchanged()
+        landing = Landing(size, await replaced_by(existing))
+        await rename_into_place(sftp, temp, remote, landing)
         temp = None
         return merged(dones, size=size, started=started, verified=verified)
     except BaseException as exc:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..._config import ConnectConfig, TransferConfig
 from ..._errors import SSHPipeError
 from ..._stats import TransferStats
+from ...core.identity import LocalIdentity
 from ...core.readplan import Range
 
 _LENGTH = struct.Struct(">I")
@@ -47,7 +48,7 @@ class Job:
     ranges: tuple[Range, ...]
     fd: int = -1  # get: the partial file, inherited (never reopened by name)
     journal: bool = False  # get: report each range written, for the parent's journal
-    mtime_ns: int = 0  # put: the source as the parent saw it (a change is refused)
+    identity: LocalIdentity | None = None  # put: the source as the parent opened it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
