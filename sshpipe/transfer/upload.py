@@ -176,8 +176,11 @@ async def _upload(
             try:
                 blocks.check_unchanged()
             except IntegrityError:
-                if resuming is not None:  # its journal is of a file that is gone
+                if resuming is not None and temp is not None:
+                    # Its journal is of a file that is gone: the partial goes as a
+                    # temporary file does (the ledger's, so a lost REMOVE is swept).
                     discard = temp
+                    sftp.temps.adopt(temp)
                 raise
 
         async def land() -> None:  # the whole file is on the server, under its temp name
