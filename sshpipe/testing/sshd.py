@@ -13,6 +13,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,9 +33,11 @@ from ._launch import (
 
 __all__ = [
     "HOST",
+    "RestartableSSHD",
     "SSHServerError",
     "SSHServerInfo",
     "openssh_server",
+    "restartable_openssh_server",
     "sshd_path",
 ]
 
@@ -145,6 +148,88 @@ def openssh_server(
     ``sftp_subsystem`` is the command of ``Subsystem sftp``: another SFTP
     server (Green End's ``/usr/libexec/gesftpserver``) behind the same sshd.
     """
+    with restartable_openssh_server(
+        workdir,
+        extra_config=extra_config,
+        max_sessions=max_sessions,
+        max_startups=max_startups,
+        sftp_subsystem=sftp_subsystem,
+    ) as server:
+        yield server.info
+
+
+class RestartableSSHD:
+    """An sshd a fault test kills outright and starts again, as a crashed server is.
+
+    ``kill`` is SIGKILL of the listener and of every session it forked (each
+    client's connection ends as the kernel closes it); ``start`` runs it again
+    on the same port with the same configuration, and the same host key
+    unless ``new_host_key`` (a reinstalled server: a client that knew the old
+    one must refuse it). ``info`` stays true across restarts but for the key.
+    """
+
+    def __init__(
+        self, sshd: Path, files: _Files, info: SSHServerInfo, proc: subprocess.Popen[bytes]
+    ) -> None:
+        self.info = info
+        self._sshd = sshd
+        self._files = files
+        self._proc: subprocess.Popen[bytes] | None = proc
+
+    def __repr__(self) -> str:
+        state = "down" if self._proc is None else f"pid {self._proc.pid}"
+        return f"<RestartableSSHD {self.info.host}:{self.info.port} {state}>"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None
+
+    def host_key_line(self, port: int | None = None) -> str:
+        """A known_hosts line for the host key it has now, under ``port`` (default its own)."""
+        return f"[{self.info.host}]:{port or self.info.port} {public_key(self._files.host_key)}\n"
+
+    def kill(self) -> None:
+        """SIGKILL the listener and every process it forked; safe when it is down."""
+        if self._proc is None:
+            return
+        proc, self._proc = self._proc, None
+        doomed = [proc.pid, *_descendants(proc.pid)]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+
+    def close(self) -> None:
+        """Stop the listener as ``openssh_server`` does (its sessions end with their clients)."""
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            stop(proc)
+
+    def start(self, *, new_host_key: bool = False) -> None:
+        """Run it again on its port (the one it had), the host key renewed if asked."""
+        if self._proc is not None:
+            raise SSHServerError("sshd is running already")
+        if new_host_key:
+            keygen(self._files.host_key, comment="sshpipe-test-host")
+        proc = _spawn(self._sshd, self._files)
+        try:
+            _wait_until_ready(proc, self.info.port, self._files.log_file)
+        except BaseException:
+            stop(proc)
+            raise
+        self._proc = proc
+
+
+@contextlib.contextmanager
+def restartable_openssh_server(
+    workdir: Path,
+    *,
+    extra_config: Sequence[str] = (),
+    max_sessions: int = 64,
+    max_startups: str = "100",
+    sftp_subsystem: str = "internal-sftp",
+) -> Iterator[RestartableSSHD]:
+    """``openssh_server``, handing out the server to kill and start again."""
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
     sshd = sshd_path()
@@ -170,20 +255,44 @@ def openssh_server(
         lambda proc, port: _wait_until_ready(proc, port, files.log_file),
         files.log_file,
     )
+    info = SSHServerInfo(
+        host=HOST,
+        port=port,
+        user=user,
+        client_key=files.client_key,
+        known_hosts=files.known_hosts,
+        root=files.root,
+        ssh_config=files.ssh_config,
+        log_file=files.log_file,
+        authorized_keys=files.authorized_keys,
+    )
+    server = RestartableSSHD(sshd, files, info, proc)
     try:
-        yield SSHServerInfo(
-            host=HOST,
-            port=port,
-            user=user,
-            client_key=files.client_key,
-            known_hosts=files.known_hosts,
-            root=files.root,
-            ssh_config=files.ssh_config,
-            log_file=files.log_file,
-            authorized_keys=files.authorized_keys,
-        )
+        yield server
     finally:
-        stop(proc)
+        server.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children first found, then theirs), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                # "pid (comm) state ppid ...": comm may hold spaces, so after the last ')'.
+                fields = stat_file.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    waiting = [pid]
+    while waiting:
+        below = children.get(waiting.pop(), [])
+        found += below
+        waiting += below
+    return found
 
 
 def _current_user() -> str:
