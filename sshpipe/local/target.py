@@ -18,6 +18,7 @@ import queue
 import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TypeVar
 
@@ -42,13 +43,16 @@ _T = TypeVar("_T")
 FileAttrs = tuple[int | None, tuple[int, int] | None]  # (mode, (atime, mtime)) to set, or None
 
 
-async def run_blocking(func: Callable[..., _T], *args: object) -> _T:
-    """Run ``func`` in a worker thread; if cancelled, wait for it before re-raising.
+async def run_blocking(
+    func: Callable[..., _T], *args: object, executor: Executor | None = None
+) -> _T:
+    """Run ``func`` in a worker thread (``executor``'s, else the loop's default);
+    if cancelled, wait for it before re-raising.
 
     Walking away from a running pread would let it use a descriptor we are
     about to close (or that the OS has already handed to someone else).
     """
-    future = asyncio.get_running_loop().run_in_executor(None, func, *args)
+    future = asyncio.get_running_loop().run_in_executor(executor, func, *args)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -116,22 +120,27 @@ class Writer:
     def _run(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
-                batch, count = item
-                if self._error is None and not self._abandon:
-                    try:
-                        _write_batch(self._fd, batch)
-                        if self._after_write is not None:
-                            self._after_write(batch)
-                    except OSError as exc:
-                        self._error = local_error(self._path, exc, batch[0][0])
-                with self._lock:
-                    self._written += count
-                    schedule = not self._report_scheduled
-                    self._report_scheduled = True
-                if schedule:
-                    self._loop.call_soon_threadsafe(self._report)
+                self._write(*item)
+                # Not named while the next is awaited: written, its bytes left the
+                # budget, and a thread per download each kept its last batch.
+                del item
         finally:
             self._loop.call_soon_threadsafe(self._stopped.set_result, None)
+
+    def _write(self, batch: Batch, count: int) -> None:
+        if self._error is None and not self._abandon:
+            try:
+                _write_batch(self._fd, batch)
+                if self._after_write is not None:
+                    self._after_write(batch)
+            except OSError as exc:
+                self._error = local_error(self._path, exc, batch[0][0])
+        with self._lock:
+            self._written += count
+            schedule = not self._report_scheduled
+            self._report_scheduled = True
+        if schedule:
+            self._loop.call_soon_threadsafe(self._report)
 
     def _report(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destina
 from ..transport.pool import Lease
 from .progress import Tally
 from .pump import setup_phases, take_setup
-from .readpump import ReadPump, reading
+from .readpump import Piece, ReadPump, reading
 from .retrying import Retrying
 from .verify import OrderedHash, RemoteHash, plan_for, verify_copy
 
@@ -180,18 +180,25 @@ class _ToDisk:
         Raises:
             Stalled: a channel owed a reply for ``stall_timeout`` (its session says so).
         """
-        digest = self.digest
         pump.on_tail, self.on_tail = self.on_tail, None
-        if digest is not None:
-            pump.budget.held = digest.buffered
+        if self.digest is not None:
+            pump.budget.held = self.digest.buffered
         try:
             async for batch in pump.arrivals():
-                count = sum(length for _, _, length in batch)
-                pump.unwritten += count
-                if digest is not None:
-                    for offset, chunks, _ in batch:
-                        digest.add(offset, b"".join(chunks))
-                    pump.budget.held = digest.buffered
-                writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
+                self._submit(pump, writer, batch)
+                # Not named while the next batch is awaited: its bytes leave the budget
+                # once written, and 200 gets each kept their last batch past that.
+                del batch
         finally:
             self.on_tail = pump.on_tail  # not called yet: the next attempt's pump calls it
+
+    def _submit(self, pump: ReadPump, writer: Writer | InlineWriter, batch: list[Piece]) -> None:
+        """``batch`` to the writer (and the hash), its bytes charged until written."""
+        count = sum(length for _, _, length in batch)
+        pump.unwritten += count
+        digest = self.digest
+        if digest is not None:
+            for offset, chunks, _ in batch:
+                digest.add(offset, b"".join(chunks))
+            pump.budget.held = digest.buffered
+        writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)

@@ -22,7 +22,7 @@ from ..core.reorder import ReorderBuffer
 from ..core.retry import RetryBudget
 from ..transport.pool import Lease
 from .progress import Tally
-from .readpump import reading
+from .readpump import Piece, reading
 from .retrying import Retrying
 
 
@@ -74,16 +74,24 @@ async def stream(
                     tally.sized(plan.size_hint)
                 reorder = ReorderBuffer(delivered)
                 async for batch in pump.arrivals():
-                    for offset, chunks, _ in batch:
-                        reorder.add(offset, b"".join(chunks))
+                    _reorder(reorder, batch)
+                    del batch  # copied into the buffer: the arrived bytes go now
                     before = reorder.buffered
                     pieces = reorder.pop_ready(plan.eof_at if plan.done else None)
                     pump.free(before - reorder.buffered)
-                    for piece in pieces:
+                    pieces.reverse()
+                    while pieces:
+                        piece = pieces.pop()
                         delivered += len(piece)
                         if tally is not None:
                             tally.moved(len(piece))
                         yield piece
+                        del piece  # the reader's now, and no longer charged: not kept here
                 pump.free(reorder.discard())
     if tally is not None:
         tally.sized(delivered)
+
+
+def _reorder(reorder: ReorderBuffer, batch: list[Piece]) -> None:
+    for offset, chunks, _ in batch:
+        reorder.add(offset, b"".join(chunks))
