@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .._errors import LocalError, UsageError
+from .device import special_kind
 from .dirfd import (
     DirRoot,
     LocalFile,
@@ -231,9 +232,28 @@ def destination_of(local: str | LocalFile, remote: str | None) -> Iterator[Local
         root.close()
 
 
-def _mode_kept(file: LocalFile, mode: int) -> int:
-    """An overwritten regular file keeps its mode (as cp); anything else takes ``mode``."""
+def _landing(file: LocalFile) -> os.stat_result | None:
+    """What is at ``file`` now, where a file is about to land (None: nothing).
+
+    A FIFO, a device or a socket there is refused, never replaced by the file:
+    a tree's names (a server's) are never written into either. The user's own
+    FIFO or character device is written into instead (``device``), before this.
+
+    Raises:
+        LocalError: a directory, FIFO, device or socket is there.
+    """
     existing = lstat(file)
+    if existing is not None:
+        if stat.S_ISDIR(existing.st_mode):
+            raise LocalError(str(file), "is a directory")
+        kind = special_kind(existing.st_mode)
+        if kind is not None:
+            raise LocalError(str(file), f"is {kind}; not replaced by a file")
+    return existing
+
+
+def _mode_kept(existing: os.stat_result | None, mode: int) -> int:
+    """An overwritten regular file keeps its mode (as cp); anything else takes ``mode``."""
     if existing is not None and stat.S_ISREG(existing.st_mode):
         return existing.st_mode & 0o7777
     return mode
@@ -268,9 +288,10 @@ def write_whole_file(
         LocalError: naming ``file`` (a directory there, permission, disk full...).
     """
     temp = file if inplace else (leave_as or file.sibling(temp_name(file.name)))
+    existing = _landing(file)  # before the try: nothing of ours to remove yet
     try:
         if not exact_mode:
-            mode = _mode_kept(file, mode)
+            mode = _mode_kept(existing, mode)
         if inplace:
             fd = open_regular(temp, write=True, mode=mode & 0o7777)
             assert fd is not None
@@ -332,10 +353,7 @@ class LocalTarget:
 
     def open(self) -> None:
         try:
-            existing = lstat(self.file)
-            if existing is not None and stat.S_ISDIR(existing.st_mode):
-                raise LocalError(str(self.file), "is a directory")
-            mode = _mode_kept(self.file, self.new_file_mode)
+            mode = _mode_kept(_landing(self.file), self.new_file_mode)
             # In place (or resuming): written over, and cut to size at commit.
             if self.inplace or self.resume_from is not None:
                 self._fd = open_regular(self.temp, write=True, mode=mode)
