@@ -282,7 +282,7 @@ class Client(RemoteOps):
         sources, dest = fspaths(local), fspath(remote)
         pool = await self._ready()
         if is_one(local) and not recursive:
-            from ._engine import in_order, refused_out_of_order, tracked
+            from ._engine import in_order, is_pipe, refused_out_of_order, tracked
 
             caps, path = pool.server_caps, sources[0]
 
@@ -292,7 +292,8 @@ class Client(RemoteOps):
                         path, dest, in_order(cfg, caps), preserve, tally, overwrite
                     )
                 except RemoteError as exc:
-                    if not refused_out_of_order(exc, in_order(cfg, caps)):
+                    # A pipe was read once: it cannot be sent again, in order or not.
+                    if not refused_out_of_order(exc, in_order(cfg, caps)) or is_pipe(path):
                         raise
                     caps.sequential_writes = True
                     if tally is not None:
