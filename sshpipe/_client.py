@@ -120,10 +120,12 @@ class Client(RemoteOps):
         and renamed over it only when complete (``config.fsync``, on by
         default), so a failure never leaves a truncated file. Where things
         land follows scp: into ``local`` if it is a directory, else as
-        ``local``. ``config.verify`` checks each file against the server's
-        before it takes its name; ``config.resume`` continues an interrupted
-        copy (a tree skips the files an earlier run finished); a dropped
-        connection is reopened and the copy goes on (``config.retries``).
+        ``local``; a FIFO or character device there (/dev/null, /dev/stdout)
+        is written into in order instead, never replaced (a tree's entries
+        that are one are refused). ``config.verify`` checks each file against
+        the server's before it takes its name; ``config.resume`` continues an
+        interrupted copy (a tree skips the files an earlier run finished); a
+        dropped connection is reopened and the copy goes on (``config.retries``).
 
         Args:
             remote: a remote path, or a list of them (see :meth:`glob`).
@@ -260,9 +262,10 @@ class Client(RemoteOps):
         """Upload a local file, or with ``recursive`` (or several sources) a tree.
 
         Each file goes to a temporary remote name, renamed into place when
-        complete. Layout, arguments and errors mirror :meth:`get`. With
-        ``config.resume`` (one file) the temporary name is fixed and kept on
-        failure, with a journal in the user's state directory; the next
+        complete; a pipe (a FIFO) is streamed as :meth:`put_stream` streams,
+        a device or socket refused. Layout, arguments and errors mirror
+        :meth:`get`. With ``config.resume`` (one file) the temporary name is
+        fixed and kept on failure, with a journal in the user's state directory; the next
         resume reads the journaled ranges back and sends only the rest. A
         tree with ``config.resume`` skips the files an earlier run finished.
         ``overwrite=False`` (one file): an existing ``remote`` is never
