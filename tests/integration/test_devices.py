@@ -12,13 +12,13 @@ from a pipe and refuses a device (/dev/zero never ends).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,16 +46,19 @@ def _still_device(path: Path, numbers: int) -> bool:
 
 
 class _FifoReader:
-    """A thread that opens a FIFO (after ``delay`` seconds) and reads it to its end."""
+    """A thread that opens a FIFO (once ``after`` is set, if given) and reads it to its end."""
 
-    def __init__(self, path: Path, delay: float = 0.0, limit: int | None = None) -> None:
+    def __init__(
+        self, path: Path, after: threading.Event | None = None, limit: int | None = None
+    ) -> None:
         self.got = b""
-        self._path, self._delay, self._limit = path, delay, limit
+        self._path, self._after, self._limit = path, after, limit
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
-        time.sleep(self._delay)
+        if self._after is not None:
+            self._after.wait(30)  # set or not, then open: a blocked open() is let go
         with open(self._path, "rb") as fifo:
             self.got = fifo.read() if self._limit is None else fifo.read(self._limit)
 
@@ -112,15 +115,18 @@ def test_dev_full_fails_as_a_full_disk_in_one_line(
     assert os.listdir(tmp_path) == ["full"]
 
 
-def test_verify_into_a_device_checks_the_hash_of_the_bytes_as_written(
+def test_verify_into_a_device_checks_the_hash_of_the_bytes_as_written_and_p_leaves_it(
     openssh_peer: Peer, tmp_path: Path, needs_root: None
 ) -> None:
     random_file(openssh_peer.root / "big.bin", 3 * MiB + 5)
+    (openssh_peer.root / "big.bin").chmod(0o640)
     node = _char_device(tmp_path / "null", NULL)
+    node.chmod(0o620)
     result = _get(openssh_peer, "big.bin", node, "--verify", "-p")
     assert result.returncode == 0, result.stderr
     assert "verified: hash-remote" in result.stdout  # sha256sum against the streamed hash
-    assert _still_device(node, NULL) and stat.S_IMODE(os.lstat(node).st_mode) != 0o600
+    assert _still_device(node, NULL)
+    assert stat.S_IMODE(os.lstat(node).st_mode) == 0o620  # -p sets no device's mode
 
 
 # -- FIFOs ----------------------------------------------------------------------------------
@@ -130,24 +136,41 @@ async def test_a_get_waits_for_its_fifos_reader_without_blocking_and_writes_in_o
     openssh_peer: Peer, fifo: Path
 ) -> None:
     data = random_file(openssh_peer.root / "big.bin", 6 * MiB + 7)
-    ticks = 0
+    # The reader opens only once the loop has run on while the get waited for
+    # one: were the FIFO's open blocking the loop, the ticks never come (the
+    # reader then opens after 30 s, to let the open go, and the test fails).
+    waiting, ticked = asyncio.Event(), threading.Event()
+
+    class Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "no reader yet" in record.getMessage():
+                waiting.set()
 
     async def tick() -> None:
-        nonlocal ticks
-        while True:
+        await waiting.wait()
+        for _ in range(5):
             await asyncio.sleep(0.01)
-            ticks += 1
+        ticked.set()
 
+    handler = Waiting(logging.DEBUG)
+    logger = logging.getLogger("sshpipe.local")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
     # A small budget and blocks: many requests, the file ten times the budget.
     config = sshpipe.TransferConfig(max_bytes_in_flight=512 * 1024, block_size=64 * 1024)
-    reader = _FifoReader(fifo, delay=0.5)  # no reader for the first half second
-    async with openssh_peer.client(config) as client, asyncio.TaskGroup() as group:
-        ticker = group.create_task(tick())
-        stats = await client.get(openssh_peer.remote("big.bin"), str(fifo))
-        ticker.cancel()
+    reader = _FifoReader(fifo, after=ticked)
+    try:
+        async with openssh_peer.client(config) as client, asyncio.TaskGroup() as group:
+            ticker = group.create_task(tick())
+            stats = await client.get(openssh_peer.remote("big.bin"), str(fifo))
+            ticker.cancel()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     assert reader.join() == data
+    assert ticked.is_set()
     assert stats.bytes == len(data) and stats.peak_bytes_in_flight <= 512 * 1024 + 64 * 1024
-    assert ticks >= 25  # the loop ran on while the FIFO had no reader
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert os.listdir(fifo.parent) == ["fifo"]
 
