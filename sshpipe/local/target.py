@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import posixpath
 import queue
@@ -245,10 +246,11 @@ def _landing(file: LocalFile) -> os.stat_result | None:
     existing = lstat(file)
     if existing is not None:
         if stat.S_ISDIR(existing.st_mode):
-            raise LocalError(str(file), "is a directory")
+            raise LocalError(str(file), "is a directory", errno=errno.EISDIR)
         kind = special_kind(existing.st_mode)
         if kind is not None:
-            raise LocalError(str(file), f"is {kind}; not replaced by a file")
+            # EEXIST: something is there, of a kind no file replaces (fsspec: FileExistsError).
+            raise LocalError(str(file), f"is {kind}; not replaced by a file", errno=errno.EEXIST)
     return existing
 
 
