@@ -15,12 +15,14 @@ default 64 MiB (``benchmarks/bench_api.py concurrent``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from pathlib import Path
 
 import pytest
 
+import sshpipe
 from tests.support.files import sha256_file
 from tests.support.memory import api_peak_growth
 from tests.support.peers import Peer
@@ -78,3 +80,45 @@ def test_a_tree_of_200_files_stays_within_its_byte_budget(
     print(f"a tree {direction} of {TRANSFERS} x 1 MiB: peak RSS +{growth:.1f} MiB")
     assert growth <= (BUDGET + OVERHEAD) / MiB
     assert [sha256_file(dest / f"f{i}.bin") for i in range(TRANSFERS)] == digests
+
+
+async def test_every_kind_of_transfer_waits_its_turn_on_a_tiny_budget_and_all_finish(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """Gets, puts, streams and open files at once on a budget of two blocks: most
+    find it full with nothing charged, wait in line, are granted a block in turn
+    (each kind wakes on its own grant) and finish, byte for byte."""
+    peer = openssh_peer
+    block = 32 * 1024
+    config = sshpipe.TransferConfig(block_size=block, max_bytes_in_flight=2 * block)
+    sources = {i: os.urandom(300_000 + i) for i in range(8)}
+    for i, data in sources.items():
+        (peer.root / f"s{i}.bin").write_bytes(data)
+        (tmp_path / f"l{i}.bin").write_bytes(data)
+    async with peer.client(config) as client:
+
+        async def read_whole(i: int) -> bytes:
+            async with client.open(peer.remote(f"s{i}.bin")) as file:
+                return await file.read()
+
+        async def stream(i: int) -> bytes:
+            return b"".join([piece async for piece in client.stream(peer.remote(f"s{i}.bin"))])
+
+        async with asyncio.timeout(120), asyncio.TaskGroup() as group:
+            gets = [
+                group.create_task(client.get(peer.remote(f"s{i}.bin"), str(tmp_path / f"g{i}")))
+                for i in range(0, 3)
+            ]
+            puts = [
+                group.create_task(client.put(str(tmp_path / f"l{i}.bin"), peer.remote(f"p{i}")))
+                for i in range(3, 6)
+            ]
+            reads = [group.create_task(read_whole(i)) for i in (6, 7)]
+            streamed = group.create_task(stream(0))
+    assert len(gets) == len(puts) == 3
+    for i in range(0, 3):
+        assert (tmp_path / f"g{i}").read_bytes() == sources[i]
+    for i in range(3, 6):
+        assert (peer.root / f"p{i}").read_bytes() == sources[i]
+    assert [task.result() for task in reads] == [sources[6], sources[7]]
+    assert streamed.result() == sources[0]
