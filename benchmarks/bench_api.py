@@ -6,8 +6,9 @@ Each subcommand starts its own throwaway OpenSSH sshd on 127.0.0.1 (stock
 prints a markdown table headed by the machine, and writes ``OUT/results.md``
 and ``OUT/results.json``:
 
-- ``concurrent``: peak RSS growth (``ru_maxrss``) of ``--transfers`` concurrent
-  ``client.get`` calls on one client, every file checked by sha256.
+- ``concurrent``: peak RSS growth (``VmHWM``) of ``--transfers`` concurrent
+  ``client.get`` (or ``--direction put``: ``client.put``) calls on one client,
+  every file checked by sha256.
 - ``cancel``: through the link emulator (``--rtt`` ms, ``--rate`` Mbit/s), the
   time from an ``asyncio.timeout`` deadline to the exception for stream, get,
   put, tree get and tree put; then the pool's settling, what is left (sshd's
@@ -17,6 +18,7 @@ and ``OUT/results.json``:
   get, each run in a fresh interpreter (the first connect imports asyncssh).
 
 Run from the repo root:  python benchmarks/bench_api.py concurrent --transfers 200 --size 4M
+                         python benchmarks/bench_api.py concurrent --direction put --size 1M
                          python benchmarks/bench_api.py cancel --rounds 2
                          python benchmarks/bench_api.py stall --runs 5
 """
@@ -27,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -60,7 +61,11 @@ Row = dict[str, Any]
 
 
 def connect(
-    srv: SSHServerInfo, *, port: int | None = None, known_hosts: Path | None = None
+    srv: SSHServerInfo,
+    *,
+    port: int | None = None,
+    known_hosts: Path | None = None,
+    config: sshpipe.TransferConfig | None = None,
 ) -> sshpipe.Client:
     return sshpipe.connect(
         srv.destination(),
@@ -68,6 +73,7 @@ def connect(
         identity_files=[str(srv.client_key)],
         known_hosts=[str(known_hosts or srv.known_hosts)],
         ssh_config=[],
+        config=config,
     )
 
 
@@ -98,48 +104,79 @@ def report(args: argparse.Namespace, title: str, markdown: str, document: dict[s
 # --------------------------------------------------------------------------- concurrent
 
 
+def rss_kib(field: str) -> int:
+    """``field`` (VmRSS, VmHWM) of this process, KiB, from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak_rss() -> int:
+    """Start the peak (VmHWM) afresh at what the process holds now; that, in KiB.
+
+    Writing 5 to clear_refs resets the high-water mark (Linux >= 4.0), so the
+    growth measured is the transfers' alone, not the files written before them.
+    """
+    Path("/proc/self/clear_refs").write_text("5")
+    return rss_kib("VmRSS")
+
+
 def concurrent(args: argparse.Namespace) -> int:
     # Loaded before the baseline, so the growth is the transfers', not the
     # import of asyncssh and cryptography (which connect() would do lazily).
-    import sshpipe._client  # noqa: F401
+    import sshpipe._client
 
     with (
         scratch_dir(args.workdir) as scratch,
         openssh_server(scratch / "sshd", max_sessions=args.max_sessions) as srv,
     ):
-        src, dst = srv.root / "src", scratch / "dst"
+        here, there = scratch / "local", srv.root / "remote"
+        src, dst = (there, here) if args.direction == "get" else (here, there)
         src.mkdir()
         dst.mkdir()
         # Written in 1 MiB pieces, so the baseline never held a file's worth.
         digests = [write_random_file(src / f"f{i}.bin", args.size) for i in range(args.transfers)]
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        seconds, connections = asyncio.run(_concurrent(srv, src, dst, args.transfers))
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        config = sshpipe.TransferConfig(max_bytes_in_flight=args.in_flight)
+        before = reset_peak_rss()
+        seconds, connections = asyncio.run(
+            _concurrent(srv, src, dst, args.transfers, args.direction, config)
+        )
+        peak = rss_kib("VmHWM")
         bad = [i for i, d in enumerate(digests) if sha256_file(dst / f"f{i}.bin") != d]
-    row = {"transfers": args.transfers, "size_bytes": args.size, "baseline_mib": before / 1024,
+    row = {"direction": args.direction, "transfers": args.transfers, "size_bytes": args.size,
+           "in_flight_bytes": args.in_flight, "baseline_mib": before / 1024,
            "peak_mib": peak / 1024, "growth_mib": (peak - before) / 1024, "seconds": seconds,
            "connections": connections, "verified": args.transfers - len(bad)}  # fmt: skip
     markdown = table(
-        ["transfers", "size", "baseline MiB", "peak MiB", "growth MiB", "s", "connections",
-         "sha256 ok"],
-        [[args.transfers, size_label(args.size), f"{row['baseline_mib']:.1f}",
-          f"{row['peak_mib']:.1f}", f"{row['growth_mib']:.1f}", f"{seconds:.2f}",
-          connections, f"{row['verified']}/{args.transfers}"]],
+        ["direction", "transfers", "size", "budget", "baseline MiB", "peak MiB", "growth MiB",
+         "s", "connections", "sha256 ok"],
+        [[args.direction, args.transfers, size_label(args.size), size_label(args.in_flight),
+          f"{row['baseline_mib']:.1f}", f"{row['peak_mib']:.1f}", f"{row['growth_mib']:.1f}",
+          f"{seconds:.2f}", connections, f"{row['verified']}/{args.transfers}"]],
     )  # fmt: skip
     markdown += (
-        "\n\nOne run (peak RSS only grows within a process); growth = ru_maxrss after the "
-        f"gets minus before connect(); sshd MaxSessions {args.max_sessions}."
+        "\n\nOne run; growth = VmHWM after the transfers minus VmRSS before connect(), the "
+        f"peak reset there (clear_refs); sshd MaxSessions {args.max_sessions}."
     )
-    report(args, "Concurrent gets on one client: peak RSS", markdown, {"row": row})
+    report(args, f"Concurrent {args.direction}s on one client: peak RSS", markdown, {"row": row})
     return 1 if bad else 0
 
 
-async def _concurrent(srv: SSHServerInfo, src: Path, dst: Path, n: int) -> tuple[float, int]:
+async def _concurrent(
+    srv: SSHServerInfo,
+    src: Path,
+    dst: Path,
+    n: int,
+    direction: str,
+    config: sshpipe.TransferConfig,
+) -> tuple[float, int]:
     started = time.monotonic()
-    async with connect(srv) as client:
+    async with connect(srv, config=config) as client:
+        move = client.get if direction == "get" else client.put
         async with asyncio.timeout(600), asyncio.TaskGroup() as group:
             for i in range(n):
-                group.create_task(client.get(str(src / f"f{i}.bin"), str(dst / f"f{i}.bin")))
+                group.create_task(move(str(src / f"f{i}.bin"), str(dst / f"f{i}.bin")))
         connections = client.connections
     return time.monotonic() - started, connections
 
@@ -403,9 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=STOCK_MAX_SESSIONS,
         help=f"sshd MaxSessions (default {STOCK_MAX_SESSIONS}, stock sshd's)",
     )
-    p = sub.add_parser("concurrent", parents=[common], help="peak RSS of N concurrent gets")
+    p = sub.add_parser("concurrent", parents=[common], help="peak RSS of N concurrent transfers")
+    p.add_argument("--direction", choices=("get", "put"), default="get")
     p.add_argument("--transfers", type=positive_int, default=200)
     p.add_argument("--size", type=parse_size, default=4 * MIB, help="each file (default 4M)")
+    p.add_argument("--in-flight", type=parse_size, default=64 * MIB,
+                   help="the client's max_bytes_in_flight (default 64M, the default)")  # fmt: skip
     p = sub.add_parser("cancel", parents=[common], help="deadline to exception, and clean-up")
     p.add_argument("--rounds", type=positive_int, default=2)
     p.add_argument("--rtt", type=float, default=40.0, help="round trip, ms (default 40)")

@@ -120,10 +120,12 @@ class Client(RemoteOps):
         and renamed over it only when complete (``config.fsync``, on by
         default), so a failure never leaves a truncated file. Where things
         land follows scp: into ``local`` if it is a directory, else as
-        ``local``. ``config.verify`` checks each file against the server's
-        before it takes its name; ``config.resume`` continues an interrupted
-        copy (a tree skips the files an earlier run finished); a dropped
-        connection is reopened and the copy goes on (``config.retries``).
+        ``local``; a FIFO or character device there (/dev/null, /dev/stdout)
+        is written into in order instead, never replaced (a tree's entries
+        that are one are refused). ``config.verify`` checks each file against
+        the server's before it takes its name; ``config.resume`` continues an
+        interrupted copy (a tree skips the files an earlier run finished); a
+        dropped connection is reopened and the copy goes on (``config.retries``).
 
         Args:
             remote: a remote path, or a list of them (see :meth:`glob`).
@@ -261,9 +263,10 @@ class Client(RemoteOps):
         """Upload a local file, or with ``recursive`` (or several sources) a tree.
 
         Each file goes to a temporary remote name, renamed into place when
-        complete. Layout, arguments and errors mirror :meth:`get`. With
-        ``config.resume`` (one file) the temporary name is fixed and kept on
-        failure, with a journal in the user's state directory; the next
+        complete; a pipe (a FIFO) is streamed as :meth:`put_stream` streams,
+        a device or socket refused. Layout, arguments and errors mirror
+        :meth:`get`. With ``config.resume`` (one file) the temporary name is
+        fixed and kept on failure, with a journal in the user's state directory; the next
         resume reads the journaled ranges back and sends only the rest. A
         tree with ``config.resume`` skips the files an earlier run finished.
         ``overwrite=False`` (one file): an existing ``remote`` is never
@@ -283,7 +286,7 @@ class Client(RemoteOps):
         sources, dest = fspaths(local), fspath(remote)
         pool = await self._ready()
         if is_one(local) and not recursive:
-            from ._engine import in_order, refused_out_of_order, tracked
+            from ._engine import in_order, is_pipe, refused_out_of_order, tracked
 
             caps, path = pool.server_caps, sources[0]
 
@@ -293,7 +296,8 @@ class Client(RemoteOps):
                         path, dest, in_order(cfg, caps), preserve, tally, overwrite
                     )
                 except RemoteError as exc:
-                    if not refused_out_of_order(exc, in_order(cfg, caps)):
+                    # A pipe was read once: it cannot be sent again, in order or not.
+                    if not refused_out_of_order(exc, in_order(cfg, caps)) or is_pipe(path):
                         raise
                     caps.sequential_writes = True
                     if tally is not None:

@@ -126,8 +126,9 @@ class TransferConfig:
         max_bytes_in_flight: memory budget: payload bytes charged at once, by
             one transfer and (the client's own config's) by all the transfers
             of a client together: 200 at once share it rather than hold 200
-            (each with nothing charged may still send one block: it is kept
-            for it). A tree's big files share the tree's part of it.
+            (an upload's blocks are charged before they are read; one with
+            nothing charged waits its turn for a block while it is full). A
+            tree's big files share the tree's part of it; workers split it.
         min_bytes_in_flight: floor of the byte budget the flow controller sets.
         channels: None lets the flow controller choose how many channels (and
             connections) to use from the measured RTT and delivery rate; a

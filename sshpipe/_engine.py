@@ -9,6 +9,7 @@ starts (one transfer per process: no thread needed).
 from __future__ import annotations
 
 from .durability import ledger
+from .local.source import is_pipe
 from .transfer.download import download
 from .transfer.inorder import in_order, refused_out_of_order
 from .transfer.lanes import channels_at_start
@@ -27,6 +28,7 @@ __all__ = [
     "channels_at_start",
     "download",
     "in_order",
+    "is_pipe",
     "ledger",
     "refused_out_of_order",
     "remote_glob",

@@ -10,6 +10,8 @@ import argparse
 import json
 import logging
 import math
+import os
+import stat
 import sys
 from collections.abc import Callable
 
@@ -81,9 +83,12 @@ def report(
     *,
     server: dict[str, object] | None = None,
 ) -> None:
+    # A get into our own stdout (/dev/stdout, a pipe or the terminal): the
+    # result goes beside the bytes, on stderr, not into them.
+    out = sys.stderr if _is_stdout(target) else sys.stdout
     if args.json:
         shown = {"source": source, "target": target, **stats.as_dict(), "server": server or {}}
-        print(json.dumps(shown))
+        print(json.dumps(shown), file=out)
     elif not args.quiet:
         print(
             f"{printable(source)} -> {printable(target)}: {human_bytes(stats.bytes)} "
@@ -101,8 +106,19 @@ def report(
                 f"; {stats.compression.summary()}"
                 if stats.compression is not None and stats.compression.used
                 else ""
-            )
+            ),
+            file=out,
         )
+
+
+def _is_stdout(target: str) -> bool:
+    """Whether ``target`` is the pipe or device this process's stdout writes to."""
+    try:
+        ours, theirs = os.fstat(sys.stdout.fileno()), os.stat(target)
+    except (OSError, ValueError, AttributeError):  # no stdout, or no such file
+        return False
+    special = stat.S_ISFIFO(theirs.st_mode) or stat.S_ISCHR(theirs.st_mode)
+    return special and (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def human_bytes(count: float) -> str:

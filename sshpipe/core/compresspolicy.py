@@ -5,7 +5,7 @@ an uncompressed connection and, when this policy says so, a compressed one,
 and routes files (or a file's remaining requests) between them. The policy
 is a function of what was measured, with no clock and no I/O:
 
-- the data's compressibility: zlib-6 on a few sampled blocks (``ratio_of``);
+- the data's compressibility: zlib-6 on a few sampled blocks (``Ratio``);
 - the link's delivery rate while uncompressed and its RTT (the flow
   controller's);
 - what zlib costs on this machine (compress and decompress rates, probed once
@@ -124,18 +124,36 @@ class Decision:
     retest: bool = False
 
 
+class Ratio:
+    """zlib-6's ratio on pieces of data added one at a time, each compressed alone
+    (as SSH packets are not: its stream keeps a 32 KiB window, which blocks this
+    size barely use). Only the counts are kept: a sample costs no memory once seen.
+    """
+
+    def __init__(self) -> None:
+        self.raw = 0  # bytes seen
+        self.packed = 0  # what zlib-6 made of them
+
+    def add(self, piece: bytes | memoryview) -> None:
+        if len(piece):
+            self.raw += len(piece)
+            self.packed += len(zlib.compress(piece, 6))
+
+    @property
+    def value(self) -> float | None:
+        """The ratio, or None when there was no byte to judge by."""
+        return self.raw / self.packed if self.packed else None
+
+
 def ratio_of(samples: Iterable[bytes | memoryview]) -> float | None:
-    """zlib-6's ratio on the samples together, each compressed alone (as SSH packets are
-    not: its stream keeps a 32 KiB window, which blocks this size barely use).
+    """zlib-6's ratio on the samples together, each compressed alone (``Ratio``).
 
     None when there is no byte to judge by.
     """
-    raw = packed = 0
+    ratio = Ratio()
     for sample in samples:
-        if len(sample):
-            raw += len(sample)
-            packed += len(zlib.compress(sample, 6))
-    return raw / packed if packed else None
+        ratio.add(sample)
+    return ratio.value
 
 
 def compressed_rate_estimate(

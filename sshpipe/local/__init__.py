@@ -5,7 +5,9 @@
   destination, even through a symlink swapped in mid-copy;
 - ``target``: the ``.partial`` temp file, positional writes (``pwritev``) in a
   writer thread, fsync, rename into place;
-- ``source``: a local file being uploaded, read positionally.
+- ``source``: a local file being uploaded, read positionally (a pipe, streamed);
+- ``device``: a FIFO or character device written into in order, never replaced,
+  and a pipe read as it fills, neither blocking the loop.
 
 May import: ``core``, ``_config``, ``_errors``. No asyncssh.
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import posixpath
@@ -19,11 +20,13 @@ import queue
 import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TypeVar
 
 from .._errors import LocalError, UsageError
 from ..core.tempbook import TempBook
+from .device import special_kind
 from .dirfd import (
     DirRoot,
     LocalFile,
@@ -47,13 +50,16 @@ temps_logger = logging.getLogger("sshpipe.temps")
 FileAttrs = tuple[int | None, tuple[int, int] | None]  # (mode, (atime, mtime)) to set, or None
 
 
-async def run_blocking(func: Callable[..., _T], *args: object) -> _T:
-    """Run ``func`` in a worker thread; if cancelled, wait for it before re-raising.
+async def run_blocking(
+    func: Callable[..., _T], *args: object, executor: Executor | None = None
+) -> _T:
+    """Run ``func`` in a worker thread (``executor``'s, else the loop's default);
+    if cancelled, wait for it before re-raising.
 
     Walking away from a running pread would let it use a descriptor we are
     about to close (or that the OS has already handed to someone else).
     """
-    future = asyncio.get_running_loop().run_in_executor(None, func, *args)
+    future = asyncio.get_running_loop().run_in_executor(executor, func, *args)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -121,22 +127,27 @@ class Writer:
     def _run(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
-                batch, count = item
-                if self._error is None and not self._abandon:
-                    try:
-                        _write_batch(self._fd, batch)
-                        if self._after_write is not None:
-                            self._after_write(batch)
-                    except OSError as exc:
-                        self._error = local_error(self._path, exc, batch[0][0])
-                with self._lock:
-                    self._written += count
-                    schedule = not self._report_scheduled
-                    self._report_scheduled = True
-                if schedule:
-                    self._loop.call_soon_threadsafe(self._report)
+                self._write(*item)
+                # Not named while the next is awaited: written, its bytes left the
+                # budget, and a thread per download each kept its last batch.
+                del item
         finally:
             self._loop.call_soon_threadsafe(self._stopped.set_result, None)
+
+    def _write(self, batch: Batch, count: int) -> None:
+        if self._error is None and not self._abandon:
+            try:
+                _write_batch(self._fd, batch)
+                if self._after_write is not None:
+                    self._after_write(batch)
+            except OSError as exc:
+                self._error = local_error(self._path, exc, batch[0][0])
+        with self._lock:
+            self._written += count
+            schedule = not self._report_scheduled
+            self._report_scheduled = True
+        if schedule:
+            self._loop.call_soon_threadsafe(self._report)
 
     def _report(self) -> None:
         with self._lock:
@@ -230,9 +241,29 @@ def destination_of(
         root.close()
 
 
-def _mode_kept(file: LocalFile, mode: int) -> int:
-    """An overwritten regular file keeps its mode (as cp); anything else takes ``mode``."""
+def _landing(file: LocalFile) -> os.stat_result | None:
+    """What is at ``file`` now, where a file is about to land (None: nothing).
+
+    A FIFO, a device or a socket there is refused, never replaced by the file:
+    a tree's names (a server's) are never written into either. The user's own
+    FIFO or character device is written into instead (``device``), before this.
+
+    Raises:
+        LocalError: a directory, FIFO, device or socket is there.
+    """
     existing = lstat(file)
+    if existing is not None:
+        if stat.S_ISDIR(existing.st_mode):
+            raise LocalError(str(file), "is a directory", errno=errno.EISDIR)
+        kind = special_kind(existing.st_mode)
+        if kind is not None:
+            # EEXIST: something is there, of a kind no file replaces (fsspec: FileExistsError).
+            raise LocalError(str(file), f"is {kind}; not replaced by a file", errno=errno.EEXIST)
+    return existing
+
+
+def _mode_kept(existing: os.stat_result | None, mode: int) -> int:
+    """An overwritten regular file keeps its mode (as cp); anything else takes ``mode``."""
     if existing is not None and stat.S_ISREG(existing.st_mode):
         return existing.st_mode & 0o7777
     return mode
@@ -267,9 +298,10 @@ def write_whole_file(
         LocalError: naming ``file`` (a directory there, permission, disk full...).
     """
     temp = file if inplace else (leave_as or file.sibling(temp_name(file.name)))
+    existing = _landing(file)  # before the try: nothing of ours to remove yet
     try:
         if not exact_mode:
-            mode = _mode_kept(file, mode)
+            mode = _mode_kept(existing, mode)
         if inplace:
             fd = open_regular(temp, write=True, mode=mode & 0o7777)
             assert fd is not None
@@ -331,10 +363,7 @@ class LocalTarget:
 
     def open(self) -> None:
         try:
-            existing = lstat(self.file)
-            if existing is not None and stat.S_ISDIR(existing.st_mode):
-                raise LocalError(str(self.file), "is a directory")
-            mode = _mode_kept(self.file, self.new_file_mode)
+            mode = _mode_kept(_landing(self.file), self.new_file_mode)
             # In place (or resuming): written over, and cut to size at commit.
             if self.inplace or self.resume_from is not None:
                 self._fd = open_regular(self.temp, write=True, mode=mode)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 
 from .._stats import CompressionReport
-from ..core.compresspolicy import ratio_of
+from ..core.flight import SharedBytes
 from ..transport.alongside import alongside
 from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease
@@ -20,18 +20,22 @@ from .compressswitch import Switch
 
 __all__ = ["Sampler", "switching"]
 
-# Blocks of the data a put will send, read ahead of it (``BlockSource.sample``).
-Sampler = Callable[[], Awaitable[list[bytes]]]
+# zlib's ratio on blocks of the data a put will send, read ahead of it and
+# charged to the byte cap given while they are read (``BlockSource.ratio``).
+Sampler = Callable[[SharedBytes | None], Awaitable[float | None]]
 
 
 @contextlib.asynccontextmanager
-async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterator[Switch | None]:
+async def switching(
+    lease: Lease, sample: Sampler | None = None, shared: SharedBytes | None = None
+) -> AsyncIterator[Switch | None]:
     """A switch for a routed lease (None for any other), its mover stopped on leaving.
 
-    ``sample``: a put's blocks of the local file, read before its first WRITE
-    (zlib-6 on 256 KiB: a few ms), so that random data never starts the
-    compressed log-in and text starts it at once. Its tasks run ``alongside``
-    the block: the block's error comes out as it was raised.
+    ``sample``: a put's ratio on blocks of the local file, read before its
+    first WRITE (zlib-6 on 256 KiB: a few ms) and charged to ``shared``
+    meanwhile, so that random data never starts the compressed log-in and
+    text starts it at once. Its tasks run ``alongside`` the block: the
+    block's error comes out as it was raised.
     """
     if not isinstance(lease, RoutedLease) or lease.pacer is not None:
         # Under a rate limit (-l) the bucket counts payload bytes: compression
@@ -40,7 +44,7 @@ async def switching(lease: Lease, sample: Sampler | None = None) -> AsyncIterato
         return
     ratio = None
     if sample is not None and Switch.plain_whatever_its_data(lease) is None:
-        ratio = ratio_of(await sample())
+        ratio = await sample(shared)
     switch = Switch(lease, lease.route.known_cost(), ratio=ratio)
     lease.report = partial(report_of, switch)
     async with alongside(switch.attach, switch.stop):

@@ -27,11 +27,11 @@ from ..core.compresspolicy import (
     SAMPLE_BYTES,
     Decision,
     Measured,
+    Ratio,
     Route,
     ZlibCost,
     compressed_rate_estimate,
     decide,
-    ratio_of,
 )
 from ..core.flowcontrol import FlowController
 from ..core.text import printable
@@ -86,8 +86,8 @@ class Switch:
         self._widen_task: asyncio.Task[None] | None = None
         self.route = Route.PLAIN
         self.switches = 0
-        self._samples: list[bytes] = []
-        self._sampled = 0
+        # The sample's counts as its blocks go by (none of them is kept).
+        self._sample = Ratio()
         self.ratio = ratio  # a put's, sampled from the local file before its first WRITE
         self.link_rate: float | None = None
         self.compressed_rate: float | None = None
@@ -267,19 +267,17 @@ class Switch:
             self._weigh(self._pump, time.monotonic())
 
     def _feed(self, pieces: list[bytes | memoryview] | list[bytes]) -> None:
+        sample = self._sample
         for piece in pieces:
-            take = bytes(piece[: SAMPLE_BYTES - self._sampled])
-            self._samples.append(take)
-            self._sampled += len(take)
-        if not (self._warm_asked and self._probe) and self._sampled >= _GUESSED_AT:
-            guess = ratio_of(self._samples)
+            sample.add(piece[: SAMPLE_BYTES - sample.raw])
+        if not (self._warm_asked and self._probe) and sample.raw >= _GUESSED_AT:
+            guess = sample.value
             if guess is not None and guess >= MIN_RATIO:
                 self._ask_warm()
                 if self.cost is None:
                     self._start_probe()
-        if self._sampled >= min(SAMPLE_BYTES, _JUDGED_AT):
-            self.ratio = ratio_of(self._samples)
-            self._samples = []
+        if sample.raw >= min(SAMPLE_BYTES, _JUDGED_AT):
+            self.ratio = sample.value
             if self.ratio is not None and self.ratio >= MIN_RATIO:
                 self.lease.route.shrank = True
                 if self.cost is None:

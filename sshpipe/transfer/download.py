@@ -2,17 +2,20 @@
 
 The awaiting coroutine only moves payload to the disk and frees budget as it
 goes: "ask the core -> await I/O -> feed the core". A dropped connection is
-reopened and only what is missing is asked for again.
+reopened and only what is missing is asked for again. A FIFO or character
+device the user names is written into, in order, instead (``_into_device``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from .._config import TransferConfig
+from .._errors import UsageError
 from .._stats import TransferStats
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -21,13 +24,15 @@ from ..core.retry import RetryBudget
 from ..core.text import printable
 from ..durability.journal import DownloadResume
 from ..durability.ledger import local_temps
+from ..local.device import DeviceSink, device_at, special_kind
 from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
 from .progress import Tally
 from .pump import setup_phases, take_setup
-from .readpump import ReadPump, reading
+from .readpump import Piece, ReadPump, reading
 from .retrying import Retrying
+from .stream import Stream
 from .verify import OrderedHash, RemoteHash, plan_for, verify_copy
 
 logger = logging.getLogger("sshpipe.download")
@@ -70,6 +75,12 @@ async def download(
     into = remote if into_directory else None
     # A path: its directory is opened here, its temporary file entered in the ledger.
     with destination_of(local, into, temps=local_temps()) as file:
+        device = None if isinstance(local, LocalFile) else device_at(file)
+        if device is not None:  # the user's FIFO or character device: written into
+            kind = special_kind(device.st_mode) or "a device"
+            return await _into_device(
+                lease, remote, file, kind, config, known=known, tally=tally, remote_hash=remote_hash
+            )
         started = time.perf_counter()
         began, opened = time.monotonic(), take_setup(lease.channels[0])
         resuming = DownloadResume(remote, file) if config.resume else None
@@ -179,6 +190,69 @@ def _say_changed(remote: str, plan: ReadPlan) -> None:
     )
 
 
+async def _into_device(
+    lease: Lease,
+    remote: str,
+    file: LocalFile,
+    kind: str,
+    config: TransferConfig,
+    *,
+    known: codec.Attrs | None,
+    tally: Tally | None,
+    remote_hash: RemoteHash | None,
+) -> TransferStats:
+    """``remote`` written into the user's FIFO or character device at ``file``, in order.
+
+    The bytes come as ``stream()`` yields them (in order, within the byte
+    budget, reconnects included) and are written as they come. Nothing of a
+    file's landing applies: no temporary name, no rename, no truncation, no
+    fsync, no mode or times (``-p``), and ``inplace`` is what it does anyway.
+    With ``verify`` they are hashed as they are written and checked against
+    the server's hash: a device cannot be read back.
+
+    Raises:
+        UsageError: ``config.resume`` (there is no partial file to keep).
+        LocalError: the device refused a write (LocalNoSpace: /dev/full), or
+            the FIFO's reader went away.
+    """
+    if config.resume:
+        raise UsageError(f"{file}: is {kind}: --resume keeps a partial file, and it has none")
+    sink = DeviceSink(file)
+    await sink.open()  # a FIFO: once something reads from it
+    try:
+        started = time.perf_counter()
+        sftp = lease.channels[0]
+        began, opened = time.monotonic(), take_setup(sftp)
+        checks = plan_for(config.verify, sftp, remote_hash)
+        digest = OrderedHash(checks.specs) if checks.specs else None
+        reader = Stream(lease, remote, config, tally, known=known)
+        async with contextlib.aclosing(reader.pieces()) as pieces:
+            async for piece in pieces:
+                if digest is not None:
+                    digest.update(piece)
+                await sink.write(piece)
+                del piece  # written: not kept while the next one is awaited
+        verified = await verify_copy(
+            lease.channels[0],
+            lease,
+            remote,
+            config,
+            size=reader.delivered,
+            local="",  # nothing to hash on disk: the streamed hash is the copy's
+            streamed=digest,
+            plan=checks,
+            shown=remote,
+            remote_hash=remote_hash,
+        )
+        stats = replace(reader.stats(started), verified=verified)
+        if reader.pump is not None:
+            phases = setup_phases(began, opened, reader.pump, sftp.init_rtt, [])
+            stats = replace(stats, setup=phases)
+        return stats
+    finally:
+        sink.close()
+
+
 class _Sink:
     """Routes the local writer's reports to the pump of the current attempt."""
 
@@ -203,18 +277,25 @@ class _ToDisk:
         Raises:
             Stalled: a channel owed a reply for ``stall_timeout`` (its session says so).
         """
-        digest = self.digest
         pump.on_tail, self.on_tail = self.on_tail, None
-        if digest is not None:
-            pump.budget.held = digest.buffered
+        if self.digest is not None:
+            pump.budget.held = self.digest.buffered
         try:
             async for batch in pump.arrivals():
-                count = sum(length for _, _, length in batch)
-                pump.unwritten += count
-                if digest is not None:
-                    for offset, chunks, _ in batch:
-                        digest.add(offset, b"".join(chunks))
-                    pump.budget.held = digest.buffered
-                writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)
+                self._submit(pump, writer, batch)
+                # Not named while the next batch is awaited: its bytes leave the budget
+                # once written, and 200 gets each kept their last batch past that.
+                del batch
         finally:
             self.on_tail = pump.on_tail  # not called yet: the next attempt's pump calls it
+
+    def _submit(self, pump: ReadPump, writer: Writer | InlineWriter, batch: list[Piece]) -> None:
+        """``batch`` to the writer (and the hash), its bytes charged until written."""
+        count = sum(length for _, _, length in batch)
+        pump.unwritten += count
+        digest = self.digest
+        if digest is not None:
+            for offset, chunks, _ in batch:
+                digest.add(offset, b"".join(chunks))
+            pump.budget.held = digest.buffered
+        writer.submit([(offset, chunks) for offset, chunks, _ in batch], count)

@@ -84,6 +84,9 @@ class Pump:
         # request was answered (time.monotonic): the set-up's last phases.
         self.opened_at = time.monotonic()
         self.first_reply_at = 0.0
+        # Granted a block by the shared cap after waiting with nothing charged:
+        # send it (the read pump at once; the write pump's sender wakes up).
+        self.budget.on_room = self.fill
         self._sync_budget()
 
     def _pick(self, length: int) -> Lane | None:
@@ -200,6 +203,7 @@ class Pump:
         """
         self.abandoned = True
         self.stop_pacing()
+        self.budget.stop_asking()
         self.budget.free(self.budget.bytes)  # a cap shared with other files is theirs now
         for sftp in self.handles.used:
             sftp.unsettled = True
@@ -310,8 +314,7 @@ class Setup:
         budget = FlightBudget(
             max_requests=self.sizing.request_cap(1),
             max_bytes=self._config.max_bytes_in_flight,
-            # A tree's big files share the tree's bytes; other transfers the client's.
-            shared=self._shared or self.lease.channels[0].client_bytes,
+            shared=self._shared,
         )
         self._budget = budget
         return Parts(
@@ -391,7 +394,12 @@ async def pumping(
     big files); ``sample``: a put's blocks of its data for Compression auto.
     """
     controller = make_controller(config, lease, sizing, size=size)
-    async with switching(lease, sample) as switch, growing(lease, controller) as grower:
+    # A tree's big files share the tree's bytes; other transfers the client's.
+    shared = shared or lease.channels[0].client_bytes
+    async with (
+        switching(lease, sample, shared) as switch,
+        growing(lease, controller) as grower,
+    ):
         setup = Setup(lease, config, sizing, controller, grower, shared)
         setup.switch = switch
         try:

@@ -73,6 +73,7 @@ class Fetcher:
         self.path = path
         self.block = block
         self.budget = budget
+        budget.on_room = self.fill  # a block the shared cap granted after a wait
         self.pacer = pacer
         self._queue: deque[Fetch] = deque()  # fetches with READs still to send
         self._paced: asyncio.TimerHandle | None = None
@@ -103,12 +104,19 @@ class Fetcher:
         for fetch in self._queue:
             self.abandon(fetch)
         self._queue.clear()
+        self.budget.stop_asking()
         timer, self._paced = self._paced, None
         if timer is not None:
             timer.cancel()
 
     def fill(self) -> None:
         """Send what the budget allows, oldest fetch first."""
+        try:
+            self._fill()
+        finally:
+            self.budget.unreserve()  # a block the shared cap granted and nothing took
+
+    def _fill(self) -> None:
         budget, queue, lane = self.budget, self._queue, self.lane
         while queue:
             fetch = queue[0]

@@ -68,11 +68,14 @@ class ReadPump(Pump):
         """
         if self.abandoned or self.unwritten or self.arrived or self.plan.done:
             return False  # the consumer, the writer or a reply will free what is charged
-        return self.budget.requests == 0
+        budget = self.budget
+        # Nothing charged at all: not starved but waiting its turn for the shared cap.
+        return budget.requests == 0 and (budget.bytes > 0 or budget.held > 0)
 
     def fill(self) -> None:
         plan, budget, pacer = self.plan, self.budget, self.pacer
         if self.switch is not None and self.switch.holds(self):
+            budget.unreserve()  # a grant meanwhile goes back: the route's resync asks again
             return  # Compression auto: its route is being chosen
         length = self.request_length(plan.block_size)
         while self.error is None and (budget.has_room(length) or self._starved()):
@@ -93,6 +96,7 @@ class ReadPump(Pump):
                 lane.sftp.send_read(lane.handle, rng.offset, rng.length, reply)
             except BaseException as exc:  # the channel broke: count the request as answered
                 reply(exc)
+        budget.unreserve()  # a block the shared cap granted and nothing took (all asked)
 
     def _on_reply(
         self, rng: Range, lane: Lane, sent: float, reply: codec.Reply | BaseException

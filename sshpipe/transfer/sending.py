@@ -64,7 +64,8 @@ class Sending:
         # Fixed for the whole upload, reconnects included (once probed, ``probe_block``).
         self.sizing = sizing
         self.blocks = blocks
-        self.size = size
+        self.size = size  # bytes to send (None: a stream's, unknown); less what a resume kept
+        self.end = size  # where the source ended when it was opened
         self.mode = mode
         self.shared = shared
         self.on_tail = on_tail
@@ -129,10 +130,19 @@ class Sending:
             self._next_kept += 1
         return kept[self._next_kept].offset if self._next_kept < len(kept) else None
 
-    def _send(self, pump: WritePump, offset: int, data: bytes) -> None:
+    def _send(self, pump: WritePump, data: bytes, offset: int | None) -> int:
+        """One WRITE of ``data`` at ``offset`` (None: the next byte never sent); its length."""
+        fresh = offset is None
+        if offset is None:
+            offset = self.offset
+            if self.digest is not None:
+                self.digest.update(data)
         if self.resuming is not None:
             self.resuming.sent(offset, data)
         pump.send(offset, data)
+        if fresh:
+            self.offset += len(data)
+        return len(data)
 
     def _moved(self, count: int) -> None:
         self.acked += count
@@ -160,7 +170,7 @@ class Sending:
                 self.sizing,
                 size=self.size,
                 shared=self.shared,
-                sample=self.blocks.sample,
+                sample=self.blocks.ratio,
             ) as setup:
                 sent, self.first_open = self.first_open, None
                 try:
@@ -237,18 +247,30 @@ class Sending:
         return durable and left > 2 * writeback.SYNC_EVERY
 
     async def _send_all(self, pump: WritePump) -> None:
+        try:
+            await self._send_blocks(pump)
+        finally:
+            pump.budget.stop_asking()  # a reserve no block used, a place in the shared line
+        while pump.unanswered and pump.error is None:
+            await pump.wait()
+        await pump.drain()
+
+    async def _send_blocks(self, pump: WritePump) -> None:
+        """Every block owed, each charged to the budget before it is read (``reserve``)."""
         while self.resend and pump.error is None:  # first what a dropped connection took
             if pump.room() == 0:
                 await pump.wait()
                 continue
             offset, length = self.resend.popitem()
-            data = await self.blocks.reread(offset, length)
-            while pump.room() == 0 and pump.error is None:  # as below: lanes changed
-                await pump.wait()
-            if pump.error is not None:
-                self.resend[offset] = length
-                break
-            self._send(pump, offset, data)
+            pump.budget.reserve(length)
+            try:
+                batch = [await self.blocks.reread(offset, length)]
+            except BaseException:
+                pump.budget.unreserve()
+                raise
+            if not await self._send_batch(pump, batch, offset):
+                self.resend[offset] = length  # an error came first
+            pump.budget.unreserve()  # none, unless the block shrank (then the reread failed)
         while pump.error is None:
             # Read each time: Compression auto's probe train asks for short blocks first.
             block = pump.request_length(pump.block_size)
@@ -259,28 +281,48 @@ class Sending:
             limit = self._past_kept()
             if limit is not None:
                 room = min(room, -(-(limit - self.offset) // block))
-            new = await self.blocks.next(self.offset, block, room)
-            if limit is not None and new:  # the last block stops where a kept range starts
-                over = self.offset + sum(len(data) for data in new) - limit
+            if self.end is not None:
+                # No more reserved than the file still holds (it may grow: one at least).
+                room = min(room, max(1, -(-(self.end - self.offset) // block)))
+            pump.reserve(room)  # charged before the read: what is read is counted
+            try:
+                batch = await self.blocks.next(self.offset, block, room)
+            except BaseException:
+                pump.budget.unreserve()
+                raise
+            if limit is not None and batch:  # the last block stops where a kept range starts
+                over = self.offset + sum(len(data) for data in batch) - limit
                 if over > 0:
-                    new[-1] = new[-1][: len(new[-1]) - over]
-            if not new and self.on_tail is not None:
+                    batch[-1] = batch[-1][: len(batch[-1]) - over]
+            if not batch and self.on_tail is not None:
                 self.on_tail()  # every byte is sent: the tree may start its next file
                 self.on_tail = None
-            if not new:
+            if not batch:
                 break
-            for data in new:
-                # The room again: lanes may have changed while the disk was read
-                # (Compression auto moved the file, a lane drained); sent on the
-                # room counted before, a channel had 129 WRITEs of its 128.
-                while pump.room() == 0 and pump.error is None:
-                    await pump.wait()
-                if pump.error is not None:
-                    break
-                if self.digest is not None:
-                    self.digest.update(data)
-                self._send(pump, self.offset, data)
-                self.offset += len(data)
-        while pump.unanswered and pump.error is None:
-            await pump.wait()
-        await pump.drain()
+            await self._send_batch(pump, batch)
+            pump.budget.unreserve()  # a short last block's rest, or blocks an error left
+
+    async def _send_batch(
+        self, pump: WritePump, batch: list[bytes], offset: int | None = None
+    ) -> int:
+        """Send ``batch`` (emptied) as the room comes: at ``offset``, or (None) at the
+        next byte never sent, which it moves on. The bytes sent; fewer after an error.
+
+        Each block is let go as its WRITE leaves: once acknowledged its bytes leave
+        the budget, and a block still named here (the last one sent, while the
+        next waited for room) kept a block of each of 200 puts uncharged.
+        """
+        batch.reverse()
+        sent = 0
+        while batch:
+            # The room again: lanes may have changed while the disk was read
+            # (Compression auto moved the file, a lane drained); sent on the
+            # room counted before, a channel had 129 WRITEs of its 128. The
+            # bytes are reserved: this waits for lanes and requests only.
+            while pump.room() == 0 and pump.error is None:
+                await pump.wait()
+            if pump.error is not None:
+                break
+            sent += self._send(pump, batch.pop(), None if offset is None else offset + sent)
+        batch.clear()
+        return sent

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
 
 from .._config import TransferConfig
-from .._errors import ConnectionBroken, IntegrityError, RemoteError, SSHPipeError
+from .._errors import ConnectionBroken, IntegrityError, RemoteError, SSHPipeError, UsageError
 from .._stats import TransferStats, Verified
 from ..core import codec
 from ..core.flight import SharedBytes
@@ -45,6 +45,9 @@ from .retrying import Retrying
 from .sending import Sending
 from .verify import RemoteHash, plan_for, verify_copy
 from .writepump import WritePump
+
+# A stream's file: readable by all, as a new file from ``cp`` or ``cat >`` (the umask aside).
+STREAM_MODE = 0o644
 
 
 async def _upload(
@@ -275,18 +278,34 @@ async def upload(
     ``remote_hash``: how --verify gets the server's hash (default: an exec).
     ``keep_mode``: a file replaced keeps its mode (False: ``-p`` sets the source's).
     ``overwrite=False``: RemoteExists if something is at ``remote`` when it is committed.
+
+    A pipe (a FIFO: ``<(command)``, /dev/stdin piped) is streamed as
+    ``upload_stream`` streams, its file created with mode 0644 (umask aside):
+    read once, it is not resumed, nor sent again after a drop.
+
+    Raises:
+        LocalError: ``local`` is missing, unreadable, a directory, a device or a socket.
+        UsageError: ``config.resume`` for a pipe.
     """
     source = LocalSource(local)
     source.open()
     try:
+        blocks: BlockSource
+        if source.pipe:
+            if config.resume:
+                raise UsageError(f"{local}: is a pipe: --resume needs a file it can read again")
+            mode, blocks, size = STREAM_MODE, StreamBlocks(source.chunks()), None
+        else:
+            mode, size = source.mode, source.size
+            blocks = FileBlocks(source, in_thread=config.local_io_in_thread)
         return await _upload(
             lease,
             remote,
             config,
-            source.mode,
-            FileBlocks(source, in_thread=config.local_io_in_thread),
+            mode,
+            blocks,
             source.path.name if into_directory else None,
-            source.size,
+            size,
             shared,
             on_tail,
             tally,
@@ -304,7 +323,7 @@ async def upload_stream(
     chunks: AsyncIterable[bytes],
     remote: str,
     config: TransferConfig,
-    mode: int = 0o644,
+    mode: int = STREAM_MODE,
     *,
     tally: Tally | None = None,
 ) -> TransferStats:

@@ -46,11 +46,7 @@ class WritePump(Pump):
             return 0  # Compression auto: its route is being chosen
         block = self.request_length(self.block_size)
         by_requests = budget.max_requests - budget.requests
-        by_bytes = (budget.max_bytes - budget.bytes) // block
-        if budget.shared is not None:
-            by_bytes = min(by_bytes, budget.shared.blocks(block))
-        if budget.bytes == 0:
-            by_bytes = max(by_bytes, 1)
+        by_bytes = budget.blocks(block)  # those reserved too; may put it in the shared line
         by_lanes = 0
         for lane in self.handles.lanes:
             if lane.cap <= 0:
@@ -67,6 +63,13 @@ class WritePump(Pump):
             if not room:
                 self._wait_for_tokens(block)  # the caller waits on ``progress``
         return room
+
+    def reserve(self, blocks: int) -> None:
+        """Charge ``blocks`` blocks before they are read from the disk (``room`` counted
+        them): what is read is in memory before its WRITE goes, and no other transfer
+        may take its bytes meanwhile. ``send`` uses them up; ``budget.unreserve`` after."""
+        block = self.request_length(self.block_size)
+        self.budget.reserve(max(0, blocks * block - self.budget.reserved))
 
     def send(self, offset: int, data: bytes) -> None:
         lane = self._pick(len(data))

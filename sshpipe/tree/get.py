@@ -149,8 +149,9 @@ class TreeGet(TreeRun):
                             sftp, item.source, size, self.block, pacer=self.lease.pacer
                         )
                     )
+                final_size = None if fetched is None else fetched[1]
                 if fetched is not None:
-                    pieces, final_size = fetched
+                    pieces = fetched[0]
                     if self.verifier is not None:
                         checks = self.verifier.plan()
                         digests = digests_of_pieces(pieces, checks.specs)
@@ -166,14 +167,19 @@ class TreeGet(TreeRun):
                         leave_as=temp,
                         syncs=self.config.fsync and not grouped,
                     )
-            if fetched is not None and self.verifier is not None:
+                    # Written: its bytes leave the credits here and must leave memory
+                    # with them, not wait for the check and the batch's sync (200
+                    # files of 1 MiB grew a 16 MiB tree by 106 MiB when they did).
+                    del pieces
+                del fetched
+            if final_size is not None and self.verifier is not None:
                 await self.on_channel(partial(self._check, item, checks, digests, final_size))
         except BaseException:
             if temp is not None:  # written, maybe, but never handed to the committer
                 with contextlib.suppress(OSError):
                     remove(temp)
             raise
-        if fetched is None:
+        if final_size is None:
             await self.copy_big(item)  # it grew since it was listed (or read short)
             return
         if grouped and temp is not None:

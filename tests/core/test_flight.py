@@ -147,12 +147,12 @@ def test_members_with_nothing_charged_keep_a_block_of_the_shared_cap() -> None:
     shared.members = 3  # three leases, of which only the first has a budget yet
     first = FlightBudget(max_requests=64, max_bytes=1000, shared=shared)
     assert first.has_room(100)
-    first.send(100)  # the first in an empty pipe: always admitted
+    first.send(100)
     assert shared.busy == 1
     while first.has_room(100):
         first.send(100)
     # The two members with nothing yet keep 100 each of the 1000.
-    assert (shared.bytes, shared.blocks(100)) == (800, 0)
+    assert (shared.bytes, first.blocks(100)) == (800, 0)
     late = FlightBudget(max_requests=64, max_bytes=1000, shared=shared)
     assert late.has_room(100)  # its block was kept for it
     late.send(100)
@@ -166,6 +166,83 @@ def test_members_with_nothing_charged_keep_a_block_of_the_shared_cap() -> None:
     assert shared.bytes == 100 and first.shared is None
 
 
+def test_with_nothing_charged_a_transfer_waits_in_line_for_a_block_that_fits() -> None:
+    """200 transfers on a cap of 4 blocks: 4 hold a block, the others are granted
+    theirs in the order they asked, each as soon as a block comes free."""
+    shared = SharedBytes(400)
+    shared.members = 200
+    granted: list[int] = []
+    budgets = []
+    for i in range(200):
+        budget = FlightBudget(max_requests=64, max_bytes=400, shared=shared)
+        budget.on_room = lambda i=i: granted.append(i)  # type: ignore[misc]
+        budgets.append(budget)
+    for budget in budgets:
+        if budget.has_room(100):
+            budget.send(100)
+    assert [b.bytes for b in budgets[:5]] == [100, 100, 100, 100, 0]
+    assert (shared.bytes, shared.waiting) == (400, 196)
+    assert not budgets[0].has_room(100)  # busy: the 196 in line come first
+    assert not budgets[4].has_room(100)  # in line: its grant comes in turn
+    budgets[0].reply(100, 0)  # acknowledged: the first in line is granted the block
+    assert granted == [4] and budgets[4].reserved == 100 and shared.bytes == 400
+    assert not budgets[0].has_room(100)  # nothing charged, but it asks behind the line now
+    assert shared.waiting == 196  # 195 behind 5..199, and the first again at the end
+    assert budgets[4].has_room(100)  # the grant is its to send
+    budgets[4].send(100)
+    assert (budgets[4].reserved, budgets[4].bytes, shared.bytes) == (0, 100, 400)
+    budgets[1].reply(100, 0)
+    budgets[2].reply(100, 0)
+    assert granted == [4, 5, 6]
+    budgets[5].stop_asking()  # granted but ended: the block goes to the next in line
+    assert granted == [4, 5, 6, 7] and budgets[5].bytes == 0 and shared.bytes == 400
+    budgets[8].release()  # in line and gone: out of it
+    budgets[3].reply(100, 0)
+    assert granted[-1] == 9
+
+
+def test_a_block_larger_than_the_shared_cap_goes_when_nothing_is_charged() -> None:
+    shared = SharedBytes(100)
+    one, two = (FlightBudget(max_requests=8, max_bytes=100, shared=shared) for _ in range(2))
+    woken: list[str] = []
+    two.on_room = lambda: woken.append("two")
+    assert one.has_room(1000)
+    one.send(1000)
+    assert not two.has_room(1000)  # one oversize block at a time
+    one.reply(1000, 0)
+    assert woken == ["two"] and two.reserved == 1000 and shared.bytes == 1000
+
+
+def test_reserved_bytes_are_charged_before_the_send_that_uses_them() -> None:
+    shared = SharedBytes(1000)
+    budget = FlightBudget(max_requests=8, max_bytes=1000, shared=shared)
+    assert budget.blocks(100) == 10
+    budget.reserve(300)  # three blocks being read from the disk
+    assert (budget.bytes, shared.bytes, budget.blocks(100)) == (300, 300, 10)
+    budget.send(100)
+    budget.send(100)
+    budget.send(60)  # a short last block
+    assert (budget.reserved, budget.bytes, budget.requests) == (40, 300, 3)
+    budget.unreserve()
+    assert (budget.reserved, budget.bytes, shared.bytes) == (0, 260, 260)
+    budget.send(100)  # nothing reserved: charged as it goes
+    assert budget.bytes == 360 and budget.peak_bytes == 360
+
+
+def test_bytes_held_outside_the_pipe_count_in_the_shared_cap() -> None:
+    shared = SharedBytes(1000)
+    budget = FlightBudget(max_requests=8, max_bytes=1000, shared=shared)
+    budget.held = 700  # a verifying download's pieces, waiting to be hashed in order
+    assert shared.bytes == 700
+    other = FlightBudget(max_requests=8, max_bytes=1000, shared=shared)
+    assert other.blocks(100) == 3
+    budget.held = 0
+    assert shared.bytes == 0
+    budget.held = 50
+    budget.release()
+    assert shared.bytes == 0
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     members=st.integers(1, 8),
@@ -176,29 +253,42 @@ def test_members_with_nothing_charged_keep_a_block_of_the_shared_cap() -> None:
         max_size=300,
     ),
 )
-def test_transfers_sharing_a_cap_stay_within_it_and_each_may_always_start(
+def test_transfers_sharing_a_cap_stay_within_it_and_each_gets_its_turn(
     members: int, max_bytes: int, block: int, ops: list[tuple[int, str, int]]
 ) -> None:
-    """Members drive budgets on one shared cap like ReadPumps: a member with
-    nothing charged is never refused, and together they stay within the cap
-    (or a block each, when that is more); released budgets give everything back."""
+    """Members drive budgets on one shared cap like ReadPumps: together they stay
+    within the cap (a block larger than it alone in it); one refused with nothing
+    charged waits in line and is granted a block in turn; once the others are done
+    every one in line has had its turn; released budgets give everything back."""
     shared = SharedBytes(max_bytes)
     shared.members = members
     # One budget at first; the others start later, as their leases open their files.
-    budgets = [FlightBudget(max_requests=16, max_bytes=max_bytes, shared=shared)]
-    out: list[list[int]] = [[]]
-    kept = [0]
+    budgets: list[FlightBudget] = []
+    out: list[list[int]] = []
+    kept: list[int] = []
+    asked: list[int] = []  # in line, in the order they were refused
+    granted: list[int] = []
+
+    def start() -> None:
+        who = len(budgets)
+        budget = FlightBudget(max_requests=16, max_bytes=max_bytes, shared=shared)
+        budget.on_room = lambda: granted.append(who)
+        budgets.append(budget)
+        out.append([])
+        kept.append(0)
+
+    start()
     for who, op, n in ops:
         if who >= len(budgets):
             if len(budgets) < members:  # a late starter: a new budget
-                budgets.append(FlightBudget(max_requests=16, max_bytes=max_bytes, shared=shared))
-                out.append([])
-                kept.append(0)
+                start()
             continue
         budget = budgets[who]
         if op == "s":
             if not budget.has_room(block):
-                assert budget.bytes > 0 or budget.requests >= 16
+                if budget.bytes == 0 and who not in asked:
+                    asked.append(who)
+                assert budget.bytes > 0 or budget.requests >= 16 or who in asked
                 continue
             budget.send(block)
             out[who].append(block)
@@ -211,10 +301,30 @@ def test_transfers_sharing_a_cap_stay_within_it_and_each_may_always_start(
             count = 1 + n % kept[who]
             budget.free(count)
             kept[who] -= count
-        charged = sum(sum(o) + k for o, k in zip(out, kept, strict=True))
+        for i in granted:
+            if i in asked:
+                asked.remove(i)
+        reserved = sum(b.reserved for b in budgets)
+        charged = sum(sum(o) + k for o, k in zip(out, kept, strict=True)) + reserved
         assert shared.bytes == charged
-        assert shared.bytes <= max(max_bytes, members * block)
+        assert shared.bytes <= max(max_bytes, block)
         assert shared.busy == sum(1 for b in budgets if b.bytes > 0)
+        assert shared.waiting == len(asked)
+    order = list(granted)
+    # The others finish what they hold: those in line are granted in turn, each
+    # sending its block and finishing too.
+    while any(out) or any(kept) or any(b.reserved for b in budgets):
+        for who, budget in enumerate(budgets):
+            if budget.reserved:
+                budget.send(budget.reserved)
+                out[who].append(block)
+            for length in out[who]:
+                budget.reply(length, 0)
+            out[who] = []
+            budget.free(kept[who])
+            kept[who] = 0
+    assert shared.waiting == 0
+    assert granted[len(order) :] == [i for i in asked] or not asked
     for budget in budgets:
         budget.release()
     assert (shared.bytes, shared.busy) == (0, 0)

@@ -41,6 +41,7 @@ from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
 from sshpipe.transport.asyncssh_patches import floodcap, packets, promptack
 from sshpipe.transport.asyncssh_patches.inputbuffer import InputBuffer
+from sshpipe.transport.asyncssh_patches.sendbacklog import BACKLOG_MARK
 from sshpipe.transport.asyncssh_patches.versionline import read_version_leniently
 from sshpipe.transport.asyncssh_patches.zlibbound import INFLATED_MAX, BoundedZlib, bound_inflation
 from sshpipe.transport.authmemory import AuthMemory
@@ -414,6 +415,54 @@ async def test_writes_past_the_peer_window_reach_the_file_whole_and_in_order(
     sftp.close()
 
 
+async def test_channel_data_waits_while_a_megabyte_waits_for_the_kernel(
+    link: SSHLink, openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """asyncssh ignores its transport's pause_writing: four channels' WRITEs, 8 MiB
+    of sshd's windows, were all encrypted in one loop turn and queued in user
+    space. Held back, no batch (plus what the transport still holds) passes the
+    mark by more than a packet, and every byte still lands, in order."""
+    channels = [await open_sftp(link) for _ in range(4)]
+    transport = link._conn._transport  # type: ignore[attr-defined]
+    queued: list[int] = []  # bytes waiting for the kernel as each batch is handed over
+    writelines = transport.writelines
+
+    def counted_writelines(chunks: list[bytes]) -> None:
+        queued.append(sum(map(len, chunks)) + transport.get_write_buffer_size())
+        writelines(chunks)
+
+    transport.writelines = counted_writelines
+    block, per_channel = 255 * 1024, 24 * 255 * 1024  # sshd takes messages up to 256 KiB
+    payloads = [os.urandom(per_channel) for _ in channels]
+    targets = [openssh_peer.root / f"backlog-{tmp_path.name}-{i}.bin" for i in range(4)]
+    flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
+    handles = [await c.open(str(t), flags) for c, t in zip(channels, targets, strict=True)]
+    replies: list[codec.Reply | BaseException] = []
+    done = asyncio.Event()
+    count = len(channels) * per_channel // block
+
+    def got(reply: codec.Reply | BaseException) -> None:
+        replies.append(reply)
+        if len(replies) == count:
+            done.set()
+
+    try:
+        for offset in range(0, per_channel, block):
+            for sftp, handle, payload in zip(channels, handles, payloads, strict=True):
+                sftp.send_write(handle, offset, payload[offset : offset + block], got)
+        await asyncio.wait_for(done.wait(), 60)
+    finally:
+        del transport.writelines
+    assert all(isinstance(r, codec.Status) and r.code == codec.FX_OK for r in replies), replies[:3]
+    # A packet may start just under the mark: 32 KiB of data and its framing.
+    assert max(queued) <= BACKLOG_MARK + 33 * 1024, max(queued)
+    for sftp, handle, target, payload in zip(channels, handles, targets, payloads, strict=True):
+        await sftp.close_handle(handle, str(target))
+        assert target.read_bytes() == payload
+        target.unlink()
+        sftp.close()
+
+
 async def test_one_loop_turn_of_requests_is_one_transport_write(
     link: SSHLink, openssh_peer: Peer
 ) -> None:
@@ -535,6 +584,8 @@ class _FakeConnection:
     def _send(self, data: bytes) -> None:
         self._transport.write(data)
 
+    def resume_writing(self) -> None: ...
+
 
 class _FakeTransport:
     def write(self, data: bytes) -> None: ...
@@ -543,6 +594,9 @@ class _FakeTransport:
 
     def is_closing(self) -> bool:
         return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
 
 
 async def test_an_unchecked_release_gets_no_patch(caplog: pytest.LogCaptureFixture) -> None:

@@ -62,7 +62,7 @@ def test_frames_round_trip_and_refuse_a_huge_length() -> None:
         wire.length_of((wire.MAX_FRAME + 1).to_bytes(4, "big"))
 
 
-def test_a_worker_gets_its_share_of_the_limit_and_asks_nobody() -> None:
+def test_a_worker_gets_its_share_of_the_limit_and_of_the_byte_budget_and_asks_nobody() -> None:
     from sshpipe._engine import ChannelPool
     from sshpipe.transfer.workers.common import hello_for
 
@@ -70,11 +70,15 @@ def test_a_worker_gets_its_share_of_the_limit_and_asks_nobody() -> None:
         return "typed"
 
     client = sshpipe.connect("u@h", prompt=ask, known_hosts=["/k"], strict_host_key_checking="yes")
-    config = sshpipe.TransferConfig(workers=3, rate_limit=1000)
+    config = sshpipe.TransferConfig(
+        workers=3, rate_limit=1000, max_bytes_in_flight=30 * 2**20, min_bytes_in_flight=16 * 2**20
+    )
     pool = ChannelPool(client.connect_config, config)
     pool.auth_memory.password = "learnt"
     hello = hello_for(client.connect_config, pool, config, 3)
     assert hello.config.rate_limit == 334 and hello.config.workers == 1
+    # Their memory together is the transfer's budget, as one process's would be.
+    assert hello.config.max_bytes_in_flight == hello.config.min_bytes_in_flight == 10 * 2**20
     assert hello.connect.prompt is None and hello.connect.password == "learnt"
     # The host key is checked as the parent checks it: the same files, the same policy.
     assert hello.connect.known_hosts == ("/k",)

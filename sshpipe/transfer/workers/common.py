@@ -52,8 +52,17 @@ def hello_for(
     )
     # One transfer per worker process: local I/O on its loop (as the CLI's).
     # A rate limit is the whole transfer's (``-l``): each worker takes its share.
+    # So is the byte budget (its memory): N workers each with the whole held N times it.
     rate = -(-config.rate_limit // count) if config.rate_limit is not None else None
-    single = dataclasses.replace(config, workers=1, local_io_in_thread=False, rate_limit=rate)
+    budget = max(1, config.max_bytes_in_flight // count)
+    single = dataclasses.replace(
+        config,
+        workers=1,
+        local_io_in_thread=False,
+        rate_limit=rate,
+        max_bytes_in_flight=budget,
+        min_bytes_in_flight=min(config.min_bytes_in_flight, budget),
+    )
     hello = wire.Hello(connect=child, config=single)
     try:
         pickle.dumps(hello)

@@ -20,6 +20,7 @@ from ..._stats import TransferStats
 from ...core.readplan import Range, ReadPlan
 from ...durability.journal import DownloadResume
 from ...durability.ledger import local_temps
+from ...local.device import device_at
 from ...local.dirfd import local_error
 from ...local.target import LocalTarget, destination_of
 from ...transport.pool import ChannelPool, Lease
@@ -43,8 +44,8 @@ async def shared_download(
     """``remote`` to ``local`` by ``config.workers`` processes; None: not a file worth it.
 
     None (a file too small for a second worker, or not a regular file: the
-    single download says what is wrong with it) leaves the caller to copy it
-    in one process.
+    single download says what is wrong with it; a FIFO or device to write
+    into, in order) leaves the caller to copy it in one process.
 
     Raises:
         as ``download``; UsageError from ``hello_for``.
@@ -63,6 +64,8 @@ async def shared_download(
     hello = hello_for(connect, pool, config, count)
     started = time.perf_counter()
     with destination_of(local, remote, temps=local_temps()) as file:
+        if device_at(file) is not None:
+            return None  # written in order by one process: no worker can pwrite into it
         resuming = DownloadResume(remote, file) if config.resume else None
         target = LocalTarget(
             file,

@@ -18,7 +18,7 @@ from ..._errors import RemoteError
 from ..._stats import TransferStats
 from ...core import codec
 from ...core.readplan import Range
-from ...local.source import LocalSource
+from ...local.source import LocalSource, is_pipe
 from ...transport.pool import ChannelPool, Lease
 from ...transport.remoteplace import (
     Landing,
@@ -64,6 +64,8 @@ async def shared_upload(
     """
     if not shares_upload(config):
         return None
+    if is_pipe(local):
+        return None  # read once, in order, by one process (opening it here would end it)
     source = LocalSource(local)
     source.open()
     try:

@@ -4,7 +4,9 @@ These make a transfer faster without changing what goes on the wire:
 
 - ``input_buffer``: the connection's receive buffer read where the socket put
   it (``inputbuffer.py``);
-- ``batched_send``: one loop iteration's packets written in one ``writelines``;
+- ``batched_send``: one loop iteration's packets written in one ``writelines``,
+  and our channels' data held back while a megabyte waits for the kernel
+  (``sendbacklog.py``);
 - ``window_top_up``: a channel's receive window granted again each eighth;
 - ``peer_window``: the send window the server granted, read for the flow controller;
 - ``aead_packets``: AES-GCM packets decrypted out of the receive buffer and
@@ -68,6 +70,7 @@ from .floodcap import FLOOD_CAP, cap_unasked
 from .inputbuffer import InputBuffer
 from .packets import AeadPackets, ViewWriter, accept_views
 from .promptack import QUICKACK_HERE, ack_unanswered_at_once
+from .sendbacklog import BACKLOGS, Backlog
 from .versionline import LENIENT_VERSION, read_version_leniently
 from .zlibbound import ZLIB_BOUND, bound_inflation
 
@@ -127,18 +130,26 @@ def _batch_sends(conn: asyncssh.SSHClientConnection) -> bool:
     asyncssh writes every SSH packet separately (one send syscall each); an
     upload is cut into 32 KiB packets by OpenSSH's max packet size, so that is
     ~33,000 syscalls per GiB. Batching per loop iteration keeps order and adds
-    no measurable latency. False if the connection does not fit.
+    no measurable latency. What the batch and the transport's buffer hold is
+    the connection's ``Backlog``: past its mark our channels' data waits
+    (``sendbacklog``), and goes on as it drains (each batch written, and the
+    transport's ``resume_writing``, which asyncssh's connection ignores).
+    False if the connection does not fit.
     """
     transport = getattr(conn, "_transport", None)
     if not (
         callable(getattr(conn, "_send", None))
+        and callable(getattr(conn, "resume_writing", None))
         and callable(getattr(transport, "writelines", None))
         and callable(getattr(transport, "is_closing", None))
+        and callable(getattr(transport, "get_write_buffer_size", None))
     ):
         return False
     assert transport is not None
     loop = asyncio.get_running_loop()
     pending: list[bytes] = []
+    backlog = BACKLOGS[conn] = Backlog(transport)
+    resume = conn.resume_writing
 
     def flush() -> None:
         # To the transport the packets were sent to: as it closes, asyncssh
@@ -147,6 +158,8 @@ def _batch_sends(conn: asyncssh.SSHClientConnection) -> bool:
         if not transport.is_closing():
             transport.writelines(pending)
         pending.clear()
+        backlog.batched = 0
+        backlog.drained()
 
     def send(data: bytes) -> None:
         if conn._transport is None:  # closed: asyncssh's own _send drops it too
@@ -154,8 +167,14 @@ def _batch_sends(conn: asyncssh.SSHClientConnection) -> bool:
         if not pending:
             loop.call_soon(flush)
         pending.append(data)
+        backlog.batched += len(data)
+
+    def resume_writing() -> None:
+        resume()
+        backlog.drained()
 
     conn._send = send  # type: ignore[method-assign]
+    conn.resume_writing = resume_writing  # type: ignore[method-assign]
     return True
 
 

@@ -42,6 +42,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .inputbuffer import InputBuffer
+from .sendbacklog import BACKLOGS, Backlog
 
 _TAG = 16  # AES-GCM's tag, after the ciphertext
 _U64 = 0xFFFFFFFFFFFFFFFF  # GCM's invocation counter (RFC 5647 §7.1) wraps at 64 bits
@@ -67,7 +68,7 @@ def accept_views(chan: Any) -> ViewWriter | None:
     setattr(chan, _VIEWS, True)
     if not all(hasattr(chan, name) for name in _WRITER_NEEDS):
         return None
-    return ViewWriter(chan)
+    return ViewWriter(chan, BACKLOGS.get(chan._conn))
 
 
 def _immutable(part: bytes | memoryview) -> bool:
@@ -88,10 +89,14 @@ class ViewWriter:
     across them and joined once, by the connection's ``send_packet``: no copy
     of the payload before that join, and no packet of a header alone. asyncssh's
     own flush then does the rest (the writer resumed, a pending EOF or close).
+
+    ``backlog``: the connection's packets waiting for the kernel (``batched_send``);
+    past its mark, data waits here and is flushed again as it drains.
     """
 
-    def __init__(self, chan: Any) -> None:
+    def __init__(self, chan: Any, backlog: Backlog | None = None) -> None:
         self._chan = chan
+        self._backlog = backlog
         self._stock_write = chan.write
         self._stock_flush = chan._flush_send_buf
         # asyncssh flushes through this name when window comes (and we do, on
@@ -131,10 +136,17 @@ class ViewWriter:
         """Send what the window takes, each packet cut across the waiting pieces."""
         chan = self._chan
         pending = chan._send_buf
+        backlog = self._backlog
         if chan._send_chan is not None:
             head = chan._send_chan.to_bytes(4, "big")
             send = chan._conn.send_packet
             while pending and chan._send_window and pending[0][1] is None:
+                if backlog is not None and backlog.full:
+                    # Waits as views of the payload (charged until acknowledged),
+                    # not as packets encrypted ahead; asyncssh's flush below would
+                    # send the views its own way.
+                    backlog.park(self)
+                    return
                 room = min(chan._send_window, chan._send_pktsize)
                 pieces: list[bytes | bytearray | memoryview] = []
                 size = 0
