@@ -14,6 +14,8 @@ from sshpipe.core.text import printable
 from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
 from sshpipe.core.untrusted import (
     ListingCheck,
+    NameBudget,
+    NameSet,
     check_link_target,
     check_name,
     command_output_cap,
@@ -82,6 +84,81 @@ def test_an_endless_listing_is_refused_past_its_bound(monkeypatch: pytest.Monkey
         check.accept("f5")
     assert caught.value.listing_refused == "more than 5 entries"
     assert str(caught.value) == "remote: /d: listing refused: more than 5 entries"
+
+
+def test_a_listing_of_long_names_is_refused_past_its_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted in characters, not entries: 1.9 KB names reach it long before a million."""
+    monkeypatch.setattr(untrusted, "MAX_LISTING_NAME_CHARS", 3 << 20)
+    check = ListingCheck("/d")
+    name = "x" * 1900
+    accepted = 0
+    with pytest.raises(UnsafePath) as caught:
+        while True:
+            check.accept(f"{accepted:08d}{name}")
+            accepted += 1
+    assert accepted == (3 << 20) // 1908
+    assert caught.value.listing_refused == "more than 3 MiB of names"
+
+
+def test_the_listings_open_at_once_share_one_budget_of_names() -> None:
+    budget = NameBudget(5)
+    first, second = ListingCheck("/a", budget), ListingCheck("/b", budget)
+    assert [first.accept(n) for n in ("x", "y", "z")] == [True] * 3
+    assert [second.accept(n) for n in ("x", "y")] == [True] * 2  # another directory's names
+    with pytest.raises(UnsafePath) as caught:
+        second.accept("w")
+    assert caught.value.listing_refused == "the listings open at once hold 5 names"
+    first.close()  # its listing ended: its names no longer count
+    assert budget.held == 2
+    assert second.accept("v") is True
+    second.close()
+    assert budget.held == 0
+
+
+def test_a_listing_read_again_after_a_reconnect_is_charged_once() -> None:
+    budget = NameBudget(3)
+    check = ListingCheck("/d", budget)
+    assert [check.accept(n) for n in ("a", "b", "c")] == [True] * 3
+    check.again()
+    assert [check.accept(n) for n in ("a", "b", "c")] == [False] * 3  # given before
+    assert budget.held == 3
+    with pytest.raises(UnsafePath):
+        check.accept("d")
+
+
+@given(st.lists(st.text(max_size=20), max_size=300))
+def test_a_name_set_remembers_as_a_set_does(names: list[str]) -> None:
+    remembered = NameSet()
+    seen: set[str] = set()
+    for name in names:
+        assert remembered.add(name) is (name not in seen)
+        seen.add(name)
+        assert name in remembered
+    assert len(remembered) == len(seen)
+
+
+def test_a_name_set_costs_the_same_few_bytes_a_name_whatever_its_length() -> None:
+    short, long = NameSet(), NameSet()
+    for index in range(100_000):
+        short.add(str(index))
+        long.add(f"{index}" + "x" * 2000)
+    assert short.nbytes() == long.nbytes() <= 24 * 100_000
+
+
+def test_where_the_hash_is_narrow_a_keyed_digest_stands_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(untrusted, "_key", untrusted._wide_key_of)
+    remembered = NameSet()
+    assert [remembered.add(n) for n in ("a", "b", "a", LATIN1, LATIN1)] == [
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
 
 
 def test_a_listing_of_only_unsafe_names_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
