@@ -13,10 +13,10 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._errors import SSHPipeError, TransferError, UsageError
+from .._errors import SSHPipeError, TransferError, UnsafePath, UsageError
 from .._stats import TreeFailure, TreeStats
 from .progress import MAX_CURRENT, Counts
-from .untrusted import MAX_LISTED_FAILURES
+from .untrusted import MAX_LISTED_FAILURES, MAX_LISTING_ENTRIES, MAX_LISTING_NAME_CHARS, NameSet
 
 DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
 
@@ -29,6 +29,18 @@ SMALL_FILE_SHARE = 2
 def source_name(path: str) -> str:
     """The name a source keeps at the destination (scp: its last component)."""
     return posixpath.basename(path.rstrip("/"))
+
+
+def elided(path: str) -> str:
+    """``path`` for a one-line message, a deep one cut short: its first names and last two.
+
+    A path 64 directories deep, each name up to 4,096 bytes a server chose,
+    is no line to print whole.
+    """
+    parts = path.split("/")
+    if len(parts) <= 6:
+        return path
+    return "/".join([*parts[:3], "...", *parts[-2:]])
 
 
 def landing(
@@ -64,6 +76,52 @@ def landings(
         if other != source:
             raise UsageError(f"{other} and {source} would both be copied to {target}")
     return list(zip(placed.values(), placed.keys(), strict=True))
+
+
+class Landings:
+    """Where each source lands, one at a time, and that no two land in one place.
+
+    ``landings`` for sources that come one by one, a glob's matches as its
+    listings give them: the places are remembered as a listing's names are
+    (``NameSet``), within a listing's bounds, since they all land in one
+    directory. The same source twice lands once.
+    """
+
+    def __init__(
+        self,
+        dest: str,
+        *,
+        dest_is_dir: bool,
+        join: Callable[[str, str], str] = posixpath.join,
+    ) -> None:
+        self.dest = dest
+        self.dest_is_dir = dest_is_dir
+        self._join = join
+        self._targets = NameSet()
+        self._sources = NameSet()
+        self._chars = 0
+
+    def place(self, source: str, *, pattern: str = "") -> str | None:
+        """Where ``source`` lands; None if it was placed before.
+
+        Raises:
+            UsageError: another source lands there.
+            UnsafePath: past a listing's bounds (``pattern``: what named them).
+        """
+        target = landing(source, self.dest, dest_is_dir=self.dest_is_dir, join=self._join)
+        self._chars += len(source_name(source))
+        if len(self._targets) >= MAX_LISTING_ENTRIES:
+            why = f"more than {MAX_LISTING_ENTRIES} matches"
+            raise UnsafePath(pattern or source, "", listing_refused=why)
+        if self._chars > MAX_LISTING_NAME_CHARS:
+            why = f"more than {MAX_LISTING_NAME_CHARS >> 20} MiB of names matched"
+            raise UnsafePath(pattern or source, "", listing_refused=why)
+        new_source = self._sources.add(source)
+        if self._targets.add(target):
+            return target
+        if not new_source:
+            return None
+        raise UsageError(f"{source} would be copied to {target}, where another source goes")
 
 
 # -- globs ---------------------------------------------------------------------

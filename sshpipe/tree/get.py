@@ -1,8 +1,8 @@
 """Downloading trees: what a download does where the bytes land, on the local side.
 
 The scanner (``scan``) lists the remote directories; here each directory is
-made, each small file written whole, each symlink made, and the directories'
-modes, times and syncs are set at the end. A small file costs two round trips
+made, each small file written whole, each symlink made, and each directory's
+mode, times and sync are set once all in it is done. A small file costs two round trips
 (``smallread.fetch_small``). Every listed name has passed the scanner's name
 gate before it names anything local, and everything local is reached through
 directory descriptors (``local.dirfd``): no symlink under the destination is
@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from .._config import TransferConfig
-from .._errors import LocalError, RemoteIsADirectory
+from .._errors import LocalError, RemoteIsADirectory, SSHPipeError
 from .._stats import TransferStats
 from ..core.checkfile import VerifyPlan
 from ..core.untrusted import check_link_target, safe_mode
@@ -46,7 +46,7 @@ from ..transfer.verify import Digests
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .groupcommit import GroupCommit
-from .item import Item
+from .item import Folder, Item
 from .run import TreeRun
 from .scan import RemoteSide
 from .smallread import fetch_small, read_back_small
@@ -231,38 +231,45 @@ class TreeGet(TreeRun):
         await self.local(make_link, item.local, target)
         self.account.symlinks += 1
 
-    async def finish(self) -> None:
-        """Directory modes and times, deepest first: after everything inside them.
+    def needs_finishing(self, folder: Folder) -> bool:
+        return self.options.preserve or not folder.existed or self.config.fsync
+
+    async def finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
+        """Directory modes and times, after everything inside them.
 
         With fsync, each directory is synced once here: the renames of every
         file in it become durable together (one fsync per directory, not per
-        file). In a worker thread: a thousand fsyncs would stall the loop.
+        file). In a worker thread, for the directories done meanwhile: a
+        thousand fsyncs would stall the loop.
         """
-        for item, error in await run_blocking(self._finish_dirs):
-            self.failed(item, error)
+        return await run_blocking(self._finish_dirs, folders)
 
-    def _finish_dirs(self) -> list[tuple[Item, LocalError]]:
-        assert self.root is not None
+    def _finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
         umask = current_umask()
-        failures: list[tuple[Item, LocalError]] = []
-        if self.config.fsync:  # where the top-level files and directories were renamed or made
-            with contextlib.suppress(OSError):
-                sync_dir(self.root.top)
-        for item, existed in reversed(self.made_dirs):
+        errors: list[SSHPipeError | None] = []
+        for folder in folders:
+            item = folder.item
             directory = self.directory(item)
             mode = self.mode_of(item)
             try:
                 if self.options.preserve:
                     set_dir_attrs(directory, mode, item.times)
-                elif not existed:
+                elif not folder.existed:
                     set_dir_attrs(directory, mode & ~umask, None)
                 if self.config.fsync:
                     sync_dir(directory)
+                errors.append(None)
             except LocalError as exc:
-                failures.append((item, exc))
+                errors.append(exc)
             except OSError as exc:
-                failures.append((item, local_error(item.dest, exc)))
-        return failures
+                errors.append(local_error(item.dest, exc))
+        return errors
+
+    async def finish(self) -> None:
+        """With fsync, the destination itself: where the sources were renamed or made."""
+        if self.config.fsync and self.root is not None:
+            with contextlib.suppress(OSError):
+                await run_blocking(sync_dir, self.root.top)
 
 
 async def download_preserving(

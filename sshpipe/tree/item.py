@@ -1,5 +1,6 @@
-"""One entry of a tree: where it is read from, where it goes, what it is; and which
-of its failures stop the whole tree."""
+"""One entry of a tree: where it is read from, where it goes, what it is; the
+directory it was listed in (``Folder``); and which of its failures stop the whole
+tree."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class TreeOptions:
     follow_symlinks: bool = False
     fail_fast: bool = False
     progress: ProgressCallback | None = None
+    # The sources are patterns, expanded on the server as the tree goes (get).
+    patterns: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,19 +45,17 @@ class Item:
     dest: str
     attrs: codec.Attrs
     kind: str
-    # With follow_symlinks: who the directories above this entry really are
-    # (real path or device/inode), so a link back to one of them is a loop. A
-    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
-    ancestors: tuple[object, ...] = ()
+    # The directory it was listed in; None for a source named by the user.
+    parent: Folder | None = None
     # A download's destination, reached by directory descriptors (``dest`` is
     # its path for messages and journals). None: the entry is the download's
     # root directory itself.
     local: LocalFile | None = None
 
-    def child(
-        self, source: str, dest: str, attrs: codec.Attrs, kind: str, local: LocalFile | None = None
-    ) -> Item:
-        return Item(source, dest, attrs, kind, self.ancestors, local)
+    @property
+    def depth(self) -> int:
+        """Directories between it and the source it was found under (0: a source)."""
+        return 0 if self.parent is None else self.parent.depth + 1
 
     @property
     def size(self) -> int:
@@ -64,6 +65,41 @@ class Item:
     def times(self) -> tuple[int, int] | None:
         atime, mtime = self.attrs.atime, self.attrs.mtime
         return (atime, mtime) if atime is not None and mtime is not None else None
+
+
+@dataclass(slots=True, eq=False)
+class Folder:
+    """A directory of the tree, made at the destination, from its listing until its
+    last entry is done.
+
+    Then its mode and times are set (``TreeRun.entry_done``) and it is done in
+    its own parent: a tree holds the directories still in progress, never all
+    of them until the end. The chain of parents is also what ``-L`` checks a
+    link against, and how deep the tree is.
+    """
+
+    item: Item
+    existed: bool  # before this copy made it
+    parent: Folder | None
+    depth: int
+    # With follow_symlinks: who it really is (the server's real path of it, or
+    # its device and inode), so a link back to a folder above is a loop. A
+    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
+    identity: object = None
+    # Its listing (until it ends), and each of its entries queued and not done.
+    pending: int = 1
+
+    def __repr__(self) -> str:
+        return f"<Folder {self.item.source!r} depth={self.depth} pending={self.pending}>"
+
+    def above(self, identity: object) -> bool:
+        """Whether ``identity`` is this folder's or one's above it."""
+        folder: Folder | None = self
+        while folder is not None:
+            if folder.identity == identity:
+                return True
+            folder = folder.parent
+        return False
 
 
 def aborts_tree(exc: SSHPipeError) -> bool:

@@ -16,6 +16,15 @@ among many small ones still gets its share, and memory stays bounded. Open
 handles stay under the server's ``max_open_handles`` on every channel
 (``channels``). ``TreeRun`` holds the workers, the accounting of what was
 done, failed or skipped, and the progress callbacks.
+
+What a tree holds is bounded whatever a server lists. Every queue has a size:
+the directories found wait on a stack (the tree is walked depth first, so a
+wide level waits as a few entries per level, not whole); when it is full the
+scanner lists the directory itself, further down (one scanner at a time:
+``queue_dir``). A tree deeper than ``max_depth`` stops. A directory is done
+(its mode and times set) once everything in it is (``entry_done``), so only
+those in progress are kept. The names listings remember share a budget
+(``core.untrusted.NameBudget``).
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from ..core.compresspolicy import route_by_name
 from ..core.flight import SharedBytes
 from ..core.text import printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
-from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
+from ..core.untrusted import MAX_LISTED_FAILURES, NameBudget, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
@@ -54,8 +63,9 @@ from ..transport.commands import RemoteCommands
 from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
-from .channels import Credits, TreeChannels
-from .item import Item, TreeOptions, aborts_tree
+from .batch import Batcher
+from .channels import Credits, TreeChannels, stepping_aside
+from .item import Folder, Item, TreeOptions, aborts_tree
 from .progress import tracking
 from .recovery import Recovery
 from .scan import Scanner, Side
@@ -79,6 +89,10 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
+# Directories found and not yet listed. A stack: the newest is listed first, so
+# the tree goes down before it goes wide and the stack seldom fills; when it is
+# full, a scanner lists the directory itself (``queue_dir``).
+DIRS_QUEUED = 4096
 
 
 class TreeRun(abc.ABC):
@@ -100,8 +114,6 @@ class TreeRun(abc.ABC):
     ) -> None:
         self.sources = sources
         self.dest = dest
-        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
-        self.dirs_made: set[str] = set()  # their sources: a failure of one is counted already
         self.lease = lease
         channels = list(lease.channels)
         self.channels = TreeChannels(channels)
@@ -137,8 +149,14 @@ class TreeRun(abc.ABC):
         # Bounded: a scan far ahead of the copies holds memory and learns nothing.
         self.small: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
         self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
-        self.dirs: asyncio.Queue[Item | None] = asyncio.Queue()
+        self.dirs: asyncio.LifoQueue[Item | None] = asyncio.LifoQueue(maxsize=DIRS_QUEUED)
         self._dirs_pending = 0
+        # The scanner listing directories itself, the stack being full (``queue_dir``).
+        self._descender: asyncio.Task[Any] | None = None
+        # What the listings open at once may remember, together.
+        self.names = NameBudget()
+        # Directories whose entries are all done, their modes and times set together.
+        self.finished_dirs: Batcher[Folder, SSHPipeError | None] = Batcher(self.finish_dirs)
         # The server's shell, for what a command does better than SFTP (sync, sha256sum).
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         verifying = config.verify != "none"
@@ -209,8 +227,16 @@ class TreeRun(abc.ABC):
         """After a big file is copied and checked (put sets its -p attributes here)."""
 
     @abc.abstractmethod
+    def needs_finishing(self, folder: Folder) -> bool:
+        """Whether ``folder``, its entries all done, has anything set (``finish_dirs``)."""
+
+    @abc.abstractmethod
+    async def finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
+        """Modes and times of directories whose entries are all done; an error or None each."""
+
+    @abc.abstractmethod
     async def finish(self) -> None:
-        """Directory modes and times, after their contents; whatever else is left."""
+        """Whatever is left once everything is copied."""
 
     @abc.abstractmethod
     async def dest_size(self, item: Item) -> int | None:
@@ -218,7 +244,8 @@ class TreeRun(abc.ABC):
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         """What runs tasks of its own while the tree runs (the batches of checks, syncs)."""
-        return [self.verifier.running()] if self.verifier is not None else []
+        verifying = [self.verifier.running()] if self.verifier is not None else []
+        return [self.finished_dirs.running(), *verifying]
 
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
@@ -297,16 +324,28 @@ class TreeRun(abc.ABC):
         journal.record(item.dest, item.size, item.attrs.mtime)
 
     async def queue_file(self, item: Item) -> None:
-        """Queue a file for the pipeline or a big-file worker, by its size."""
-        self.account.found_file(item.size)
-        # A small file's READs or WRITEs all go at once: no more than the pipeline may have.
-        blocks = -(-item.size // self.block)
-        small = is_small(item.size, self.credits.max_bytes) and blocks <= self.credits.max_requests
-        if self.lease.pacer is not None:
-            # Under a rate limit a file larger than the bucket goes through a pump,
-            # paced block by block, not all at once (what it would lend ahead).
-            small = small and item.size <= self.lease.pacer.bucket.burst
-        await (self.small if small else self.big).put(item)
+        """Queue a file for the pipeline or a big-file worker, by its size; a link for
+        the pipeline."""
+        small = True
+        if item.kind == "file":
+            self.account.found_file(item.size)
+            # A small file's READs or WRITEs all go at once: no more than the pipeline may have.
+            blocks = -(-item.size // self.block)
+            small = (
+                is_small(item.size, self.credits.max_bytes) and blocks <= self.credits.max_requests
+            )
+            if self.lease.pacer is not None:
+                # Under a rate limit a file larger than the bucket goes through a pump,
+                # paced block by block, not all at once (what it would lend ahead).
+                small = small and item.size <= self.lease.pacer.bucket.burst
+        queue = self.small if small else self.big
+        if item.parent is not None:
+            item.parent.pending += 1
+        if queue.full():
+            async with stepping_aside():  # the workers it waits for may need its handle
+                await queue.put(item)
+        else:
+            queue.put_nowait(item)
 
     async def on_channel(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
         """Run one remote step on a pipeline channel (``TreeChannels.run``); if the
@@ -330,9 +369,32 @@ class TreeRun(abc.ABC):
         with contextlib.suppress(SSHPipeError):  # one channel is enough to go on
             await self._grow()
 
-    def queue_dir(self, item: Item) -> None:
+    async def queue_dir(self, item: Item) -> None:
+        """A directory to list: on the stack, or, the stack full, listed here and now.
+
+        One scanner at a time goes down (``_descender``): it never waits for
+        the stack, so the stack always moves, and it takes the tree to its
+        depth limit at once when every directory holds more than the stack
+        (a server's made-up tree 100,000 wide at every level). What it holds
+        meanwhile is one listing per level. The others wait for room.
+        """
+        if item.parent is not None:
+            item.parent.pending += 1
+        this = asyncio.current_task()
+        if self.dirs.full() and self._descender in (None, this):
+            outer, self._descender = self._descender, this
+            try:
+                async with stepping_aside():  # the listings below need handles
+                    await self._scan_one(item)
+            finally:
+                self._descender = outer
+            return
         self._dirs_pending += 1
-        self.dirs.put_nowait(item)
+        if self.dirs.full():
+            async with stepping_aside():
+                await self.dirs.put(item)
+        else:
+            self.dirs.put_nowait(item)
 
     async def copy_big(self, item: Item) -> None:
         """A big file, striped on channels of its own, in its turn at the link."""
@@ -415,8 +477,32 @@ class TreeRun(abc.ABC):
         await self._dir_done()
 
     async def _scan_one(self, item: Item) -> None:
-        await self.guarded(self.scanner.directory(item), item)
-        await self._dir_done()
+        """List one directory; once it and all it holds are done, so is it in its parent."""
+        folder: Folder | None = None
+
+        async def listing() -> None:
+            nonlocal folder
+            folder = await self.scanner.directory(item)
+
+        await self.guarded(listing(), item)
+        await self.entry_done(folder if folder is not None else item.parent)
+
+    async def entry_done(self, folder: Folder | None) -> None:
+        """An entry of ``folder`` is done (or its own listing is).
+
+        The last one done finishes the folder (its mode and times, set after
+        its contents: ``finish_dirs``), which is then an entry done in its own
+        parent, and so on up.
+        """
+        while folder is not None:
+            folder.pending -= 1
+            if folder.pending:
+                return
+            if self.needs_finishing(folder):
+                error = await self.finished_dirs.submit(folder)
+                if error is not None:
+                    self.failed(folder.item, error, counted=True)
+            folder = folder.parent
 
     async def _dir_done(self) -> None:
         """One directory listed; after the last, every worker is told to stop when idle.
@@ -438,12 +524,14 @@ class TreeRun(abc.ABC):
     async def _scanner(self) -> None:
         while (item := await self.dirs.get()) is not None:
             await self._scan_one(item)
+            await self._dir_done()
 
     async def _worker(
         self, queue: asyncio.Queue[Item | None], job: Callable[[Item], Coroutine[Any, Any, None]]
     ) -> None:
         while (item := await queue.get()) is not None:
             await self.guarded(job(item), item)
+            await self.entry_done(item.parent)
 
     async def guarded(self, work: Coroutine[Any, Any, None], item: Item) -> None:
         """Run one item's work; its failure is recorded, not raised (unless it must be)."""
@@ -455,10 +543,17 @@ class TreeRun(abc.ABC):
             logger.debug("%s failed: %s", printable(item.source), exc)
             self.failed(item, exc)
 
-    def failed(self, item: Item, exc: SSHPipeError) -> None:
-        # A file counts when found, a directory once made, a link once made.
-        made = item.kind == "dir" and item.source in self.dirs_made
-        self.account.failed(item.source, exc, is_file=item.kind == "file", counted=made)
+    def listing_failed(self, folder: Folder, exc: SSHPipeError) -> None:
+        """A directory made could not be listed (whole): recorded, or raised as ``guarded``."""
+        if self.options.fail_fast or aborts_tree(exc):
+            raise exc
+        logger.debug("%s failed: %s", printable(folder.item.source), exc)
+        self.failed(folder.item, exc, counted=True)
+
+    def failed(self, item: Item, exc: SSHPipeError, *, counted: bool = False) -> None:
+        """``item`` failed; ``counted``: a directory that was made (a file counts when
+        found, a link once made)."""
+        self.account.failed(item.source, exc, is_file=item.kind == "file", counted=counted)
 
     def mode_of(self, item: Item) -> int:
         """The permissions ``item`` gets: with -p all but setuid/setgid, else the rwx ones."""
