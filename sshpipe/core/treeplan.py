@@ -12,6 +12,7 @@ import fnmatch
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .._errors import SSHPipeError, TransferError, UnsafePath, UsageError
 from .._stats import TreeFailure, TreeStats
@@ -109,7 +110,7 @@ class Landings:
             UnsafePath: past a listing's bounds (``pattern``: what named them).
         """
         target = landing(source, self.dest, dest_is_dir=self.dest_is_dir, join=self._join)
-        self._chars += len(source_name(source))
+        self._chars += max(0, len(target) - len(self.dest) - 1)  # its name, as landed
         if len(self._targets) >= MAX_LISTING_ENTRIES:
             why = f"more than {MAX_LISTING_ENTRIES} matches"
             raise UnsafePath(pattern or source, "", listing_refused=why)
@@ -166,12 +167,9 @@ def glob_result_matches(pattern: str, path: str) -> bool:
     listing must be one plain name that its own part of the pattern matches,
     so a server cannot add a path the user did not ask for.
     """
-    head, parts = glob_parts(pattern)
+    prefix, parts = _prefix_and_parts(pattern)
     if not parts:
         return path == pattern
-    prefix = "" if head == "." else head.rstrip("/") + "/"
-    if head == "/":
-        prefix = "/"
     if not path.startswith(prefix):
         return False
     names = path[len(prefix) :].split("/")
@@ -179,6 +177,15 @@ def glob_result_matches(pattern: str, path: str) -> bool:
         name not in ("", *DOT_ENTRIES) and glob_match(part, name)
         for part, name in zip(parts, names, strict=True)
     )
+
+
+@lru_cache(maxsize=64)
+def _prefix_and_parts(pattern: str) -> tuple[str, tuple[str, ...]]:
+    """What every path ``pattern`` names starts with, and the parts matched after it
+    (once per pattern: a glob checks each of its matches against them)."""
+    head, parts = glob_parts(pattern)
+    prefix = "" if head == "." else head.rstrip("/") + "/"
+    return ("/" if head == "/" else prefix), tuple(parts)
 
 
 # -- sizing ----------------------------------------------------------------

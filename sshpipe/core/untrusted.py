@@ -20,7 +20,8 @@ CVE-2019-6109 let its names move the terminal's cursor. Everything here is pure
   a link (the local side opens every directory with O_NOFOLLOW).
 - ``safe_mode``: the permissions a copy may take. There is never a
   setuid/setgid bit, and the sticky bit only on directories, as OpenSSH's
-  sftp and scp do.
+  sftp and scp do; from a server, no write bit for others either, unless
+  the user's umask lets their own files have one.
 - the bounds below: what a server may make us hold at once.
 """
 
@@ -100,9 +101,23 @@ def check_link_target(target: str, where: str) -> str:
     return target
 
 
-def safe_mode(permissions: int, *, directory: bool) -> int:
-    """The permission bits a copy may take: no setuid/setgid, sticky only on a directory."""
-    return permissions & (0o1777 if directory else 0o777)
+def safe_mode(permissions: int, *, directory: bool, others_write: bool = True) -> int:
+    """The permission bits a copy may take: no setuid/setgid, sticky only on a directory.
+
+    ``others_write`` False: nor the write bit for others. ``-p`` of a
+    server's 0777 file or 1777 directory would otherwise give every local
+    user a way to change what was copied (a script later run, a directory on
+    a path). scp -p, sftp -p and rsync -p keep it, trusting the server; a
+    download here does not trust it, and keeps it only where the user's
+    umask would let the user's own files have it (``others_may_write``).
+    """
+    kept = (0o1777 if directory else 0o777) & ~(0 if others_write else 0o002)
+    return permissions & kept
+
+
+def others_may_write(umask: int) -> bool:
+    """Whether a copy may keep a server's write bit for others, under this umask."""
+    return not umask & 0o002
 
 
 def kept_mode(existing: Attrs | None, mode: int) -> int | None:

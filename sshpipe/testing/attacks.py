@@ -37,6 +37,8 @@ directory          attack
                    shaped like sshpipe's temporary files (left out, so only remembered)
 ``/realpath``      ``a`` and ``b``, links to the directory they are in (``.``), whose
                    REALPATH answers a new path each time: a loop ``-L`` cannot see
+``/unresolved``    ``sub/up``, a real link to ``..``, and a REALPATH that resolves no
+                   link (it answers the path asked): an honest loop, hidden from it
 =================  ==================================================================
 
 Everything under the last five is made up as it is asked for: nothing of it is
@@ -170,6 +172,10 @@ def populate(root: Path) -> None:
     for directory in ("gcol", "endless", "latin1", "esc/loop", "huge", *made_up):
         (root / directory).mkdir(exist_ok=True)  # nothing real in them
     (root / "latin1" / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name\n")
+    (root / "unresolved" / "sub").mkdir(parents=True, exist_ok=True)
+    (root / "unresolved" / "sub" / "f.txt").write_bytes(b"in the loop\n")
+    if not (root / "unresolved" / "sub" / "up").is_symlink():
+        (root / "unresolved" / "sub" / "up").symlink_to("..")
 
 
 class AttackServer(asyncssh.SFTPServer):
@@ -301,6 +307,8 @@ class AttackServer(asyncssh.SFTPServer):
         if _made_up(where) == b"realpath":
             self.scenario.realpaths += 1  # never the same twice: no loop to see
             return b"/realpath/%d" % self.scenario.realpaths
+        if where == b"/unresolved" or where.startswith(b"/unresolved/"):
+            return where  # as some servers do: normalized, no link resolved
         if _made_up(where) is not None:
             return where
         real: bytes = await _maybe(super().realpath(path))

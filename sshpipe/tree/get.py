@@ -23,7 +23,7 @@ from .._config import TransferConfig
 from .._errors import LocalError, RemoteIsADirectory, SSHPipeError
 from .._stats import TransferStats
 from ..core.checkfile import VerifyPlan
-from ..core.untrusted import check_link_target, safe_mode
+from ..core.untrusted import check_link_target, others_may_write, safe_mode
 from ..durability import lefttemps
 from ..local.dirfd import (
     DirRoot,
@@ -66,6 +66,8 @@ class TreeGet(TreeRun):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.committer = GroupCommit()  # with fsync: small files made durable by the batch
+        # -p: a server's write bit for others only where the user's umask keeps one.
+        self.others_write = others_may_write(current_umask())
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         return [*super().services(), self.committer.running()]
@@ -102,11 +104,11 @@ class TreeGet(TreeRun):
     def place_root(self, dest: str, dest_is_dir: bool) -> LocalFile | None:
         # The user's own path: a symlink to a directory is followed there, and
         # nowhere below it.
-        parent, name = os.path.split(self.dest.rstrip(os.sep) or os.sep)
         if self.root is None:
+            parent = os.path.dirname(self.dest.rstrip(os.sep) or os.sep)
             self.root = DirRoot(self.dest if dest_is_dir else parent or os.curdir)
         if not dest_is_dir:
-            return self.root.top.file(name)
+            return self.root.top.file(os.path.basename(self.dest.rstrip(os.sep) or os.sep))
         if dest == self.dest:
             return None  # "host:." or "/": the contents go into dest itself
         return self.root.top.file(os.path.basename(dest))
@@ -276,11 +278,14 @@ async def download_preserving(
     lease: Lease, remote: str, local: str, config: TransferConfig, tally: Tally | None = None
 ) -> TransferStats:
     """One file with ``-p``: the single-file engine, the remote mode and times set before
-    the rename (no setuid or setgid bit: ``safe_mode``)."""
+    the rename (no setuid or setgid bit, no write for others unless the umask keeps
+    one: ``safe_mode``)."""
     attrs = await lease.channels[0].stat(remote)
     if attrs.is_dir():
         raise RemoteIsADirectory(remote, "is a directory (use -r)")
-    mode = safe_mode(attrs.permissions if attrs.permissions is not None else 0o644, directory=False)
+    permissions = attrs.permissions if attrs.permissions is not None else 0o644
+    others_write = others_may_write(current_umask())
+    mode = safe_mode(permissions, directory=False, others_write=others_write)
     times = Item(remote, local, attrs, "file").times
     return await download(
         lease, remote, local, config, known=attrs, attrs=(mode, times), tally=tally

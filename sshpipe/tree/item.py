@@ -51,6 +51,8 @@ class Item:
     # its path for messages and journals). None: the entry is the download's
     # root directory itself.
     local: LocalFile | None = None
+    # Listed as a symlink, followed (-L): ``attrs`` and ``kind`` are its target's.
+    linked: bool = False
 
     @property
     def depth(self) -> int:
@@ -82,24 +84,48 @@ class Folder:
     existed: bool  # before this copy made it
     parent: Folder | None
     depth: int
-    # With follow_symlinks: who it really is (the server's real path of it, or
-    # its device and inode), so a link back to a folder above is a loop. A
-    # link to a sibling is not: it is copied again, as cp -rL and rsync -L do.
-    identity: object = None
+    # With follow_symlinks: who it really is, so a link back to a folder above
+    # is a loop. A link to a sibling is not: it is copied again, as cp -rL and
+    # rsync -L do.
+    identity: Identity | None = None
     # Its listing (until it ends), and each of its entries queued and not done.
     pending: int = 1
 
     def __repr__(self) -> str:
         return f"<Folder {self.item.source!r} depth={self.depth} pending={self.pending}>"
 
-    def above(self, identity: object) -> bool:
-        """Whether ``identity`` is this folder's or one's above it."""
+    def above(self, identity: Identity) -> bool:
+        """Whether ``identity`` is this folder's or one's above it (at most ``max_depth``)."""
         folder: Folder | None = self
         while folder is not None:
-            if folder.identity == identity:
+            if folder.identity is not None and identity.same_as(folder.identity):
                 return True
             folder = folder.parent
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who a directory really is, for ``-L``'s loop check.
+
+    Locally its device and inode. Over SFTP v3 there is no inode: its real
+    path (REALPATH, kept as a keyed hash however long the server made it).
+    An honest server resolves links there, so a link back up is seen at
+    once. One that does not (it answers a link's own path) is seen to: then
+    a directory that looks the same as one above (size, owner, mode and
+    modification time; not the access time, which the listing itself moves)
+    is taken for it. Whatever a server answers, the depth limit ends a loop.
+    """
+
+    real: object
+    looks: tuple[int | None, ...] | None = None
+    # Reached through a link that REALPATH left unresolved: judged by its looks.
+    unresolved: bool = False
+
+    def same_as(self, other: Identity) -> bool:
+        if self.real == other.real:
+            return True
+        return self.unresolved and self.looks is not None and self.looks == other.looks
 
 
 def aborts_tree(exc: SSHPipeError) -> bool:

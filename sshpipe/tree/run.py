@@ -555,11 +555,15 @@ class TreeRun(abc.ABC):
         found, a link once made)."""
         self.account.failed(item.source, exc, is_file=item.kind == "file", counted=counted)
 
+    # A copy may take the source's write bit for others (put: the user's own files).
+    others_write = True
+
     def mode_of(self, item: Item) -> int:
-        """The permissions ``item`` gets: with -p all but setuid/setgid, else the rwx ones."""
+        """The permissions ``item`` gets: with -p all but setuid/setgid (``safe_mode``),
+        else the rwx ones."""
         mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
         if self.options.preserve:
-            return safe_mode(mode, directory=item.kind == "dir")
+            return safe_mode(mode, directory=item.kind == "dir", others_write=self.others_write)
         return mode & 0o777
 
     async def local(

@@ -37,7 +37,7 @@ from ..local.dirfd import local_error
 from ..transport.remotefs import Entry, glob_walk, read_dir
 from ..transport.sftp import SFTPSession
 from .channels import stepping_aside
-from .item import Folder, Item, aborts_tree
+from .item import Folder, Identity, Item, aborts_tree
 
 if TYPE_CHECKING:
     from .run import TreeRun
@@ -70,8 +70,8 @@ class Side(Protocol):
         """``path``'s attributes, a symlink followed; SSHPipeError if there are none."""
         ...
 
-    async def identity(self, path: str) -> tuple[object, str]:
-        """Who the directory at ``path`` really is, and how a link back to it is described."""
+    async def identity(self, item: Item) -> tuple[Identity, str]:
+        """Who the directory ``item`` really is, and how a link back to it is described."""
         ...
 
     async def list_dir(self, path: str, entry: Entry, started: Callable[[], None]) -> None:
@@ -99,9 +99,13 @@ class RemoteSide:
     async def stat(self, path: str) -> codec.Attrs:
         return await self._on_channel(lambda sftp: sftp.stat(path))
 
-    async def identity(self, path: str) -> tuple[object, str]:
-        real = await self._on_channel(lambda sftp: sftp.realpath(path))
-        return real, f"{real} is a directory above it"
+    async def identity(self, item: Item) -> tuple[Identity, str]:
+        real = await self._on_channel(lambda sftp: sftp.realpath(item.source))
+        # A link's real path is never its own: the server did not resolve it.
+        unresolved = item.linked and posixpath.normpath(real) == posixpath.normpath(item.source)
+        attrs = item.attrs
+        looks = (attrs.size, attrs.uid, attrs.gid, attrs.permissions, attrs.mtime)
+        return Identity(hash(real), looks, unresolved), f"{real} is a directory above it"
 
     async def list_dir(self, path: str, entry: Entry, started: Callable[[], None]) -> None:
         async def listing(sftp: SFTPSession) -> None:
@@ -127,9 +131,9 @@ class LocalSide:
     async def stat(self, path: str) -> codec.Attrs:
         return attrs_of(_stat(path))
 
-    async def identity(self, path: str) -> tuple[object, str]:
-        info = _stat(path)
-        return (info.st_dev, info.st_ino), "it is a directory above itself"
+    async def identity(self, item: Item) -> tuple[Identity, str]:
+        info = _stat(item.source)
+        return Identity((info.st_dev, info.st_ino)), "it is a directory above itself"
 
     async def list_dir(self, path: str, entry: Entry, started: Callable[[], None]) -> None:
         started()
@@ -249,7 +253,7 @@ class Scanner:
                 raise
             self.run.refuse(exc, item.source)  # a dangling link, or one we may not follow
             return
-        await self.found(replace(item, attrs=attrs, kind=attrs.kind))
+        await self.found(replace(item, attrs=attrs, kind=attrs.kind, linked=True))
 
     async def directory(self, item: Item) -> Folder | None:
         """Make the directory at the destination, then list it: each entry is ``found``.
@@ -269,7 +273,7 @@ class Scanner:
             # The depth limit is what ends a loop whatever the server says; a
             # real path seen above is the early catch (a server may answer
             # REALPATH with a new path each time, but not an honest one).
-            identity, described = await self.side.identity(item.source)
+            identity, described = await self.side.identity(item)
             if item.parent is not None and item.parent.above(identity):
                 run.skip(item.source, f"symlink loop: {described}")
                 return None

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 import sshpipe
 from sshpipe._errors import UnsafePath, UsageError
-from sshpipe.core import untrusted
+from sshpipe.core import treeplan, untrusted
 from sshpipe.core.codec import Attrs
 from sshpipe.core.text import printable
-from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
+from sshpipe.core.treeplan import Landings, TreeAccount, elided, glob_result_matches, landings
 from sshpipe.core.untrusted import (
     ListingCheck,
     NameBudget,
@@ -21,6 +21,7 @@ from sshpipe.core.untrusted import (
     command_output_cap,
     command_timeout,
     is_temporary_name,
+    others_may_write,
     safe_mode,
 )
 
@@ -221,6 +222,30 @@ def test_safe_mode_drops_setuid_and_setgid(mode: int, directory: bool, expected:
 
 
 @pytest.mark.parametrize(
+    ("mode", "directory", "expected"),
+    [
+        (0o777, False, 0o775),
+        (0o666, False, 0o664),
+        (0o1777, True, 0o1775),  # sticky kept: it only ever protects
+        (0o7777, True, 0o1775),
+        (0o775, True, 0o775),  # the group's write is the user's own group's
+        (0o644, False, 0o644),
+    ],
+)
+def test_a_servers_write_bit_for_others_is_dropped_unless_kept(
+    mode: int, directory: bool, expected: int
+) -> None:
+    assert safe_mode(mode, directory=directory, others_write=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("umask", "kept"), [(0o022, False), (0o002, False), (0o077, False), (0o020, True), (0, True)]
+)
+def test_the_write_bit_for_others_is_kept_where_the_umask_keeps_it(umask: int, kept: bool) -> None:
+    assert others_may_write(umask) is kept
+
+
+@pytest.mark.parametrize(
     ("text", "shown"),
     [
         ("plain.txt", "plain.txt"),
@@ -302,6 +327,49 @@ def test_two_sources_never_land_in_one_place() -> None:
     with pytest.raises(UsageError) as caught:
         landings(["a/x", "b/x"], "out", dest_is_dir=True)
     assert str(caught.value) == "a/x and b/x would both be copied to out/x"
+
+
+def test_sources_that_come_one_by_one_never_land_in_one_place() -> None:
+    """A glob's matches, as its listings give them: remembered as a listing's names."""
+    placed = Landings("out", dest_is_dir=True)
+    assert placed.place("a/x") == "out/x"
+    assert placed.place("b/y") == "out/y"
+    assert placed.place("a/x") is None  # named twice (two patterns): copied once
+    with pytest.raises(UsageError) as caught:
+        placed.place("c/x")
+    assert str(caught.value) == "c/x would be copied to out/x, where another source goes"
+    assert Landings("out", dest_is_dir=False).place("a/x") == "out"
+
+
+def test_a_glob_matching_without_end_is_refused_past_a_listings_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(treeplan, "MAX_LISTING_ENTRIES", 3)
+    placed = Landings("out", dest_is_dir=True)
+    for index in range(3):
+        placed.place(f"d/{index}", pattern="d/*")
+    with pytest.raises(UnsafePath) as caught:
+        placed.place("d/3", pattern="d/*")
+    assert str(caught.value) == "remote: d/*: listing refused: more than 3 matches"
+    monkeypatch.setattr(treeplan, "MAX_LISTING_NAME_CHARS", 2 << 20)
+    placed = Landings("out", dest_is_dir=True)
+    placed.place("x" * (1 << 20))
+    placed.place("y" * (1 << 20))
+    with pytest.raises(UnsafePath, match="more than 2 MiB of names matched"):
+        placed.place("z")
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        ("/a/b/c", "/a/b/c"),
+        ("/a/b/c/d/e", "/a/b/c/d/e"),
+        ("/deep/" + "d/" * 62 + "d", "/deep/d/.../d/d"),
+        ("rel/a/b/c/d/e/f", "rel/a/b/.../e/f"),
+    ],
+)
+def test_a_deep_path_is_shown_cut_short(path: str, shown: str) -> None:
+    assert elided(path) == shown
 
 
 def test_a_tree_lists_its_first_failures_and_counts_the_rest(
