@@ -32,16 +32,21 @@ def source_name(path: str) -> str:
     return posixpath.basename(path.rstrip("/"))
 
 
-def elided(path: str) -> str:
-    """``path`` for a one-line message, a deep one cut short: its first names and last two.
+def elided(path: str, top: str = "") -> str:
+    """``path`` for a one-line message, a deep one cut short.
 
-    A path 64 directories deep, each name up to 4,096 bytes a server chose,
-    is no line to print whole.
+    ``top`` (a source the user named, which ``path`` is under) is kept
+    whole, then the first name below it and the last two. A path 64
+    directories deep, each name up to 4,096 bytes a server chose, is no line
+    to print whole.
     """
-    parts = path.split("/")
-    if len(parts) <= 6:
+    if not top or not path.startswith(top.rstrip("/") + "/"):
+        top = ""
+    kept = top.rstrip("/")
+    names = path[len(kept) :].split("/")  # "" first: the rest starts with "/"
+    if len(names) <= 5:
         return path
-    return "/".join([*parts[:3], "...", *parts[-2:]])
+    return "/".join([kept, names[1], "...", *names[-2:]])
 
 
 def landing(

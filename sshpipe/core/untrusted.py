@@ -28,11 +28,8 @@ CVE-2019-6109 let its names move the terminal's cursor. Everything here is pure
 from __future__ import annotations
 
 import re
-import secrets
 import sys
 from array import array
-from functools import cache
-from hashlib import blake2b
 
 from .._errors import UnsafePath
 from .codec import Attrs, wire
@@ -141,14 +138,9 @@ def _key_of(name: str) -> int:
 
 
 def _wide_key_of(name: str) -> int:
-    """The same where Python's hash has 32 bits: far too few for a million names."""
-    digest = blake2b(wire(name), digest_size=8, key=_secret()).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-@cache
-def _secret() -> bytes:
-    return secrets.token_bytes(16)
+    """Where Python's hash has 32 bits, far too few for a million names: two of them."""
+    key = (hash(name) & 0xFFFF_FFFF) << 32 | (hash("\x00" + name) & 0xFFFF_FFFF)
+    return key - (1 << 64) if key >> 63 else key  # the table holds signed 64-bit keys
 
 
 _key = _key_of if sys.hash_info.width >= 64 else _wide_key_of

@@ -149,7 +149,10 @@ class TreeRun(abc.ABC):
         # Bounded: a scan far ahead of the copies holds memory and learns nothing.
         self.small: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
         self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
-        self.dirs: asyncio.LifoQueue[Item | None] = asyncio.LifoQueue(maxsize=DIRS_QUEUED)
+        # Room for the scanners' stop signs too (``_dir_done``), the stack being empty then.
+        self.dirs: asyncio.LifoQueue[Item | None] = asyncio.LifoQueue(
+            maxsize=max(DIRS_QUEUED, DIRS_IN_FLIGHT)
+        )
         self._dirs_pending = 0
         # The scanner listing directories itself, the stack being full (``queue_dir``).
         self._descender: asyncio.Task[Any] | None = None

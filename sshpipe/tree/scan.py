@@ -267,7 +267,11 @@ class Scanner:
         run = self.run
         depth, limit = item.depth, run.config.max_depth
         if depth >= limit:
-            raise TooDeep(item.source, limit, side=self.side.side, shown=elided(item.source))
+            top = item.parent
+            while top is not None and top.parent is not None:
+                top = top.parent
+            shown = elided(item.source, top.item.source if top is not None else "")
+            raise TooDeep(item.source, limit, side=self.side.side, shown=shown)
         identity = None
         if run.options.follow_symlinks:
             # The depth limit is what ends a loop whatever the server says; a

@@ -148,7 +148,7 @@ def test_a_name_set_costs_the_same_few_bytes_a_name_whatever_its_length() -> Non
     assert short.nbytes() == long.nbytes() <= 24 * 100_000
 
 
-def test_where_the_hash_is_narrow_a_keyed_digest_stands_in(
+def test_where_the_hash_is_narrow_two_of_them_stand_in(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(untrusted, "_key", untrusted._wide_key_of)
@@ -360,16 +360,19 @@ def test_a_glob_matching_without_end_is_refused_past_a_listings_bounds(
 
 
 @pytest.mark.parametrize(
-    ("path", "shown"),
+    ("path", "top", "shown"),
     [
-        ("/a/b/c", "/a/b/c"),
-        ("/a/b/c/d/e", "/a/b/c/d/e"),
-        ("/deep/" + "d/" * 62 + "d", "/deep/d/.../d/d"),
-        ("rel/a/b/c/d/e/f", "rel/a/b/.../e/f"),
+        ("/a/b/c", "/a", "/a/b/c"),
+        ("/a/b/c/d/e", "/a", "/a/b/c/d/e"),
+        ("/deep/" + "d/" * 62 + "d", "/deep", "/deep/d/.../d/d"),
+        ("/srv/x/deep/" + "d/" * 62 + "d", "/srv/x/deep/", "/srv/x/deep/d/.../d/d"),
+        ("rel/a/b/c/d/e/f", "rel", "rel/a/.../e/f"),
+        ("/a/b/c/d/e/f", "", "/a/.../e/f"),
+        ("/a/b/c/d/e/f", "/elsewhere", "/a/.../e/f"),
     ],
 )
-def test_a_deep_path_is_shown_cut_short(path: str, shown: str) -> None:
-    assert elided(path) == shown
+def test_a_deep_path_is_shown_cut_short_below_its_source(path: str, top: str, shown: str) -> None:
+    assert elided(path, top) == shown
 
 
 def test_a_tree_lists_its_first_failures_and_counts_the_rest(
