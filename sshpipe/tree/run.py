@@ -89,6 +89,10 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
+# Characters of paths one queue may hold, besides its number of entries: a
+# server's tree 64 levels deep in 255-byte names makes each entry's source and
+# destination 16 KB apiece, and 5,120 of them would be 160 MiB.
+QUEUED_PATH_CHARS = 8 << 20
 # Directories found and not yet listed. A stack: the newest is listed first, so
 # the tree goes down before it goes wide and the stack seldom fills; when it is
 # full, a scanner lists the directory itself (``queue_dir``).
@@ -147,12 +151,10 @@ class TreeRun(abc.ABC):
         self.handles = asyncio.Semaphore(self.files_in_flight)
         self.workers = 2 * self.files_in_flight
         # Bounded: a scan far ahead of the copies holds memory and learns nothing.
-        self.small: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
-        self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
+        self.small: asyncio.Queue[Item | None] = EntryQueue(10 * FILES_IN_FLIGHT)
+        self.big: asyncio.Queue[Item | None] = EntryQueue(10 * FILES_IN_FLIGHT)
         # Room for the scanners' stop signs too (``_dir_done``), the stack being empty then.
-        self.dirs: asyncio.LifoQueue[Item | None] = asyncio.LifoQueue(
-            maxsize=max(DIRS_QUEUED, DIRS_IN_FLIGHT)
-        )
+        self.dirs: asyncio.Queue[Item | None] = EntryStack(max(DIRS_QUEUED, DIRS_IN_FLIGHT))
         self._dirs_pending = 0
         # The scanner listing directories itself, the stack being full (``queue_dir``).
         self._descender: asyncio.Task[Any] | None = None
@@ -597,3 +599,33 @@ class TreeRun(abc.ABC):
         if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
             logger.warning("skipping %s: %s", printable(path), printable(why))
         self.account.skipped(path)
+
+
+class PathBound(asyncio.Queue[Item | None]):
+    """A queue of entries full at its number of them, or at QUEUED_PATH_CHARS of their paths."""
+
+    _chars = 0
+
+    def full(self) -> bool:
+        return super().full() or self._chars >= QUEUED_PATH_CHARS
+
+    def _put(self, item: Item | None) -> None:
+        super()._put(item)
+        self._chars += _chars_of(item)
+
+    def _get(self) -> Item | None:
+        item: Item | None = super()._get()
+        self._chars -= _chars_of(item)
+        return item
+
+
+def _chars_of(item: Item | None) -> int:
+    return 0 if item is None else len(item.source) + len(item.dest)
+
+
+class EntryQueue(PathBound, asyncio.Queue[Item | None]):
+    """First in, first out."""
+
+
+class EntryStack(PathBound, asyncio.LifoQueue[Item | None]):
+    """Last in, first out: the tree is walked depth first."""
