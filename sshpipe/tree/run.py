@@ -17,14 +17,14 @@ handles stay under the server's ``max_open_handles`` on every channel
 (``channels``). ``TreeRun`` holds the workers, the accounting of what was
 done, failed or skipped, and the progress callbacks.
 
-What a tree holds is bounded whatever a server lists. Every queue has a size:
-the directories found wait on a stack (the tree is walked depth first, so a
-wide level waits as a few entries per level, not whole); when it is full the
-scanner lists the directory itself, further down (one scanner at a time:
-``queue_dir``). A tree deeper than ``max_depth`` stops. A directory is done
-(its mode and times set) once everything in it is (``entry_done``), so only
-those in progress are kept. The names listings remember share a budget
-(``core.untrusted.NameBudget``).
+What a tree holds is bounded whatever a server lists. Every queue has a size,
+in entries and in their paths' characters. The directories found wait on a
+stack: the tree is walked depth first, so a wide level waits as a few entries
+per level, not whole; when the stack is full the scanner lists the directory
+itself, further down (one scanner at a time: ``queue_dir``). A tree deeper
+than ``max_depth`` stops. A directory is done (its mode and times set) once
+everything in it is (``entry_done``), so only those in progress are kept. The
+names listings remember share a budget (``core.untrusted.NameBudget``).
 """
 
 from __future__ import annotations
