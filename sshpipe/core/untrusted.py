@@ -47,10 +47,10 @@ MAX_LISTING_ENTRIES = 1 << 20
 # can give is refused. An endless one of 1.9 KB names stops after ~140,000
 # of them instead of 2 GB.
 MAX_LISTING_NAME_CHARS = MAX_LISTING_ENTRIES * 256
-# Names the listings open at once in one tree or glob may remember together
-# (``NameBudget``): two directories of a million entries each listed at the
-# same time, in at most ~48 MiB, however many listings a tree has open.
-MAX_NAMES_HELD = 1 << 21
+# Bytes the listings open at once in one tree or glob may spend remembering
+# names (``NameBudget``), however many a tree has open: a listing of a million
+# names takes 16 MiB at most, so three such listed at the same time fit.
+MAX_NAMES_HELD_BYTES = 48 << 20
 # Entries of one listing refused (unsafe or repeated names) before the rest of
 # that listing is given up on: a server sending only those is not listing files.
 MAX_REFUSED_PER_LISTING = 1000
@@ -132,18 +132,15 @@ def kept_mode(existing: Attrs | None, mode: int) -> int | None:
     return None if wanted == mode & 0o7777 else wanted
 
 
-def _key_of(name: str) -> int:
-    """A name's 64-bit keyed hash: Python's own for str (SipHash, keyed per process)."""
-    return hash(name)
-
-
 def _wide_key_of(name: str) -> int:
     """Where Python's hash has 32 bits, far too few for a million names: two of them."""
     key = (hash(name) & 0xFFFF_FFFF) << 32 | (hash("\x00" + name) & 0xFFFF_FFFF)
     return key - (1 << 64) if key >> 63 else key  # the table holds signed 64-bit keys
 
 
-_key = _key_of if sys.hash_info.width >= 64 else _wide_key_of
+# A name's key is Python's own hash of it (SipHash, keyed per process), where it
+# has 64 bits; else two of them (``_wide_key_of``).
+_NARROW_HASH = sys.hash_info.width < 64
 
 
 class NameSet:
@@ -156,12 +153,13 @@ class NameSet:
     taken for a repeat of the first.
     """
 
-    __slots__ = ("_limit", "_mask", "_table", "count")
+    __slots__ = ("_mask", "_table", "count", "grows_at")
 
     def __init__(self) -> None:
         self._table = array("q", bytes(8 * 64))  # open addressing; 0 is a free slot
         self._mask = 63
-        self._limit = 42  # at most two thirds full
+        # At most half full: a new name looks at 2.5 slots on average.
+        self.grows_at = 32  # the count past which the table doubles
         self.count = 0
 
     def __repr__(self) -> str:
@@ -171,7 +169,7 @@ class NameSet:
         return self.count
 
     def __contains__(self, name: str) -> bool:
-        key = _key(name) | 1  # odd: never 0
+        key = (_wide_key_of(name) if _NARROW_HASH else hash(name)) | 1  # odd: never 0
         table, mask = self._table, self._mask
         index = (key >> 1) & mask
         while slot := table[index]:
@@ -182,7 +180,8 @@ class NameSet:
 
     def add(self, name: str) -> bool:
         """Remember ``name``; False if it was there already."""
-        key = _key(name) | 1
+        # Inline, not a helper: a listing of a million names calls it a million times.
+        key = (_wide_key_of(name) if _NARROW_HASH else hash(name)) | 1
         table, mask = self._table, self._mask
         index = (key >> 1) & mask
         while slot := table[index]:
@@ -191,7 +190,7 @@ class NameSet:
             index = (index + 1) & mask
         table[index] = key
         self.count += 1
-        if self.count > self._limit:
+        if self.count > self.grows_at:
             self._grow()
         return True
 
@@ -212,7 +211,7 @@ class NameSet:
             index = (index + 1) & mask
         table[index] = key
         self.count += 1
-        if self.count > self._limit:
+        if self.count > self.grows_at:
             self._grow()
 
     def _grow(self) -> None:
@@ -226,20 +225,20 @@ class NameSet:
                 while table[index]:
                     index = (index + 1) & mask
                 table[index] = key
-        self._table, self._mask, self._limit = table, mask, size * 2 // 3
+        self._table, self._mask, self.grows_at = table, mask, size // 2
 
 
 class NameBudget:
-    """How many names the listings open at once may remember together.
+    """The bytes the listings open at once may spend remembering names, together.
 
-    Each listing charges what it remembers and gives it back when it ends
-    (``ListingCheck.close``). A tree has many listings open (one per
-    scanner, and those a scanner went down through): each is bounded on its
-    own, and all of them together here.
+    Each listing charges its ``NameSet``'s table as it grows, and gives it
+    back when it ends (``ListingCheck.close``). A tree has many listings open
+    (one per scanner, and those a scanner went down through): each is
+    bounded on its own, and all of them together here.
     """
 
     def __init__(self, limit: int | None = None) -> None:
-        self.limit = MAX_NAMES_HELD if limit is None else limit
+        self.limit = MAX_NAMES_HELD_BYTES if limit is None else limit
         self.held = 0
 
     def __repr__(self) -> str:
@@ -260,10 +259,12 @@ class ListingCheck:
         self.entries = 0
         self.refused = 0
         self.chars = 0
-        self._budget = budget if budget is not None else NameBudget(MAX_LISTING_ENTRIES)
-        self._charged = 0
+        self._budget = budget if budget is not None else NameBudget()
+        self._charged = 0  # bytes of ``_seen`` (and ``_earlier``) the budget holds for it
         self._seen = NameSet()
         self._earlier: NameSet | None = None
+        self._grown_at = 0
+        self._charge()
 
     def __repr__(self) -> str:
         return f"<ListingCheck {self.where!r} entries={self.entries} chars={self.chars}>"
@@ -276,6 +277,7 @@ class ListingCheck:
         self._seen = NameSet()
         self.entries = 0
         self.chars = 0
+        self._charge()
 
     def close(self) -> None:
         """The listing is over: its names no longer count against the budget."""
@@ -311,21 +313,33 @@ class ListingCheck:
             check_name(name, self.where)
         except UnsafePath:
             return self._refuse(name)
-        if not self._remember(name):
+        # ``_remember``, inline: a listing of a million names passes here a million times.
+        seen = self._seen
+        if not seen.add(name):
             return self._refuse(name)  # one name, two entries: which to trust?
+        if seen.count > self._grown_at:  # its table just grew
+            self._charge()
         return self._earlier is None or name not in self._earlier
 
     def _remember(self, name: str) -> bool:
         """False for a name this attempt gave already."""
         if not self._seen.add(name):
             return False
-        if len(self._seen) > self._charged:  # after a reconnect: charged once
-            budget = self._budget
-            if budget.held >= budget.limit:
-                self._give_up(f"the listings open at once hold {budget.limit} names")
-            budget.held += 1
-            self._charged += 1
+        if self._seen.count > self._grown_at:
+            self._charge()
         return True
+
+    def _charge(self) -> None:
+        """Charge the budget for what the tables take now (they only grow, until ``close``)."""
+        seen, earlier = self._seen, self._earlier
+        self._grown_at = seen.grows_at
+        now = seen.nbytes() + (earlier.nbytes() if earlier is not None else 0)
+        budget = self._budget
+        if now > self._charged and budget.held + now - self._charged > budget.limit:
+            limit = budget.limit >> 20
+            self._give_up(f"the listings open at once hold {limit} MiB of names")
+        budget.held += now - self._charged
+        self._charged = now
 
     def _give_up(self, why: str) -> None:
         raise UnsafePath(self.where, "", listing_refused=why)

@@ -104,29 +104,35 @@ def test_a_listing_of_long_names_is_refused_past_its_characters(
 
 
 def test_the_listings_open_at_once_share_one_budget_of_names() -> None:
-    budget = NameBudget(5)
+    """Charged by the bytes their tables take: 512 for the first 32 names, 1,024 to 64."""
+    budget = NameBudget(2048)
     first, second = ListingCheck("/a", budget), ListingCheck("/b", budget)
-    assert [first.accept(n) for n in ("x", "y", "z")] == [True] * 3
-    assert [second.accept(n) for n in ("x", "y")] == [True] * 2  # another directory's names
+    assert budget.held == 1024
+    assert all(first.accept(f"f{i}") for i in range(33))  # grew: 1,024 bytes
+    assert all(second.accept(f"f{i}") for i in range(33))  # another directory's names
+    assert budget.held == 2048
+    assert all(first.accept(f"g{i}") for i in range(31))  # 64 names: still 1,024
     with pytest.raises(UnsafePath) as caught:
-        second.accept("w")
-    assert caught.value.listing_refused == "the listings open at once hold 5 names"
-    first.close()  # its listing ended: its names no longer count
-    assert budget.held == 2
-    assert second.accept("v") is True
-    second.close()
+        first.accept("g31")  # the 65th would take 2,048
+    assert caught.value.listing_refused == "the listings open at once hold 0 MiB of names"
+    second.close()  # its listing ended: its names no longer count
+    assert budget.held == 1024
+    third = ListingCheck("/c", budget)
+    assert all(third.accept(f"h{i}") for i in range(64))
+    first.close()
+    third.close()
     assert budget.held == 0
 
 
-def test_a_listing_read_again_after_a_reconnect_is_charged_once() -> None:
-    budget = NameBudget(3)
+def test_a_listing_read_again_after_a_reconnect_is_charged_for_both_tables() -> None:
+    budget = NameBudget(4096)
     check = ListingCheck("/d", budget)
     assert [check.accept(n) for n in ("a", "b", "c")] == [True] * 3
-    check.again()
-    assert [check.accept(n) for n in ("a", "b", "c")] == [False] * 3  # given before
-    assert budget.held == 3
-    with pytest.raises(UnsafePath):
-        check.accept("d")
+    check.again()  # what the first attempt gave is kept apart: a table of its own
+    assert budget.held == 1024
+    assert [check.accept(n) for n in ("a", "b", "c", "d")] == [False, False, False, True]
+    check.close()
+    assert budget.held == 0
 
 
 @given(st.lists(st.text(max_size=20), max_size=300))
@@ -151,7 +157,7 @@ def test_a_name_set_costs_the_same_few_bytes_a_name_whatever_its_length() -> Non
 def test_where_the_hash_is_narrow_two_of_them_stand_in(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(untrusted, "_key", untrusted._wide_key_of)
+    monkeypatch.setattr(untrusted, "_NARROW_HASH", True)
     remembered = NameSet()
     assert [remembered.add(n) for n in ("a", "b", "a", LATIN1, LATIN1)] == [
         True,
