@@ -58,6 +58,7 @@ class Client(RemoteOps):
         preserve: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        glob: Literal[False] = False,
     ) -> TransferStats: ...
 
     @overload
@@ -72,6 +73,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        glob: bool = False,
     ) -> TreeStats: ...
 
     @overload
@@ -86,6 +88,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        glob: bool = False,
     ) -> TransferStats | TreeStats: ...
 
     @overload
@@ -100,6 +103,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        glob: bool = False,
     ) -> TreeStats: ...
 
     async def get(
@@ -113,6 +117,7 @@ class Client(RemoteOps):
         fail_fast: bool = False,
         progress: ProgressCallback | None = None,
         config: TransferConfig | None = None,
+        glob: bool = False,
     ) -> TransferStats | TreeStats:
         """Download a remote file, or with ``recursive`` (or several sources) a tree.
 
@@ -138,9 +143,13 @@ class Client(RemoteOps):
                 (``finished``); sync or async (a task; busy, reports are skipped).
                 What it raises fails the transfer.
             config: per-transfer override of the client's TransferConfig.
+            glob: the remote paths are patterns (as for :meth:`glob`), each standing for
+                its matches; they are copied as the server's listings give them, as a
+                tree (never collected first: a glob of millions holds a few listings).
+                A pattern that matches nothing fails (RemoteNotFound). Always a tree.
 
         Returns:
-            TransferStats for one file; TreeStats for a tree or several sources.
+            TransferStats for one file; TreeStats for a tree, several sources or a glob.
 
         Raises:
             RemoteError, LocalError, ConnectionBroken, ProtocolError; for a tree,
@@ -150,7 +159,7 @@ class Client(RemoteOps):
         sources, dest = fspaths(remote), fspath(local)
         pool = await self._ready()
         await self._sweep_local(cfg)
-        if is_one(remote) and not recursive:
+        if is_one(remote) and not recursive and not glob:
             from ._engine import channels_at_start, download
 
             if preserve:
@@ -184,7 +193,9 @@ class Client(RemoteOps):
         await imported("sshpipe.tree.get")
         from .tree.get import TreeGet
 
-        options = tree_options(recursive, preserve, follow_symlinks, fail_fast, progress)
+        options = tree_options(
+            recursive, preserve, follow_symlinks, fail_fast, progress, patterns=glob
+        )
         return await self._tree(TreeGet, sources, dest, options, cfg)
 
     # A str is also a Sequence[str]: it matches the last overload too, and the

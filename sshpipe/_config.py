@@ -98,6 +98,11 @@ DEFAULT_QUEUE_TIMEOUT = 300.0
 # Tries at a password or a key's passphrase before giving up on it: OpenSSH's
 # NumberOfPasswordPrompts default.
 DEFAULT_PASSWORD_PROMPTS = 3
+# Directories a tree may go down: OpenSSH's sftp stops at 64 (MAX_DIR_DEPTH in
+# sftp-client.c). A server's endless chain ends there, in bounded memory.
+DEFAULT_MAX_DEPTH = 64
+# A path of PATH_MAX (4096) bytes holds at most 2048 directories.
+MAX_MAX_DEPTH = 2048
 
 
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
@@ -196,6 +201,9 @@ class TransferConfig:
             (``core/ratelimit.py``), so the rate over the whole transfer holds
             from the first request. The CLI's ``-l`` is in Kbit/s as scp's
             (1 Kbit = 1024 bits): ``-l 8000`` is 1,024,000 bytes/s.
+        max_depth: directories a tree may go down below each source (``-r``);
+            one deeper stops the tree with ``TooDeep``. What a tree holds
+            while it walks grows with the depth, never with the width.
         workers: processes that share one file's get or put, each with its own
             connection and its own stripe of the file (``transfer/workers``):
             for a client one core cannot keep up with. "auto" (the default)
@@ -223,6 +231,7 @@ class TransferConfig:
     sequential_writes: bool = False
     rate_limit: int | None = None
     workers: int | Literal["auto"] = "auto"
+    max_depth: int = DEFAULT_MAX_DEPTH
 
     def __post_init__(self) -> None:
         if self.retries < 0 or isinstance(self.retries, bool):
@@ -250,6 +259,7 @@ class TransferConfig:
         _positive("rate_limit", self.rate_limit, maximum=100 * 2**20 * 128)
         if self.workers != "auto":
             _positive("workers", self.workers, maximum=MAX_WORKERS)
+        _positive("max_depth", self.max_depth, maximum=MAX_MAX_DEPTH)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,8 +32,9 @@ retrying is a class attribute (``retryable``), never found by reading messages::
     │                              it can, for queue_timeout seconds (exit 11, retryable) (T)
     ├── ProtocolError              the server broke the SFTP protocol (exit 8), or sent
     │   │                          more than sshpipe holds (an endless output, a huge handle)
-    │   └── UnsafePath             a listing named something outside the destination (or
-    │                              a repeated name, a bad link target, a listing without end)
+    │   ├── UnsafePath             a listing named something outside the destination (or
+    │   │                          a repeated name, a bad link target, a listing without end)
+    │   └── TooDeep                a tree deeper than ``max_depth`` directories (a tree stops)
     ├── ClosedError                you closed the session and then used it (exit 9)
     ├── IntegrityError             what arrived is not what the source holds (exit 10, retryable)
     │   └── HashUnavailable        verify="hash" asked, the server cannot hash (not retryable)
@@ -374,6 +375,29 @@ class UnsafePath(ProtocolError):
         else:
             message = f"remote: {where}: unsafe {what} {clip(name)!r} in the listing, refused"
         super().__init__(message)
+
+
+class TooDeep(ProtocolError):
+    """A tree went more than ``TransferConfig.max_depth`` directories deep; it stops there.
+
+    A server's endless chain of directories, or of links under ``-L`` whose
+    REALPATH never repeats, ends here (OpenSSH's sftp stops at 64 too). An
+    honest tree that deep needs the limit raised (``--max-depth``). The
+    whole tree stops, not the branch: a tree that branches at every level
+    would otherwise be walked down every branch.
+
+    Attributes:
+        path: the directory past the limit (``shown`` elides its middle).
+        limit: the ``max_depth`` in force.
+    """
+
+    def __init__(self, path: str, limit: int, *, side: str = "remote", shown: str = "") -> None:
+        self.path = path
+        self.limit = limit
+        super().__init__(
+            f"{side}: {shown or path}: more than {limit} levels of directories "
+            "(--max-depth raises the limit)"
+        )
 
 
 class IncompleteTransfer(SSHPipeError):

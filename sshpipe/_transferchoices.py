@@ -23,6 +23,7 @@ def tree_options(
     follow_symlinks: bool,
     fail_fast: bool,
     progress: ProgressCallback | None,
+    patterns: bool = False,
 ) -> TreeOptions:
     # Only a tree comes here, its package loaded (``imported``): a single file never does.
     from .tree.item import TreeOptions
@@ -33,6 +34,7 @@ def tree_options(
         follow_symlinks=follow_symlinks,
         fail_fast=fail_fast,
         progress=progress,
+        patterns=patterns,
     )
 
 

@@ -20,6 +20,7 @@ from .._config import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_DEPTH,
     DEFAULT_REQUESTS,
     DEFAULT_RETRIES,
     DEFAULT_STALL_TIMEOUT,
@@ -167,6 +168,14 @@ def _add_tree_options(parser: argparse.ArgumentParser) -> None:
         dest="fail_fast",
         action="store_true",
         help="stop at the first file that fails (default: copy the rest, then report)",
+    )
+    parser.add_argument(
+        "--max-depth",
+        dest="max_depth",
+        type=positive_int,
+        metavar="N",
+        help=f"directories a tree may go down (default {DEFAULT_MAX_DEPTH}, as sftp; "
+        "deeper stops it with exit 8)",
     )
 
 

@@ -114,9 +114,9 @@ async def _transfer(
     async with connect(spec.host, config=config, control_path=control_path, **kwargs) as client:
         collector.resume()  # start-up is over (collector.py)
         interrupts.client = client  # dropped at a second Ctrl-C
-        if args.command == "get" and any(has_magic(path) for path in paths):
-            paths = [match for path in paths for match in await _expand_remote(client, path)]
-            tree = True
+        # A remote wildcard is expanded as the tree goes: its matches are never collected.
+        globbing = args.command == "get" and any(has_magic(path) for path in paths)
+        tree = tree or globbing
         if not tree:
             with progress_display(args, tree=False) as shown:
                 if args.command == "get":
@@ -140,7 +140,7 @@ async def _transfer(
             }
             try:
                 if args.command == "get":
-                    tree_stats = await client.get(paths, args.target, **options)
+                    tree_stats = await client.get(paths, args.target, glob=globbing, **options)
                 else:
                     tree_stats = await client.put(local_side, paths[0], **options)
             except IncompleteTransfer as exc:
@@ -150,10 +150,6 @@ async def _transfer(
         log_used(client, None)
     report_tree(args, args.sources, args.target, tree_stats, server=client.server)
     return 0
-
-
-async def _expand_remote(client: Client, pattern: str) -> list[str]:
-    return await client.glob(pattern)
 
 
 def _expand_local(sources: list[str]) -> list[str]:

@@ -186,4 +186,6 @@ def transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, retries=args.retries)
     if args.stall_timeout is not None:
         config = replace(config, stall_timeout=args.stall_timeout)
+    if getattr(args, "max_depth", None) is not None:
+        config = replace(config, max_depth=args.max_depth)
     return config

@@ -12,11 +12,12 @@ import fnmatch
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from .._errors import SSHPipeError, TransferError, UsageError
+from .._errors import SSHPipeError, TransferError, UnsafePath, UsageError
 from .._stats import TreeFailure, TreeStats
 from .progress import MAX_CURRENT, Counts
-from .untrusted import MAX_LISTED_FAILURES
+from .untrusted import MAX_LISTED_FAILURES, MAX_LISTING_ENTRIES, MAX_LISTING_NAME_CHARS, NameSet
 
 DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied
 
@@ -29,6 +30,23 @@ SMALL_FILE_SHARE = 2
 def source_name(path: str) -> str:
     """The name a source keeps at the destination (scp: its last component)."""
     return posixpath.basename(path.rstrip("/"))
+
+
+def elided(path: str, top: str = "") -> str:
+    """``path`` for a one-line message, a deep one cut short.
+
+    ``top`` (a source the user named, which ``path`` is under) is kept
+    whole, then the first name below it and the last two. A path 64
+    directories deep, each name up to 4,096 bytes a server chose, is no line
+    to print whole.
+    """
+    if not top or not path.startswith(top.rstrip("/") + "/"):
+        top = ""
+    kept = top.rstrip("/")
+    names = path[len(kept) :].split("/")  # "" first: the rest starts with "/"
+    if len(names) <= 5:
+        return path
+    return "/".join([kept, names[1], "...", *names[-2:]])
 
 
 def landing(
@@ -64,6 +82,52 @@ def landings(
         if other != source:
             raise UsageError(f"{other} and {source} would both be copied to {target}")
     return list(zip(placed.values(), placed.keys(), strict=True))
+
+
+class Landings:
+    """Where each source lands, one at a time, and that no two land in one place.
+
+    ``landings`` for sources that come one by one, a glob's matches as its
+    listings give them: the places are remembered as a listing's names are
+    (``NameSet``), within a listing's bounds, since they all land in one
+    directory. The same source twice lands once.
+    """
+
+    def __init__(
+        self,
+        dest: str,
+        *,
+        dest_is_dir: bool,
+        join: Callable[[str, str], str] = posixpath.join,
+    ) -> None:
+        self.dest = dest
+        self.dest_is_dir = dest_is_dir
+        self._join = join
+        self._targets = NameSet()
+        self._sources = NameSet()
+        self._chars = 0
+
+    def place(self, source: str, *, pattern: str = "") -> str | None:
+        """Where ``source`` lands; None if it was placed before.
+
+        Raises:
+            UsageError: another source lands there.
+            UnsafePath: past a listing's bounds (``pattern``: what named them).
+        """
+        target = landing(source, self.dest, dest_is_dir=self.dest_is_dir, join=self._join)
+        self._chars += max(0, len(target) - len(self.dest) - 1)  # its name, as landed
+        if len(self._targets) >= MAX_LISTING_ENTRIES:
+            why = f"more than {MAX_LISTING_ENTRIES} matches"
+            raise UnsafePath(pattern or source, "", listing_refused=why)
+        if self._chars > MAX_LISTING_NAME_CHARS:
+            why = f"more than {MAX_LISTING_NAME_CHARS >> 20} MiB of names matched"
+            raise UnsafePath(pattern or source, "", listing_refused=why)
+        new_source = self._sources.add(source)
+        if self._targets.add(target):
+            return target
+        if not new_source:
+            return None
+        raise UsageError(f"{source} would be copied to {target}, where another source goes")
 
 
 # -- globs ---------------------------------------------------------------------
@@ -108,12 +172,9 @@ def glob_result_matches(pattern: str, path: str) -> bool:
     listing must be one plain name that its own part of the pattern matches,
     so a server cannot add a path the user did not ask for.
     """
-    head, parts = glob_parts(pattern)
+    prefix, parts = _prefix_and_parts(pattern)
     if not parts:
         return path == pattern
-    prefix = "" if head == "." else head.rstrip("/") + "/"
-    if head == "/":
-        prefix = "/"
     if not path.startswith(prefix):
         return False
     names = path[len(prefix) :].split("/")
@@ -121,6 +182,15 @@ def glob_result_matches(pattern: str, path: str) -> bool:
         name not in ("", *DOT_ENTRIES) and glob_match(part, name)
         for part, name in zip(parts, names, strict=True)
     )
+
+
+@lru_cache(maxsize=64)
+def _prefix_and_parts(pattern: str) -> tuple[str, tuple[str, ...]]:
+    """What every path ``pattern`` names starts with, and the parts matched after it
+    (once per pattern: a glob checks each of its matches against them)."""
+    head, parts = glob_parts(pattern)
+    prefix = "" if head == "." else head.rstrip("/") + "/"
+    return ("/" if head == "/" else prefix), tuple(parts)
 
 
 # -- sizing ----------------------------------------------------------------

@@ -32,7 +32,20 @@ directory          attack
 ``/unlinking``     a RENAME (and posix-rename) that answers OK, removes the old name
                    and leaves the new one as it was (a file of the same size there
                    passes a look at the size alone)
+``/deep``          a chain of directories ``d/d/d/...`` without end
+``/wide``          every directory holds ``Scenario.width`` directories, without end
+``/globwide``      ``Scenario.globwide`` directories of ``Scenario.width`` fifos, each
+                   name ``Scenario.name_length`` long: a glob ``*/*`` over all of them
+``/longnames``     a READDIR that never ends, of names ``Scenario.name_length`` long
+                   shaped like sshpipe's temporary files (left out, so only remembered)
+``/realpath``      ``a`` and ``b``, links to the directory they are in (``.``), whose
+                   REALPATH answers a new path each time: a loop ``-L`` cannot see
+``/unresolved``    ``sub/up``, a real link to ``..``, and a REALPATH that resolves no
+                   link (it answers the path asked): an honest loop, hidden from it
 =================  ==================================================================
+
+Everything under the last five is made up as it is asked for: nothing of it is
+on disk, and a tree there has no end.
 
 ``Disconnecting`` is an SSH server that says goodbye with escapes at once;
 ``endless_output`` is a process factory whose exec and shell print without end
@@ -108,14 +121,22 @@ class Scenario:
         endless_kind: what ``/endless`` lists: "fifo" (skipped, so the listing
             streams at full speed) or "file".
         delay: seconds ``/slow`` waits before each answer.
+        width: entries of each directory of ``/wide``, and of ``/globwide``'s.
+        globwide: directories of ``/globwide``.
+        name_length: bytes of each name of ``/globwide``'s and ``/longnames``.
         requests: every path the client asked about, in order.
+        realpaths: REALPATHs answered under ``/realpath`` (each a new path).
     """
 
     victim: Path
     flipped: bool = False
     endless_kind: str = "fifo"
     delay: float = 30.0
+    width: int = 100_000
+    globwide: int = 1_000
+    name_length: int = 1_900
     requests: list[bytes] = field(default_factory=list)
+    realpaths: int = 0
 
     def planted(self) -> dict[bytes, dict[bytes, Fake]]:
         """Directory -> the entries planted in it (by name; a real file of that name is hidden)."""
@@ -152,9 +173,14 @@ def populate(root: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     (root / "suid" / "dir").chmod(0o755)
-    for directory in ("gcol", "endless", "latin1", "esc/loop", "huge"):  # nothing real in them
-        (root / directory).mkdir(exist_ok=True)
+    made_up = [os.fsdecode(top) for top in _MADE_UP]
+    for directory in ("gcol", "endless", "latin1", "esc/loop", "huge", *made_up):
+        (root / directory).mkdir(exist_ok=True)  # nothing real in them
     (root / "latin1" / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name\n")
+    (root / "unresolved" / "sub").mkdir(parents=True, exist_ok=True)
+    (root / "unresolved" / "sub" / "f.txt").write_bytes(b"in the loop\n")
+    if not (root / "unresolved" / "sub" / "up").is_symlink():
+        (root / "unresolved" / "sub" / "up").symlink_to("..")
 
 
 class AttackServer(asyncssh.SFTPServer):
@@ -189,6 +215,11 @@ class AttackServer(asyncssh.SFTPServer):
             async for endless in self._endless():
                 yield endless
             return
+        made_up = _made_up(where)
+        if made_up is not None:
+            async for entry in self._made_up_listing(made_up, where):
+                yield entry
+            return
         planted = self._planted.get(where, {})
         if where == b"/gcol/x/a":
             for dot in (b".", b".."):
@@ -213,15 +244,51 @@ class AttackServer(asyncssh.SFTPServer):
             name = f"{count:012d}.dat".encode()
             yield asyncssh.SFTPName(name, longname=b"p--------- 1 0 0 0 " + name, attrs=attrs)
 
+    async def _made_up_listing(
+        self, made_up: bytes, where: bytes
+    ) -> AsyncIterator[asyncssh.SFTPName]:
+        """A listing of the trees that are made up as they are asked for."""
+        for dot in (b".", b".."):
+            yield _name(dot, _DIR)
+        scenario = self.scenario
+        if made_up == b"deep":
+            yield _name(b"d", _DIR)
+        elif made_up == b"wide":
+            for index in range(scenario.width):
+                yield _name(b"w%06d" % index, _DIR)
+        elif made_up == b"globwide" and where == b"/globwide":
+            for index in range(scenario.globwide):
+                yield _name(b"g%03d" % index, _DIR)
+        elif made_up == b"globwide":  # names no other directory has: all land
+            filler = b"n" * max(1, scenario.name_length - 13)
+            which = posixpath.basename(where)
+            for index in range(scenario.width):
+                yield _name(b"%s%06d%s" % (which, index, filler), _FIFO)
+        elif made_up == b"longnames":
+            filler = b"x" * max(1, scenario.name_length - 30)
+            count = 0
+            while True:
+                count += 1
+                yield _name(b".%012d%s.sshpipe.partial" % (count, filler), _FILE)
+        elif made_up == b"realpath":
+            for name in (b"a", b"b"):
+                yield _name(name, _LINK)
+
     # -- attributes and links -------------------------------------------------------
 
     async def lstat(self, path: bytes) -> Any:
         await self._answer(path)
+        made_up = _made_up_attrs(path, follow=False)
+        if made_up is not None:
+            return made_up
         fake = self._fake(path)
         return fake.attrs() if fake is not None else super().lstat(path)
 
     async def stat(self, path: bytes) -> Any:
         await self._answer(path)
+        made_up = _made_up_attrs(path, follow=True)
+        if made_up is not None:
+            return made_up
         fake = self._fake(path)
         if fake is not None and fake.kind == "link":
             return Fake("dir", 0o755).attrs()  # "followed": the victim is a directory
@@ -229,6 +296,8 @@ class AttackServer(asyncssh.SFTPServer):
 
     async def readlink(self, path: bytes) -> bytes:
         await self._answer(path)
+        if _made_up(posixpath.normpath(b"/" + path.lstrip(b"/"))) == b"realpath":
+            return b"."
         fake = self._fake(path)
         if fake is not None and fake.kind == "link":
             return fake.target
@@ -237,8 +306,16 @@ class AttackServer(asyncssh.SFTPServer):
 
     async def realpath(self, path: bytes) -> bytes:
         await self._answer(path)
-        if posixpath.normpath(b"/" + path.lstrip(b"/")) in (b"/esc", b"/esc/loop"):
+        where = posixpath.normpath(b"/" + path.lstrip(b"/"))
+        if where in (b"/esc", b"/esc/loop"):
             return b"/" + ESCAPES.encode()  # a "loop" whose name drives the terminal
+        if _made_up(where) == b"realpath":
+            self.scenario.realpaths += 1  # never the same twice: no loop to see
+            return b"/realpath/%d" % self.scenario.realpaths
+        if where == b"/unresolved" or where.startswith(b"/unresolved/"):
+            return where  # as some servers do: normalized, no link resolved
+        if _made_up(where) is not None:
+            return where
         real: bytes = await _maybe(super().realpath(path))
         return real
 
@@ -287,6 +364,42 @@ class AttackServer(asyncssh.SFTPServer):
             await _maybe(super().remove(oldpath))
             return True
         return newpath.startswith(b"/lying")
+
+
+_MADE_UP = (b"deep", b"wide", b"globwide", b"longnames", b"realpath")
+_DIR = Fake("dir", 0o755).attrs()
+_FILE = Fake("file", data=b"").attrs()
+_FIFO = Fake("fifo").attrs()
+_LINK = Fake("link", 0o777, target=b".").attrs()
+
+
+def _made_up(where: bytes) -> bytes | None:
+    """Which made-up tree ``where`` (normalized) is in, if any."""
+    top = where.lstrip(b"/").split(b"/", 1)[0]
+    return top if top in _MADE_UP else None
+
+
+def _made_up_attrs(path: bytes, *, follow: bool) -> asyncssh.SFTPAttrs | None:
+    """Attributes in a made-up tree: every directory is one; under ``/realpath``
+    the names in it are links to it (a directory, followed)."""
+    where = posixpath.normpath(b"/" + path.lstrip(b"/"))
+    made_up = _made_up(where)
+    if made_up is None:
+        return None
+    if made_up == b"realpath" and where != b"/realpath" and not follow:
+        return _LINK
+    if made_up == b"globwide" and where.count(b"/") == 3:
+        return _FIFO
+    if made_up == b"longnames" and where != b"/longnames":
+        return _FILE
+    return _DIR
+
+
+def _name(name: bytes, attrs: asyncssh.SFTPAttrs) -> asyncssh.SFTPName:
+    """A made-up entry, with a longname of our own: asyncssh would look up the
+    uid and gid for every one (most of the time a million entries took). One
+    byte: its 128 names of 1.9 KB a READDIR fit in a reply sshpipe takes."""
+    return asyncssh.SFTPName(name, longname=b"-", attrs=attrs)
 
 
 @dataclass

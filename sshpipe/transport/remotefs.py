@@ -9,7 +9,10 @@ round trips instead of one per hundred names.
 A listing is yielded batch by batch as it arrives, and no READDIR is sent
 while the caller is busy with the last batch. A directory of a million
 entries, or a server whose READDIR never ends, is never held whole; the
-caller's ``ListingCheck`` bounds how many entries it takes.
+caller's ``ListingCheck`` bounds how many entries it takes. A glob's matches
+are handed on one by one as its listings give them (``glob_walk``), never
+collected: ``*/*`` over a thousand directories of 100,000 names each holds
+one listing per component of the pattern.
 """
 
 from __future__ import annotations
@@ -18,20 +21,28 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
 
-from .._errors import ProtocolError, RemoteNotFound, SSHPipeError, UnsafePath
+from .._errors import ProtocolError, RemoteError, RemoteNotFound, UnsafePath
 from ..core import codec
 from ..core.status import status_error
 from ..core.treeplan import glob_join, glob_match, glob_parts, glob_result_matches
-from ..core.untrusted import ListingCheck
+from ..core.untrusted import MAX_LISTING_ENTRIES, ListingCheck, NameBudget
 from .replies import quiet
 from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.tree")
 
 Listing = list[tuple[str, codec.Attrs]]  # (name, attributes as lstat gives them)
+# What a listing's caller is given, one entry at a time: (name, attributes).
+Entry = Callable[[str, codec.Attrs], Awaitable[None]]
+# Lists a directory: each entry to ``entry``; ``started`` told before each
+# attempt (a listing cut by a reconnect is read again from the start).
+Lister = Callable[[str, Entry, Callable[[], None]], Awaitable[None]]
+# A glob's match: its path, and its attributes as its listing gave them
+# (None: a path without wildcards, not looked at).
+Match = Callable[[str, codec.Attrs | None], Awaitable[None]]
 
 READDIRS_IN_FLIGHT = 4  # a 400-name head start per round trip; past EOF they cost one reply each
 
@@ -96,46 +107,95 @@ def _log_close(path: str, future: asyncio.Future[codec.Reply]) -> None:
             logger.debug("%s: directory handle not closed: %r", path, reply)
 
 
-async def glob(sftp: SFTPSession, pattern: str) -> list[str]:
-    """Remote paths matching ``pattern`` (``*``, ``?``, ``[...]`` per component), sorted.
+async def glob_walk(
+    lister: Lister,
+    pattern: str,
+    match: Match,
+    *,
+    budget: NameBudget | None = None,
+    going_down: Callable[[], contextlib.AbstractAsyncContextManager[None]] = contextlib.nullcontext,
+) -> int:
+    """``match`` each remote path that ``pattern`` names (``*``, ``?``, ``[...]`` per
+    component) as the listings give them; how many there were.
 
-    Every name a listing gives passes ``ListingCheck`` first, and every result
-    is matched again against ``pattern``: a server cannot add a path to it.
+    Depth first: a directory a component matches is listed while the listing
+    above it waits (inside ``going_down``), so what is held is one listing
+    per component, however many names match. Every name a listing gives
+    passes ``ListingCheck`` first (``budget``: what the listings open at once
+    may remember), and every result is matched again against ``pattern``: a
+    server cannot add a path to it. A directory the server will not list
+    matches nothing, as in glob(3).
 
     Raises:
-        RemoteNotFound: nothing matches.
         UnsafePath: a listing held an unsafe or repeated name (a server that
-            sends one cannot be trusted to say what matches).
+            sends one cannot be trusted to say what matches), or no end.
     """
     head, parts = glob_parts(pattern)
     if not parts:
-        return [pattern]
-    candidates = [head]
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        found: list[str] = []
-        for directory in candidates:
-            try:
-                found += await _matches(sftp, directory, part, dirs_only=not last)
-            except UnsafePath:
+        await match(pattern, None)
+        return 1
+    matched = 0
+
+    async def walk(directory: str, index: int) -> None:
+        part, last = parts[index], index == len(parts) - 1
+        check = ListingCheck(directory, budget)
+        handed_on = False  # an error after this may be the caller's own
+
+        async def entry(name: str, attrs: codec.Attrs) -> None:
+            nonlocal matched, handed_on
+            if not check.accept(name) or not glob_match(part, name):
+                return
+            path = glob_join(directory, name)
+            if not last:
+                if attrs.kind in ("dir", "symlink"):
+                    handed_on = True
+                    async with going_down():
+                        await walk(path, index + 1)
+            elif glob_result_matches(pattern, path):
+                matched += 1
+                handed_on = True
+                await match(path, attrs)
+
+        try:
+            await lister(directory, entry, check.again)
+        except RemoteError:
+            if handed_on:
                 raise
-            except SSHPipeError:
-                continue  # not a directory, or unreadable: matches nothing (as glob(3))
-        candidates = found
-    candidates = [path for path in candidates if glob_result_matches(pattern, path)]
-    if not candidates:
-        raise RemoteNotFound(pattern, "no match")
-    return sorted(candidates)
+            # Not a directory, or unreadable: it matches nothing (as in glob(3)).
+        finally:
+            check.close()
+
+    await walk(head, 0)
+    return matched
 
 
-async def _matches(sftp: SFTPSession, directory: str, part: str, *, dirs_only: bool) -> list[str]:
-    check = ListingCheck(directory)
+async def glob(sftp: SFTPSession, pattern: str) -> list[str]:
+    """Remote paths matching ``pattern`` (``*``, ``?``, ``[...]`` per component), sorted.
+
+    As ``glob_walk``, on one channel, its matches collected.
+
+    Raises:
+        RemoteNotFound: nothing matches.
+        UnsafePath: a listing held an unsafe or repeated name, or more than
+            MAX_LISTING_ENTRIES paths match.
+    """
     found: list[str] = []
-    async with contextlib.aclosing(read_dir(sftp, directory)) as batches:
+
+    async def collect(path: str, attrs: codec.Attrs | None) -> None:
+        if len(found) >= MAX_LISTING_ENTRIES:
+            raise UnsafePath(pattern, "", listing_refused=f"more than {len(found)} matches")
+        found.append(path)
+
+    await glob_walk(partial(list_dir, sftp), pattern, collect)
+    if not found:
+        raise RemoteNotFound(pattern, "no match")
+    return sorted(found)
+
+
+async def list_dir(sftp: SFTPSession, path: str, entry: Entry, started: Callable[[], None]) -> None:
+    """Each entry of the remote directory ``path`` to ``entry``, as it arrives (a ``Lister``)."""
+    started()
+    async with contextlib.aclosing(read_dir(sftp, path)) as batches:
         async for batch in batches:
             for name, attrs in batch:
-                if not check.accept(name):
-                    continue
-                if glob_match(part, name) and (not dirs_only or attrs.kind in ("dir", "symlink")):
-                    found.append(glob_join(directory, name))
-    return found
+                await entry(name, attrs)

@@ -2,7 +2,10 @@
 
 ``Credits`` grants requests and bytes first come first served; ``TreeChannels``
 sends each file or directory to the least loaded channel, and keeps the
-handles open on each under half the server's limit.
+handles open on each under half the server's limit. A listing that waits for
+something else (room in a queue, a directory listed further down) steps aside
+(``stepping_aside``): its handle then counts for no one, so the steps it waits
+for can always have one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -172,6 +176,7 @@ class TreeChannels:
         refusals = 0
         while True:
             slot = await self.take()
+            held = _held.set((self, slot))
             try:
                 return await operation(slot.sftp)
             except RemoteOpenFailed:
@@ -180,6 +185,7 @@ class TreeChannels:
                     raise
                 self.refused(slot)
             finally:
+                _held.reset(held)
                 self.give(slot)
 
     def refused(self, slot: TreeChannel) -> None:
@@ -204,6 +210,38 @@ class TreeChannels:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+
+# The slot the running task's step holds, inside ``TreeChannels.run``.
+_held: ContextVar[tuple[TreeChannels, TreeChannel] | None] = ContextVar(
+    "sshpipe_tree_slot", default=None
+)
+
+
+@contextlib.asynccontextmanager
+async def stepping_aside() -> AsyncIterator[None]:
+    """The current step's handle counts for no one while the task waits inside this.
+
+    A listing holds a directory handle while its entries are queued. When a
+    queue is full it waits for the workers, and the workers wait for a
+    handle: with every handle held by a waiting listing (a server that allows
+    few, a tree that goes down many levels at once) nothing would move. The
+    server still holds the handle, so its table may see a few more than our
+    cap (one per listing waiting); the cap is half of what it allows.
+    Outside a step, nothing to do.
+    """
+    held = _held.get()
+    if held is None:
+        yield
+        return
+    channels, slot = held
+    channels.give(slot)
+    token = _held.set(None)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+        slot.handles += 1  # the step's again, without a wait: it holds the handle all along
 
 
 def _handle_cap(sftp: SFTPSession) -> int:

@@ -1,8 +1,8 @@
 """Downloading trees: what a download does where the bytes land, on the local side.
 
 The scanner (``scan``) lists the remote directories; here each directory is
-made, each small file written whole, each symlink made, and the directories'
-modes, times and syncs are set at the end. A small file costs two round trips
+made, each small file written whole, each symlink made, and each directory's
+mode, times and sync are set once all in it is done. A small file costs two round trips
 (``smallread.fetch_small``). Every listed name has passed the scanner's name
 gate before it names anything local, and everything local is reached through
 directory descriptors (``local.dirfd``): no symlink under the destination is
@@ -20,10 +20,10 @@ from functools import partial
 from typing import Any
 
 from .._config import TransferConfig
-from .._errors import LocalError, RemoteIsADirectory
+from .._errors import LocalError, RemoteIsADirectory, SSHPipeError
 from .._stats import TransferStats
 from ..core.checkfile import VerifyPlan
-from ..core.untrusted import check_link_target, safe_mode
+from ..core.untrusted import check_link_target, others_may_write, safe_mode
 from ..durability import ledger
 from ..local.dirfd import (
     DirRoot,
@@ -46,7 +46,7 @@ from ..transfer.verify import Digests
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .groupcommit import GroupCommit
-from .item import Item
+from .item import Folder, Item
 from .run import TreeRun
 from .scan import RemoteSide
 from .smallread import fetch_small, read_back_small
@@ -66,6 +66,8 @@ class TreeGet(TreeRun):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.committer = GroupCommit()  # with fsync: small files made durable by the batch
+        # -p: a server's write bit for others only where the user's umask keeps one.
+        self.others_write = others_may_write(current_umask())
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         return [*super().services(), self.committer.running()]
@@ -102,13 +104,13 @@ class TreeGet(TreeRun):
     def place_root(self, dest: str, dest_is_dir: bool) -> LocalFile | None:
         # The user's own path: a symlink to a directory is followed there, and
         # nowhere below it.
-        parent, name = os.path.split(self.dest.rstrip(os.sep) or os.sep)
         if self.root is None:
+            parent = os.path.dirname(self.dest.rstrip(os.sep) or os.sep)
             self.root = DirRoot(
                 self.dest if dest_is_dir else parent or os.curdir, temps=ledger.local_temps()
             )
         if not dest_is_dir:
-            return self.root.top.file(name)
+            return self.root.top.file(os.path.basename(self.dest.rstrip(os.sep) or os.sep))
         if dest == self.dest:
             return None  # "host:." or "/": the contents go into dest itself
         return self.root.top.file(os.path.basename(dest))
@@ -239,49 +241,59 @@ class TreeGet(TreeRun):
         await self.local(make_link, item.local, target)
         self.account.symlinks += 1
 
-    async def finish(self) -> None:
-        """Directory modes and times, deepest first: after everything inside them.
+    def needs_finishing(self, folder: Folder) -> bool:
+        return self.options.preserve or not folder.existed or self.config.fsync
+
+    async def finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
+        """Directory modes and times, after everything inside them.
 
         With fsync, each directory is synced once here: the renames of every
         file in it become durable together (one fsync per directory, not per
-        file). In a worker thread: a thousand fsyncs would stall the loop.
+        file). In a worker thread, for the directories done meanwhile: a
+        thousand fsyncs would stall the loop.
         """
-        for item, error in await run_blocking(self._finish_dirs):
-            self.failed(item, error)
+        return await run_blocking(self._finish_dirs, folders)
 
-    def _finish_dirs(self) -> list[tuple[Item, LocalError]]:
-        assert self.root is not None
+    def _finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
         umask = current_umask()
-        failures: list[tuple[Item, LocalError]] = []
-        if self.config.fsync:  # where the top-level files and directories were renamed or made
-            with contextlib.suppress(OSError):
-                sync_dir(self.root.top)
-        for item, existed in reversed(self.made_dirs):
+        errors: list[SSHPipeError | None] = []
+        for folder in folders:
+            item = folder.item
             directory = self.directory(item)
             mode = self.mode_of(item)
             try:
                 if self.options.preserve:
                     set_dir_attrs(directory, mode, item.times)
-                elif not existed:
+                elif not folder.existed:
                     set_dir_attrs(directory, mode & ~umask, None)
                 if self.config.fsync:
                     sync_dir(directory)
+                errors.append(None)
             except LocalError as exc:
-                failures.append((item, exc))
+                errors.append(exc)
             except OSError as exc:
-                failures.append((item, local_error(item.dest, exc)))
-        return failures
+                errors.append(local_error(item.dest, exc))
+        return errors
+
+    async def finish(self) -> None:
+        """With fsync, the destination itself: where the sources were renamed or made."""
+        if self.config.fsync and self.root is not None:
+            with contextlib.suppress(OSError):
+                await run_blocking(sync_dir, self.root.top)
 
 
 async def download_preserving(
     lease: Lease, remote: str, local: str, config: TransferConfig, tally: Tally | None = None
 ) -> TransferStats:
     """One file with ``-p``: the single-file engine, the remote mode and times set before
-    the rename (no setuid or setgid bit: ``safe_mode``)."""
+    the rename (no setuid or setgid bit, no write for others unless the umask keeps
+    one: ``safe_mode``)."""
     attrs = await lease.channels[0].stat(remote)
     if attrs.is_dir():
         raise RemoteIsADirectory(remote, "is a directory (use -r)")
-    mode = safe_mode(attrs.permissions if attrs.permissions is not None else 0o644, directory=False)
+    permissions = attrs.permissions if attrs.permissions is not None else 0o644
+    others_write = others_may_write(current_umask())
+    mode = safe_mode(permissions, directory=False, others_write=others_write)
     times = Item(remote, local, attrs, "file").times
     return await download(
         lease, remote, local, config, known=attrs, attrs=(mode, times), tally=tally

@@ -2,7 +2,7 @@
 
 The scanner (``scan``) walks the local directories; here each remote
 directory is made, each small file written and renamed, each symlink made,
-and the directories' modes and times are set at the end. A small file costs
+and each directory's mode and times are set once all in it is done. A small file costs
 three round trips: OPEN of a temporary name; every WRITE, the FSETSTAT of
 ``-p`` and the CLOSE together (filexfer-02 §6.1: in order on one handle);
 then the rename into place, so no file is ever seen half-written under its
@@ -53,7 +53,7 @@ from ..transport.remoteplace import (
 )
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
-from .item import Item
+from .item import Folder, Item
 from .remotesync import RemoteSync
 from .run import TreeRun
 from .scan import LocalSide
@@ -283,17 +283,17 @@ class TreePut(TreeRun):
             mtime=times[1] if times else None,
         )
 
+    def needs_finishing(self, folder: Folder) -> bool:
+        mode = self.mode_of(folder.item)
+        return self.options.preserve or (not folder.existed and mode | 0o700 != mode)
+
+    async def finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
+        """Directory modes and times after their contents, for those done meanwhile."""
+        todo = [(folder.item, self.final_attrs(folder.item)) for folder in folders]
+        return await self.on_channel(partial(_set_dir_attrs, todo))
+
     async def finish(self) -> None:
-        """Directory modes and times, deepest first; temp files lost to a dropped connection go."""
-        todo = [
-            (item, self.final_attrs(item))
-            for item, existed in reversed(self.made_dirs)
-            if self.options.preserve
-            or (not existed and self.mode_of(item) | 0o700 != self.mode_of(item))
-        ]
-        if todo:
-            for item, error in await self.on_channel(partial(_set_dir_attrs, todo)):
-                self.failed(item, error)
+        """Temp files lost to a dropped connection go; with fsync, the renames are synced."""
         stale, self.stale_temps = self.stale_temps, []
         for temp in stale:  # what a drop left of them (if anything was made) goes now
             await self.on_channel(partial(_discard, temp))
@@ -303,8 +303,8 @@ class TreePut(TreeRun):
 
 async def _set_dir_attrs(
     todo: list[tuple[Item, codec.Attrs]], sftp: SFTPSession
-) -> list[tuple[Item, SSHPipeError]]:
-    """SETSTAT each directory, pipelined on one channel (served in order); the failures."""
+) -> list[SSHPipeError | None]:
+    """SETSTAT each directory, pipelined on one channel (served in order); an error or None each."""
     pending = [
         (
             item,
@@ -319,17 +319,18 @@ async def _set_dir_attrs(
         )
         for item, attrs in todo
     ]
-    failures = []
+    errors: list[SSHPipeError | None] = []
     for item, future in pending:
         try:
             sftp.check_status(await future, item.dest)
+            errors.append(None)
         except ConnectionBroken:
             for _, rest in pending:
                 rest.add_done_callback(quiet)
             raise
         except SSHPipeError as exc:
-            failures.append((item, exc))
-    return failures
+            errors.append(exc)
+    return errors
 
 
 async def _discard(temp: str, sftp: SFTPSession) -> None:

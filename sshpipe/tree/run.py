@@ -16,6 +16,15 @@ among many small ones still gets its share, and memory stays bounded. Open
 handles stay under the server's ``max_open_handles`` on every channel
 (``channels``). ``TreeRun`` holds the workers, the accounting of what was
 done, failed or skipped, and the progress callbacks.
+
+What a tree holds is bounded whatever a server lists. Every queue has a size,
+in entries and in their paths' characters. The directories found wait on a
+stack: the tree is walked depth first, so a wide level waits as a few entries
+per level, not whole; when the stack is full the scanner lists the directory
+itself, further down (one scanner at a time: ``queue_dir``). A tree deeper
+than ``max_depth`` stops. A directory is done (its mode and times set) once
+everything in it is (``entry_done``), so only those in progress are kept. The
+names listings remember share a budget (``core.untrusted.NameBudget``).
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from ..core.compresspolicy import route_by_name
 from ..core.flight import SharedBytes
 from ..core.text import clip, printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
-from ..core.untrusted import MAX_LISTED_FAILURES, safe_mode
+from ..core.untrusted import MAX_LISTED_FAILURES, NameBudget, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
@@ -54,8 +63,9 @@ from ..transport.commands import RemoteCommands
 from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease, Pool
 from ..transport.sftp import SFTPSession
-from .channels import Credits, TreeChannels
-from .item import Item, TreeOptions, aborts_tree
+from .batch import Batcher
+from .channels import Credits, TreeChannels, stepping_aside
+from .item import Folder, Item, TreeOptions, aborts_tree
 from .progress import tracking
 from .recovery import Recovery
 from .scan import Scanner, Side
@@ -79,6 +89,14 @@ BIG_ACTIVE = 2
 # the next one opens and ramps up while the last round trip and CLOSE go by.
 BIG_WORKERS = 2 * BIG_ACTIVE
 DIRS_IN_FLIGHT = 16  # directories listed at once (each holds a handle while listed)
+# Characters of paths one queue may hold, besides its number of entries: a
+# server's tree 64 levels deep in 255-byte names makes each entry's source and
+# destination 16 KB apiece, and 5,120 of them would be 160 MiB.
+QUEUED_PATH_CHARS = 8 << 20
+# Directories found and not yet listed. A stack: the newest is listed first, so
+# the tree goes down before it goes wide and the stack seldom fills; when it is
+# full, a scanner lists the directory itself (``queue_dir``).
+DIRS_QUEUED = 4096
 
 
 class TreeRun(abc.ABC):
@@ -100,8 +118,6 @@ class TreeRun(abc.ABC):
     ) -> None:
         self.sources = sources
         self.dest = dest
-        self.made_dirs: list[tuple[Item, bool]] = []  # (directory, existed before)
-        self.dirs_made: set[str] = set()  # their sources: a failure of one is counted already
         self.lease = lease
         channels = list(lease.channels)
         self.channels = TreeChannels(channels)
@@ -135,10 +151,17 @@ class TreeRun(abc.ABC):
         self.handles = asyncio.Semaphore(self.files_in_flight)
         self.workers = 2 * self.files_in_flight
         # Bounded: a scan far ahead of the copies holds memory and learns nothing.
-        self.small: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
-        self.big: asyncio.Queue[Item | None] = asyncio.Queue(maxsize=10 * FILES_IN_FLIGHT)
-        self.dirs: asyncio.Queue[Item | None] = asyncio.Queue()
+        self.small: asyncio.Queue[Item | None] = EntryQueue(10 * FILES_IN_FLIGHT)
+        self.big: asyncio.Queue[Item | None] = EntryQueue(10 * FILES_IN_FLIGHT)
+        # Room for the scanners' stop signs too (``_dir_done``), the stack being empty then.
+        self.dirs: asyncio.Queue[Item | None] = EntryStack(max(DIRS_QUEUED, DIRS_IN_FLIGHT))
         self._dirs_pending = 0
+        # The scanner listing directories itself, the stack being full (``queue_dir``).
+        self._descender: asyncio.Task[Any] | None = None
+        # What the listings open at once may remember, together.
+        self.names = NameBudget()
+        # Directories whose entries are all done, their modes and times set together.
+        self.finished_dirs: Batcher[Folder, SSHPipeError | None] = Batcher(self.finish_dirs)
         # The server's shell, for what a command does better than SFTP (sync, sha256sum).
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         verifying = config.verify != "none"
@@ -209,8 +232,16 @@ class TreeRun(abc.ABC):
         """After a big file is copied and checked (put sets its -p attributes here)."""
 
     @abc.abstractmethod
+    def needs_finishing(self, folder: Folder) -> bool:
+        """Whether ``folder``, its entries all done, has anything set (``finish_dirs``)."""
+
+    @abc.abstractmethod
+    async def finish_dirs(self, folders: list[Folder]) -> list[SSHPipeError | None]:
+        """Modes and times of directories whose entries are all done; an error or None each."""
+
+    @abc.abstractmethod
     async def finish(self) -> None:
-        """Directory modes and times, after their contents; whatever else is left."""
+        """Whatever is left once everything is copied."""
 
     @abc.abstractmethod
     async def dest_size(self, item: Item) -> int | None:
@@ -218,7 +249,8 @@ class TreeRun(abc.ABC):
 
     def services(self) -> list[contextlib.AbstractAsyncContextManager[None]]:
         """What runs tasks of its own while the tree runs (the batches of checks, syncs)."""
-        return [self.verifier.running()] if self.verifier is not None else []
+        verifying = [self.verifier.running()] if self.verifier is not None else []
+        return [self.finished_dirs.running(), *verifying]
 
     async def close(self) -> None:
         """Let go of what the run holds; called last, also after a failure or cancel."""
@@ -311,16 +343,28 @@ class TreeRun(abc.ABC):
         journal.record(item.dest, item.size, item.attrs.mtime)
 
     async def queue_file(self, item: Item) -> None:
-        """Queue a file for the pipeline or a big-file worker, by its size."""
-        self.account.found_file(item.size)
-        # A small file's READs or WRITEs all go at once: no more than the pipeline may have.
-        blocks = -(-item.size // self.block)
-        small = is_small(item.size, self.credits.max_bytes) and blocks <= self.credits.max_requests
-        if self.lease.pacer is not None:
-            # Under a rate limit a file larger than the bucket goes through a pump,
-            # paced block by block, not all at once (what it would lend ahead).
-            small = small and item.size <= self.lease.pacer.bucket.burst
-        await (self.small if small else self.big).put(item)
+        """Queue a file for the pipeline or a big-file worker, by its size; a link for
+        the pipeline."""
+        small = True
+        if item.kind == "file":
+            self.account.found_file(item.size)
+            # A small file's READs or WRITEs all go at once: no more than the pipeline may have.
+            blocks = -(-item.size // self.block)
+            small = (
+                is_small(item.size, self.credits.max_bytes) and blocks <= self.credits.max_requests
+            )
+            if self.lease.pacer is not None:
+                # Under a rate limit a file larger than the bucket goes through a pump,
+                # paced block by block, not all at once (what it would lend ahead).
+                small = small and item.size <= self.lease.pacer.bucket.burst
+        queue = self.small if small else self.big
+        if item.parent is not None:
+            item.parent.pending += 1
+        if queue.full():
+            async with stepping_aside():  # the workers it waits for may need its handle
+                await queue.put(item)
+        else:
+            queue.put_nowait(item)
 
     async def on_channel(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> _T:
         """Run one remote step on a pipeline channel (``TreeChannels.run``); if the
@@ -343,9 +387,32 @@ class TreeRun(abc.ABC):
             self.credits.max_requests = min(self.credits.max_requests, learned)
         await self._grow()  # one channel is enough to go on
 
-    def queue_dir(self, item: Item) -> None:
+    async def queue_dir(self, item: Item) -> None:
+        """A directory to list: on the stack, or, the stack full, listed here and now.
+
+        One scanner at a time goes down (``_descender``): it never waits for
+        the stack, so the stack always moves, and it takes the tree to its
+        depth limit at once when every directory holds more than the stack
+        (a server's made-up tree 100,000 wide at every level). What it holds
+        meanwhile is one listing per level. The others wait for room.
+        """
+        if item.parent is not None:
+            item.parent.pending += 1
+        this = asyncio.current_task()
+        if self.dirs.full() and self._descender in (None, this):
+            outer, self._descender = self._descender, this
+            try:
+                async with stepping_aside():  # the listings below need handles
+                    await self._scan_one(item)
+            finally:
+                self._descender = outer
+            return
         self._dirs_pending += 1
-        self.dirs.put_nowait(item)
+        if self.dirs.full():
+            async with stepping_aside():
+                await self.dirs.put(item)
+        else:
+            self.dirs.put_nowait(item)
 
     async def copy_big(self, item: Item) -> None:
         """A big file, striped on channels of its own, in its turn at the link."""
@@ -435,8 +502,32 @@ class TreeRun(abc.ABC):
         await self._dir_done()
 
     async def _scan_one(self, item: Item) -> None:
-        await self.guarded(self.scanner.directory(item), item)
-        await self._dir_done()
+        """List one directory; once it and all it holds are done, so is it in its parent."""
+        folder: Folder | None = None
+
+        async def listing() -> None:
+            nonlocal folder
+            folder = await self.scanner.directory(item)
+
+        await self.guarded(listing(), item)
+        await self.entry_done(folder if folder is not None else item.parent)
+
+    async def entry_done(self, folder: Folder | None) -> None:
+        """An entry of ``folder`` is done (or its own listing is).
+
+        The last one done finishes the folder (its mode and times, set after
+        its contents: ``finish_dirs``), which is then an entry done in its own
+        parent, and so on up.
+        """
+        while folder is not None:
+            folder.pending -= 1
+            if folder.pending:
+                return
+            if self.needs_finishing(folder):
+                error = await self.finished_dirs.submit(folder)
+                if error is not None:
+                    self.failed(folder.item, error, counted=True)
+            folder = folder.parent
 
     async def _dir_done(self) -> None:
         """One directory listed; after the last, every worker is told to stop when idle.
@@ -458,12 +549,14 @@ class TreeRun(abc.ABC):
     async def _scanner(self) -> None:
         while (item := await self.dirs.get()) is not None:
             await self._scan_one(item)
+            await self._dir_done()
 
     async def _worker(
         self, queue: asyncio.Queue[Item | None], job: Callable[[Item], Coroutine[Any, Any, None]]
     ) -> None:
         while (item := await queue.get()) is not None:
             await self.guarded(job(item), item)
+            await self.entry_done(item.parent)
 
     async def guarded(self, work: Coroutine[Any, Any, None], item: Item) -> None:
         """Run one item's work; its failure is recorded, not raised (unless it must be)."""
@@ -475,16 +568,27 @@ class TreeRun(abc.ABC):
             logger.debug("%s failed: %s", printable(item.source), exc)
             self.failed(item, exc)
 
-    def failed(self, item: Item, exc: SSHPipeError) -> None:
-        # A file counts when found, a directory once made, a link once made.
-        made = item.kind == "dir" and item.source in self.dirs_made
-        self.account.failed(item.source, exc, is_file=item.kind == "file", counted=made)
+    def listing_failed(self, folder: Folder, exc: SSHPipeError) -> None:
+        """A directory made could not be listed (whole): recorded, or raised as ``guarded``."""
+        if self.options.fail_fast or aborts_tree(exc):
+            raise exc
+        logger.debug("%s failed: %s", printable(folder.item.source), exc)
+        self.failed(folder.item, exc, counted=True)
+
+    def failed(self, item: Item, exc: SSHPipeError, *, counted: bool = False) -> None:
+        """``item`` failed; ``counted``: a directory that was made (a file counts when
+        found, a link once made)."""
+        self.account.failed(item.source, exc, is_file=item.kind == "file", counted=counted)
+
+    # A copy may take the source's write bit for others (put: the user's own files).
+    others_write = True
 
     def mode_of(self, item: Item) -> int:
-        """The permissions ``item`` gets: with -p all but setuid/setgid, else the rwx ones."""
+        """The permissions ``item`` gets: with -p all but setuid/setgid (``safe_mode``),
+        else the rwx ones."""
         mode = item.attrs.permissions if item.attrs.permissions is not None else 0o644
         if self.options.preserve:
-            return safe_mode(mode, directory=item.kind == "dir")
+            return safe_mode(mode, directory=item.kind == "dir", others_write=self.others_write)
         return mode & 0o777
 
     async def local(
@@ -516,3 +620,33 @@ class TreeRun(abc.ABC):
         if len(self.account.skipped_paths) < MAX_LISTED_FAILURES:
             logger.warning("skipping %s: %s", printable(path), printable(clip(why)))
         self.account.skipped(path)
+
+
+class PathBound(asyncio.Queue[Item | None]):
+    """A queue of entries full at its number of them, or at QUEUED_PATH_CHARS of their paths."""
+
+    _chars = 0
+
+    def full(self) -> bool:
+        return super().full() or self._chars >= QUEUED_PATH_CHARS
+
+    def _put(self, item: Item | None) -> None:
+        super()._put(item)
+        self._chars += _chars_of(item)
+
+    def _get(self) -> Item | None:
+        item: Item | None = super()._get()
+        self._chars -= _chars_of(item)
+        return item
+
+
+def _chars_of(item: Item | None) -> int:
+    return 0 if item is None else len(item.source) + len(item.dest)
+
+
+class EntryQueue(PathBound, asyncio.Queue[Item | None]):
+    """First in, first out."""
+
+
+class EntryStack(PathBound, asyncio.LifoQueue[Item | None]):
+    """Last in, first out: the tree is walked depth first."""

@@ -8,17 +8,20 @@ from hypothesis import strategies as st
 
 import sshpipe
 from sshpipe._errors import UnsafePath, UsageError
-from sshpipe.core import untrusted
+from sshpipe.core import treeplan, untrusted
 from sshpipe.core.codec import Attrs
 from sshpipe.core.text import MESSAGE_SHOWN, SHOWN, clip, printable
-from sshpipe.core.treeplan import TreeAccount, glob_result_matches, landings
+from sshpipe.core.treeplan import Landings, TreeAccount, elided, glob_result_matches, landings
 from sshpipe.core.untrusted import (
     ListingCheck,
+    NameBudget,
+    NameSet,
     check_link_target,
     check_name,
     command_output_cap,
     command_timeout,
     is_temporary_name,
+    others_may_write,
     safe_mode,
 )
 
@@ -84,6 +87,87 @@ def test_an_endless_listing_is_refused_past_its_bound(monkeypatch: pytest.Monkey
     assert str(caught.value) == "remote: /d: listing refused: more than 5 entries"
 
 
+def test_a_listing_of_long_names_is_refused_past_its_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted in characters, not entries: 1.9 KB names reach it long before a million."""
+    monkeypatch.setattr(untrusted, "MAX_LISTING_NAME_CHARS", 3 << 20)
+    check = ListingCheck("/d")
+    name = "x" * 1900
+    accepted = 0
+    with pytest.raises(UnsafePath) as caught:
+        while True:
+            check.accept(f"{accepted:08d}{name}")
+            accepted += 1
+    assert accepted == (3 << 20) // 1908
+    assert caught.value.listing_refused == "more than 3 MiB of names"
+
+
+def test_the_listings_open_at_once_share_one_budget_of_names() -> None:
+    """Charged by the bytes their tables take: 512 for the first 32 names, 1,024 to 64."""
+    budget = NameBudget(2048)
+    first, second = ListingCheck("/a", budget), ListingCheck("/b", budget)
+    assert budget.held == 1024
+    assert all(first.accept(f"f{i}") for i in range(33))  # grew: 1,024 bytes
+    assert all(second.accept(f"f{i}") for i in range(33))  # another directory's names
+    assert budget.held == 2048
+    assert all(first.accept(f"g{i}") for i in range(31))  # 64 names: still 1,024
+    with pytest.raises(UnsafePath) as caught:
+        first.accept("g31")  # the 65th would take 2,048
+    assert caught.value.listing_refused == "the listings open at once hold 0 MiB of names"
+    second.close()  # its listing ended: its names no longer count
+    assert budget.held == 1024
+    third = ListingCheck("/c", budget)
+    assert all(third.accept(f"h{i}") for i in range(64))
+    first.close()
+    third.close()
+    assert budget.held == 0
+
+
+def test_a_listing_read_again_after_a_reconnect_is_charged_for_both_tables() -> None:
+    budget = NameBudget(4096)
+    check = ListingCheck("/d", budget)
+    assert [check.accept(n) for n in ("a", "b", "c")] == [True] * 3
+    check.again()  # what the first attempt gave is kept apart: a table of its own
+    assert budget.held == 1024
+    assert [check.accept(n) for n in ("a", "b", "c", "d")] == [False, False, False, True]
+    check.close()
+    assert budget.held == 0
+
+
+@given(st.lists(st.text(max_size=20), max_size=300))
+def test_a_name_set_remembers_as_a_set_does(names: list[str]) -> None:
+    remembered = NameSet()
+    seen: set[str] = set()
+    for name in names:
+        assert remembered.add(name) is (name not in seen)
+        seen.add(name)
+        assert name in remembered
+    assert len(remembered) == len(seen)
+
+
+def test_a_name_set_costs_the_same_few_bytes_a_name_whatever_its_length() -> None:
+    short, long = NameSet(), NameSet()
+    for index in range(100_000):
+        short.add(str(index))
+        long.add(f"{index}" + "x" * 2000)
+    assert short.nbytes() == long.nbytes() <= 24 * 100_000
+
+
+def test_where_the_hash_is_narrow_two_of_them_stand_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(untrusted, "_NARROW_HASH", True)
+    remembered = NameSet()
+    assert [remembered.add(n) for n in ("a", "b", "a", LATIN1, LATIN1)] == [
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
+
+
 def test_a_listing_of_only_unsafe_names_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(untrusted, "MAX_REFUSED_PER_LISTING", 3)
     check = ListingCheck("/d")
@@ -141,6 +225,30 @@ def test_link_text_no_symlink_can_hold_is_refused(target: str) -> None:
 )
 def test_safe_mode_drops_setuid_and_setgid(mode: int, directory: bool, expected: int) -> None:
     assert safe_mode(mode, directory=directory) == expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "directory", "expected"),
+    [
+        (0o777, False, 0o775),
+        (0o666, False, 0o664),
+        (0o1777, True, 0o1775),  # sticky kept: it only ever protects
+        (0o7777, True, 0o1775),
+        (0o775, True, 0o775),  # the group's write is the user's own group's
+        (0o644, False, 0o644),
+    ],
+)
+def test_a_servers_write_bit_for_others_is_dropped_unless_kept(
+    mode: int, directory: bool, expected: int
+) -> None:
+    assert safe_mode(mode, directory=directory, others_write=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("umask", "kept"), [(0o022, False), (0o002, False), (0o077, False), (0o020, True), (0, True)]
+)
+def test_the_write_bit_for_others_is_kept_where_the_umask_keeps_it(umask: int, kept: bool) -> None:
+    assert others_may_write(umask) is kept
 
 
 @pytest.mark.parametrize(
@@ -256,6 +364,52 @@ def test_two_sources_never_land_in_one_place() -> None:
     with pytest.raises(UsageError) as caught:
         landings(["a/x", "b/x"], "out", dest_is_dir=True)
     assert str(caught.value) == "a/x and b/x would both be copied to out/x"
+
+
+def test_sources_that_come_one_by_one_never_land_in_one_place() -> None:
+    """A glob's matches, as its listings give them: remembered as a listing's names."""
+    placed = Landings("out", dest_is_dir=True)
+    assert placed.place("a/x") == "out/x"
+    assert placed.place("b/y") == "out/y"
+    assert placed.place("a/x") is None  # named twice (two patterns): copied once
+    with pytest.raises(UsageError) as caught:
+        placed.place("c/x")
+    assert str(caught.value) == "c/x would be copied to out/x, where another source goes"
+    assert Landings("out", dest_is_dir=False).place("a/x") == "out"
+
+
+def test_a_glob_matching_without_end_is_refused_past_a_listings_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(treeplan, "MAX_LISTING_ENTRIES", 3)
+    placed = Landings("out", dest_is_dir=True)
+    for index in range(3):
+        placed.place(f"d/{index}", pattern="d/*")
+    with pytest.raises(UnsafePath) as caught:
+        placed.place("d/3", pattern="d/*")
+    assert str(caught.value) == "remote: d/*: listing refused: more than 3 matches"
+    monkeypatch.setattr(treeplan, "MAX_LISTING_NAME_CHARS", 2 << 20)
+    placed = Landings("out", dest_is_dir=True)
+    placed.place("x" * (1 << 20))
+    placed.place("y" * (1 << 20))
+    with pytest.raises(UnsafePath, match="more than 2 MiB of names matched"):
+        placed.place("z")
+
+
+@pytest.mark.parametrize(
+    ("path", "top", "shown"),
+    [
+        ("/a/b/c", "/a", "/a/b/c"),
+        ("/a/b/c/d/e", "/a", "/a/b/c/d/e"),
+        ("/deep/" + "d/" * 62 + "d", "/deep", "/deep/d/.../d/d"),
+        ("/srv/x/deep/" + "d/" * 62 + "d", "/srv/x/deep/", "/srv/x/deep/d/.../d/d"),
+        ("rel/a/b/c/d/e/f", "rel", "rel/a/.../e/f"),
+        ("/a/b/c/d/e/f", "", "/a/.../e/f"),
+        ("/a/b/c/d/e/f", "/elsewhere", "/a/.../e/f"),
+    ],
+)
+def test_a_deep_path_is_shown_cut_short_below_its_source(path: str, top: str, shown: str) -> None:
+    assert elided(path, top) == shown
 
 
 def test_a_tree_lists_its_first_failures_and_counts_the_rest(

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,9 @@ async def test_a_glob_cannot_plant_a_link_and_write_through_it(attack: Attack) -
     assert run.returncode == 8, run.stderr
     assert "unsafe name 'x/a'" in run.stderr
     assert_terminal_safe(run)
-    assert os.listdir(out) == []  # a glob that cannot be trusted copies nothing
+    # A glob's first match waits for a second (one or several sources?): the
+    # unsafe name stops the glob before ``a`` is copied.
+    assert os.listdir(out) == []
     attack.assert_victim_untouched()
     attack.assert_no_marker_anywhere()
 
@@ -258,7 +260,9 @@ async def test_a_glob_takes_no_name_with_a_slash(attack: Attack, args: tuple[str
     assert run.returncode == 8, run.stderr
     assert "unsafe name" in run.stderr
     assert_terminal_safe(run)
-    assert os.listdir(out) == []
+    # The glob stops at the unsafe name; the real matches listed before it may
+    # have been copied already (its matches stream: they are never collected).
+    assert set(os.listdir(out)) <= {"a.txt", "b.txt"}
     attack.assert_no_marker_anywhere()
     attack.assert_victim_untouched()
 
@@ -266,16 +270,32 @@ async def test_a_glob_takes_no_name_with_a_slash(attack: Attack, args: tuple[str
 # -- 5: privileges -----------------------------------------------------------------------
 
 
-async def test_p_keeps_permissions_but_never_setuid_or_setgid(attack: Attack) -> None:
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    """The umask the commands started meanwhile inherit."""
+    before = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+@pytest.mark.parametrize(("umask", "others"), [(0o022, 0), (0o002, 0), (0, 0o002)])
+async def test_p_keeps_permissions_but_never_setuid_setgid_or_a_servers_write_for_others(
+    attack: Attack, umask: int, others: int
+) -> None:
+    """A server's 7777 is 0775 here (1775 for a directory: sticky only ever protects),
+    unless the user's own umask lets their files be written by others."""
     out = attack.workdir / "out"
-    run = await attack.run("get", "-r", "-p", attack.spec("/suid"), str(out))
+    with _umask(umask):
+        run = await attack.run("get", "-r", "-p", attack.spec("/suid"), str(out))
+        single = await attack.run("get", "-p", "-q", attack.spec("/suid/tool"), str(out / "one"))
     assert run.returncode == 0, run.stderr
-    assert stat.S_IMODE(os.lstat(out / "tool").st_mode) == 0o777
-    assert stat.S_IMODE(os.lstat(out / "dir").st_mode) == 0o1777  # sticky: a directory may
+    assert stat.S_IMODE(os.lstat(out / "tool").st_mode) == 0o775 | others
+    assert stat.S_IMODE(os.lstat(out / "dir").st_mode) == 0o1775 | others
     assert stat.S_IMODE(os.lstat(out / "dir" / "inner").st_mode) == 0o755
-    single = await attack.run("get", "-p", "-q", attack.spec("/suid/tool"), str(out / "one"))
     assert single.returncode == 0, single.stderr
-    assert stat.S_IMODE(os.lstat(out / "one").st_mode) == 0o777
+    assert stat.S_IMODE(os.lstat(out / "one").st_mode) == 0o775 | others
 
 
 # -- 6: the terminal ---------------------------------------------------------------------
@@ -417,6 +437,97 @@ async def test_oversized_handles_are_refused(
     if code == 0:
         assert (tmp_path / "f").read_bytes() == data
     assert leftover_temps(tmp_path) == []
+
+
+# -- 7b: trees without end ----------------------------------------------------------------
+
+
+def _depth(root: Path) -> int:
+    """Directories below ``root`` on its longest path."""
+    return max((dirpath.count(os.sep) - str(root).count(os.sep) for dirpath, *_ in os.walk(root)))
+
+
+def assert_bounded(run: Run, limit: str, seconds: float) -> None:
+    """One line naming the limit, exit 8, bounded memory and time, nothing to the terminal."""
+    assert run.returncode == 8, run.stderr[-3000:]
+    assert limit in run.stderr.splitlines()[-1], run.stderr[-3000:]
+    assert run.peak_rss_mib < MAX_RSS_MIB, run.peak_rss_mib
+    assert run.seconds < seconds, run.seconds
+    assert_terminal_safe(run)
+
+
+@pytest.mark.parametrize(("where", "seconds"), [("/deep", 20), ("/wide", 30)])
+async def test_a_tree_without_end_stops_at_the_depth_limit(
+    attack: Attack, where: str, seconds: float
+) -> None:
+    """A chain of directories, and 100,000 directories in every directory: the stack of
+    directories fills, one scanner goes down, and the limit is met at once."""
+    out = attack.workdir / "out"
+    run = await attack.run("get", "-r", attack.spec(where), str(out))
+    print(f"{where}: peak RSS {run.peak_rss_mib:.0f} MiB in {run.seconds:.1f} s")
+    assert_bounded(
+        run, "more than 64 levels of directories (--max-depth raises the limit)", seconds
+    )
+    assert len(run.stderr.splitlines()) == 1, run.stderr[-3000:]
+    assert _depth(out) == 63  # 64 levels made (the source's and 63 below it), no more
+    attack.assert_victim_untouched()
+
+
+async def test_a_link_loop_behind_a_realpath_that_never_repeats_stops_at_the_depth_limit(
+    attack: Attack,
+) -> None:
+    """Two links to ``.`` in every directory: 2^64 directories by their paths, walked
+    depth first, so the limit is met after a few hundred."""
+    out = attack.workdir / "out"
+    run = await attack.run(
+        "get", "-r", "-L", "--max-depth", "20", attack.spec("/realpath"), str(out)
+    )
+    assert_bounded(run, "more than 20 levels of directories", 30)
+    assert attack.scenario.realpaths < 20 * 2 * 16 * 4  # depth first, not 2^20 of them
+    assert _depth(out) == 19
+    attack.assert_victim_untouched()
+
+
+async def test_a_link_loop_a_realpath_does_not_resolve_is_seen_all_the_same(
+    attack: Attack,
+) -> None:
+    """``sub/up`` links to ``..``; REALPATH answers the path asked: the directory it leads
+    to looks as the one above does (size, owner, mode, mtime), so it is the loop."""
+    out = attack.workdir / "out"
+    run = await attack.run("get", "-r", "-L", attack.spec("/unresolved"), str(out))
+    assert run.returncode == 0, run.stderr
+    assert "skipping /unresolved/sub/up: symlink loop" in run.stderr
+    assert entries(out) == [".", "sub", "sub/f.txt"]
+
+
+@pytest.mark.slow
+async def test_an_endless_listing_of_long_names_is_refused_by_their_size(
+    attack: Attack,
+) -> None:
+    """1.9 KB names shaped like sshpipe's temporary files: each left out, and remembered
+    (a repeat is refused) in a few bytes; the listing ends past 256 MiB of names."""
+    out = attack.workdir / "out"
+    run = await attack.run("get", "-r", attack.spec("/longnames"), str(out), limit=300)
+    print(f"long names: peak RSS {run.peak_rss_mib:.0f} MiB in {run.seconds:.1f} s")
+    assert_bounded(run, "entries failed", 240)
+    assert "listing refused: more than 256 MiB of names" in run.stderr
+    assert len(run.stderr.splitlines()) < 1010  # the first 1,000 left out, then counted
+    assert entries(out) == ["."]
+
+
+@pytest.mark.slow
+async def test_a_glob_over_wide_directories_streams_its_matches_in_bounded_memory(
+    attack: Attack,
+) -> None:
+    """``*/*`` over 1,000 directories of 100,000 names: matches are placed as they come,
+    never collected, and refused past what one directory's listing may hold."""
+    out = attack.workdir / "out"
+    out.mkdir()
+    run = await attack.run("get", "-r", attack.spec("/globwide/*/*"), str(out), limit=300)
+    print(f"glob */*: peak RSS {run.peak_rss_mib:.0f} MiB in {run.seconds:.1f} s")
+    assert_bounded(run, "/globwide/*/*: listing refused: more than 256 MiB of names matched", 240)
+    assert os.listdir(out) == []  # fifos: left out, each
+    attack.assert_victim_untouched()
 
 
 # -- 8: hangs ----------------------------------------------------------------------------

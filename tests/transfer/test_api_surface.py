@@ -47,6 +47,7 @@ PUBLIC = [
     "SetupPhase",
     "Stalled",
     "TimedOut",
+    "TooDeep",
     "TransferConfig",
     "TransferError",
     "TransferStats",
@@ -118,6 +119,7 @@ ERROR_TABLE: dict[str, tuple[int, bool]] = {
     "ChannelRefused": (5, True),
     "ProtocolError": (8, False),
     "UnsafePath": (8, False),
+    "TooDeep": (8, False),  # the same tree walked again goes as deep
     "ClosedError": (9, False),
     "IntegrityError": (10, True),
     "HashUnavailable": (10, False),

@@ -66,6 +66,9 @@ async def calls(flag: bool, level: VerifyLevel) -> None:
         assert_type(await sp.glob(PurePosixPath("/r/*.log")), list[str])
         assert_type(await sp.get(names, "logs"), TreeStats)
         assert_type(await sp.get(names, "logs", recursive=flag), TreeStats)
+        # A glob copied as it is listed: a tree's stats, one pattern or several.
+        assert_type(await sp.get("/r/*.log", "logs", glob=True), TreeStats)
+        assert_type(await sp.get(["/r/*.log", "/r/*.gz"], "logs", glob=True), TreeStats)
         paths: list[Path] = [Path("a"), Path("b")]
         assert_type(await sp.put(paths, "/r"), TreeStats)
         assert_type(await sp.put(("a", Path("b")), "/r", recursive=True), TreeStats)
