@@ -33,13 +33,14 @@ from asyncssh.constants import (
 )
 from asyncssh.crypto.cipher import GCMCipher
 
+import sshpipe
 from sshpipe.core import codec
 from sshpipe.core.sizing import reply_cap
 from sshpipe.core.untrusted import UNASKED_BURST, UNASKED_RATE
 from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport import asyncssh_patches as patches
-from sshpipe.transport.asyncssh_patches import floodcap, packets, promptack
+from sshpipe.transport.asyncssh_patches import floodcap, packets, promptack, sendbacklog
 from sshpipe.transport.asyncssh_patches.inputbuffer import InputBuffer
 from sshpipe.transport.asyncssh_patches.sendbacklog import BACKLOG_MARK
 from sshpipe.transport.asyncssh_patches.versionline import read_version_leniently
@@ -49,6 +50,7 @@ from sshpipe.transport.hostkeys import HostKeyPolicy
 from sshpipe.transport.sftp import SFTPSession
 from sshpipe.transport.ssh import open_link
 from sshpipe.transport.sshlink import SSHLink
+from tests.support.files import random_file
 from tests.support.peers import Peer, from_embedded
 
 WINDOW = 1024 * 1024
@@ -421,7 +423,8 @@ async def test_channel_data_waits_while_a_megabyte_waits_for_the_kernel(
     """asyncssh ignores its transport's pause_writing: four channels' WRITEs, 8 MiB
     of sshd's windows, were all encrypted in one loop turn and queued in user
     space. Held back, no batch (plus what the transport still holds) passes the
-    mark by more than a packet, and every byte still lands, in order."""
+    mark by more than a packet and the requests under way, and every byte still
+    lands, in order."""
     channels = [await open_sftp(link) for _ in range(4)]
     transport = link._conn._transport  # type: ignore[attr-defined]
     queued: list[int] = []  # bytes waiting for the kernel as each batch is handed over
@@ -454,13 +457,36 @@ async def test_channel_data_waits_while_a_megabyte_waits_for_the_kernel(
     finally:
         del transport.writelines
     assert all(isinstance(r, codec.Status) and r.code == codec.FX_OK for r in replies), replies[:3]
-    # A packet may start just under the mark: 32 KiB of data and its framing.
-    assert max(queued) <= BACKLOG_MARK + 33 * 1024, max(queued)
+    # A packet may start just under the mark (32 KiB of data and its framing),
+    # and each channel finishes the request it has under way (ProFTPD needs them whole).
+    under_way = len(channels) * (block + 1024)
+    assert max(queued) <= BACKLOG_MARK + 33 * 1024 + under_way, max(queued)
     for sftp, handle, target, payload in zip(channels, handles, targets, payloads, strict=True):
         await sftp.close_handle(handle, str(target))
         assert target.read_bytes() == payload
         target.unlink()
         sftp.close()
+
+
+@pytest.mark.proftpd
+async def test_proftpd_gets_each_request_whole_while_channels_are_held_back(
+    proftpd_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ProFTPD's mod_sftp reassembles a request split across packets in one
+    buffer for all its channels: a channel held back mid-request while another
+    channel's data went made it write shifted bytes into files it acknowledged,
+    then crash (2-5 tree puts of 12 MiB in 20). With a mark of 64 KiB the
+    channels are held back all the time, and every request still goes whole."""
+    monkeypatch.setattr(sendbacklog, "BACKLOG_MARK", 64 * 1024)
+    sources = [tmp_path / f"{n}.bin" for n in range(4)]
+    data = [random_file(source, 6 << 20) for source in sources]
+    config = sshpipe.TransferConfig(channels=4, channels_per_connection=4, retries=0)
+    async with proftpd_peer.client(config) as sp:
+        await asyncio.gather(
+            *(sp.put(str(source), proftpd_peer.remote(source.name)) for source in sources)
+        )
+    for source, expected in zip(sources, data, strict=True):
+        assert (proftpd_peer.root / source.name).read_bytes() == expected, source.name
 
 
 async def test_one_loop_turn_of_requests_is_one_transport_write(

@@ -12,8 +12,10 @@ budget charges until the server acknowledges it. 200 concurrent puts of
 Here our SFTP channels' data (``packets.ViewWriter``) waits as views of the
 WRITEs' payload while more than ``BACKLOG_MARK`` bytes of packets wait for
 the kernel (the loop turn's batch and the transport's buffer), and goes on
-when they drain. The kernel's own send buffer still holds its megabytes, so
-the link never waits for us.
+when they drain. A channel stops only between two requests (ProFTPD needs
+them whole), so the mark may be passed by the rest of one request a
+channel. The kernel's own send buffer still holds its megabytes, so the
+link never waits for us.
 """
 
 from __future__ import annotations
