@@ -75,6 +75,19 @@ def _write_batch(fd: int, batch: Sequence[tuple[int, list[bytes | memoryview]]])
             chunks = _drop_prefix(chunks, written)
 
 
+def _write_noted(
+    fd: int, path: Path, batch: Batch, after_write: Callable[[Batch], None] | None
+) -> LocalError | None:
+    """``batch`` written, then ``after_write`` told (the resume journal); the error if any."""
+    try:
+        _write_batch(fd, batch)
+        if after_write is not None:
+            after_write(batch)
+    except OSError as exc:
+        return local_error(path, exc, batch[0][0])
+    return None
+
+
 def _drop_prefix(chunks: list[bytes | memoryview], count: int) -> list[bytes | memoryview]:
     """What is left of ``chunks`` after ``count`` bytes were written (pwritev may be short)."""
     rest: list[bytes | memoryview] = []
@@ -136,12 +149,7 @@ class Writer:
 
     def _write(self, batch: Batch, count: int) -> None:
         if self._error is None and not self._abandon:
-            try:
-                _write_batch(self._fd, batch)
-                if self._after_write is not None:
-                    self._after_write(batch)
-            except OSError as exc:
-                self._error = local_error(self._path, exc, batch[0][0])
+            self._error = _write_noted(self._fd, self._path, batch, self._after_write)
         with self._lock:
             self._written += count
             schedule = not self._report_scheduled
@@ -196,12 +204,7 @@ class InlineWriter:
 
     def submit(self, batch: Batch, count: int) -> None:
         if self._error is None:
-            try:
-                _write_batch(self._fd, batch)
-                if self._after_write is not None:
-                    self._after_write(batch)
-            except OSError as exc:
-                self._error = local_error(self._path, exc, batch[0][0])
+            self._error = _write_noted(self._fd, self._path, batch, self._after_write)
         self._on_written(count, self._error)
 
     async def close(self, *, abandon: bool = False) -> None:
