@@ -23,6 +23,7 @@ import pytest
 
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
+from sshpipe.testing.hostile import faithful_links
 from sshpipe.testing.proftpd import ProFTPDInfo
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.peers import (
@@ -127,6 +128,16 @@ def peer(request: pytest.FixtureRequest) -> Peer:
     """Each test taking ``peer`` runs once against each real server."""
     fixture: Peer = request.getfixturevalue(f"{request.param}_peer")
     return fixture
+
+
+@pytest.fixture(params=PEER_PARAMS)
+async def tree_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Peer]:
+    """sshd, or asyncssh's server with readlink serving link text as stored."""
+    if request.param == "openssh":
+        yield request.getfixturevalue("openssh_peer")
+        return
+    async with embedded_server(tmp_path / "embedded", sftp_factory=faithful_links()) as server:
+        yield from_embedded(server)
 
 
 @pytest.fixture

@@ -6,14 +6,13 @@ Mounting needs root (CI runs the suite as root first); elsewhere these tests ski
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import assert_one_line_error, run_cli
-from tests.support.files import leftover_temps
+from tests.support.files import leftover_temps, mounted_tmpfs
 from tests.support.peers import Peer
 
 TMPFS_BYTES = 1024 * 1024
@@ -22,19 +21,8 @@ TMPFS_BYTES = 1024 * 1024
 @pytest.fixture
 def full_disk(needs_root: None, tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted under tmp_path (mounting needs root), unmounted afterwards."""
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "small-disk", TMPFS_BYTES) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_file_bigger_than_the_disk_fails_in_one_line_and_leaves_nothing(

@@ -24,7 +24,6 @@ local disk full, ``test_disk_full.py``'s.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ import pytest
 from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.sshd import RestartableSSHD, restartable_openssh_server
 from tests.support.cli import Run, run_sshpipe
-from tests.support.files import leftover_temps, random_file
+from tests.support.files import leftover_temps, mounted_tmpfs, random_file
 from tests.support.peers import Peer, from_openssh
 from tests.support.trees import compare_trees
 
@@ -265,20 +264,8 @@ async def test_a_partition_for_good_ends_within_the_retries_and_the_next_run_swe
 @pytest.fixture
 def server_disk_full(needs_root: None, sshd: RestartableSSHD) -> Iterator[Path]:
     """A 1 MiB tmpfs inside the server's root (mounting needs root)."""
-    mount = sshd.info.root / "small-disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(sshd.info.root / "small-disk", 1 << 20) as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("tree", SHAPES)

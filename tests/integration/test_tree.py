@@ -21,7 +21,7 @@ import stat
 import subprocess
 import time
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ import pytest
 
 import sshpipe
 import sshpipe.transfer.progress
-from sshpipe.testing.embedded import embedded_server
 from sshpipe.testing.faults import Slow, Tracker, factory
 from sshpipe.testing.hostile import (
     HOSTILE_DIR,
@@ -38,13 +37,12 @@ from sshpipe.testing.hostile import (
     NORMAL_FILES,
     Recorder,
     denies_open,
-    faithful_links,
     hostile_listing,
     populate_hostile,
 )
 from tests.support.cli import assert_one_line_error, run_cli, run_cli_async
 from tests.support.files import leftover_temps
-from tests.support.peers import PEER_PARAMS, Peer, StartServer, from_embedded
+from tests.support.peers import Peer, StartServer
 from tests.support.trees import (
     GeneratedTree,
     compare_trees,
@@ -69,16 +67,6 @@ HANG_GUARD = 30.0
 def generated(tmp_path_factory: pytest.TempPathFactory) -> GeneratedTree:
     """The big tree: ~2,000 files, depth 5, built once (read-only for the tests)."""
     return make_tree(tmp_path_factory.mktemp("generated") / "src")
-
-
-@pytest.fixture(params=PEER_PARAMS)
-async def tree_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Peer]:
-    """sshd, or asyncssh's server with readlink serving link text as stored."""
-    if request.param == "openssh":
-        yield request.getfixturevalue("openssh_peer")
-        return
-    async with embedded_server(tmp_path / "embedded", sftp_factory=faithful_links()) as server:
-        yield from_embedded(server)
 
 
 def assert_same(expected: Path, actual: Path, **options: Any) -> None:

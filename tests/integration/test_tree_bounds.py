@@ -9,33 +9,20 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import sshpipe
 import sshpipe.tree.run as tree_run
-from sshpipe.testing.embedded import embedded_server
-from sshpipe.testing.hostile import faithful_links
 from sshpipe.tree.item import Item
 from sshpipe.tree.run import TreeRun
 from tests.support.cli import assert_one_line_error, run_cli
 from tests.support.files import leftover_temps
-from tests.support.peers import PEER_PARAMS, Peer, from_embedded
+from tests.support.peers import Peer
 from tests.support.trees import compare_trees, set_times, summarize
 
 OLD = 1_000_000_000  # the times a -p copy must keep
-
-
-@pytest.fixture(params=PEER_PARAMS)
-async def tree_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Peer]:
-    """sshd, or asyncssh's server with readlink serving link text as stored."""
-    if request.param == "openssh":
-        yield request.getfixturevalue("openssh_peer")
-        return
-    async with embedded_server(tmp_path / "embedded", sftp_factory=faithful_links()) as server:
-        yield from_embedded(server)
 
 
 def _wide_tree(root: Path, fan_out: int, levels: int) -> int:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 __all__ = ["left_counts", "leftover_temps", "random_file", "sha256_file"]
 
@@ -49,3 +54,22 @@ def left_counts(line: str) -> tuple[int, int]:
     if maybe is not None:
         return 0, int(maybe)
     return int(there), int(more or 0)
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(mount: Path, size: int) -> Iterator[Path]:
+    """A tmpfs of ``size`` bytes at the new directory ``mount`` (needs root), unmounted
+    afterwards; the test is skipped where it cannot be mounted."""
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
