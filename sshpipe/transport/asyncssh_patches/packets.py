@@ -103,7 +103,8 @@ class ViewWriter:
         self._chan = chan
         self._backlog = backlog
         # Where each request queued ends, counted in the channel's bytes, and the
-        # bytes cut into packets so far: a writer parks only where one ended.
+        # bytes cut into packets so far (each end forgotten once passed): a writer
+        # parks only where one ended.
         self._ends: deque[int] = deque()
         self._queued = 0
         self._taken = 0
@@ -134,9 +135,8 @@ class ViewWriter:
         if not payload and not pending and size <= chan._send_window and size <= chan._send_pktsize:
             # A request with no payload (a READ, a STAT...) that fits: its own packet, now.
             chan._send_window -= size
-            self._ends.clear()  # nothing waits: every request before it was cut whole
-            self._queued += size
-            self._taken = self._sent_end = self._queued
+            self._queue(size)
+            self._cut(size)
             chan._conn.send_packet(
                 MSG_CHANNEL_DATA, chan._send_chan.to_bytes(4, "big"), size.to_bytes(4, "big"),
                 data, handler=chan,
@@ -153,12 +153,12 @@ class ViewWriter:
         self._queued += size
         self._ends.append(self._queued)
 
-    def _between_requests(self) -> bool:
-        """Whether the bytes cut into packets so far end a request (or none began)."""
-        ends, taken = self._ends, self._taken
-        while ends and ends[0] <= taken:
+    def _cut(self, size: int) -> None:
+        """``size`` more bytes cut into a packet; the requests they finished forgotten."""
+        self._taken += size
+        ends = self._ends
+        while ends and ends[0] <= self._taken:
             self._sent_end = ends.popleft()
-        return self._sent_end == taken
 
     def flush(self) -> None:
         """Send what the window takes, each packet cut across the waiting pieces."""
@@ -171,7 +171,7 @@ class ViewWriter:
             while pending and chan._send_window and pending[0][1] is None:
                 room = min(chan._send_window, chan._send_pktsize)
                 if backlog is not None and backlog.full:
-                    if self._between_requests():
+                    if self._sent_end == self._taken:  # between two requests
                         # Waits as views of the payload (charged until acknowledged),
                         # not as packets encrypted ahead; asyncssh's flush below would
                         # send the views its own way.
@@ -197,7 +197,7 @@ class ViewWriter:
                         size += take
                 chan._send_buf_len -= size
                 chan._send_window -= size
-                self._taken += size
+                self._cut(size)
                 send(MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), *pieces, handler=chan)
         self._stock_flush()
 
