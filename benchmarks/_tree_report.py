@@ -297,7 +297,8 @@ def format_header(machine: dict[str, str], run: TreeRun) -> str:
     args = run.args
     lines = [f"{key + ':':<10} {value}" for key, value in machine.items()]
     lines.append(
-        f"{'links:':<10} user-space emulator (python -m sshpipe.linkemu) in front of one sshd "
+        f"{'links:':<10} user-space emulator (python -m sshpipe.testing.linkemu) "
+        "in front of one sshd "
         f"with MaxSessions {args.max_sessions}; RTT {','.join(f'{r:g}' for r in args.rtt)} ms, "
         f"rate {args.rate:g} Mbit/s, queue {args.queue or 'emulator default'}"
     )

@@ -248,12 +248,12 @@ ServerFiles = LocalServerFiles | RemoteServerFiles
 
 
 class Emulator:
-    """``python -m sshpipe.linkemu`` in its own process, so its CPU is its own."""
+    """``python -m sshpipe.testing.linkemu`` in its own process, so its CPU is its own."""
 
     def __init__(self, link: Link, target: tuple[str, int], queue: int | None, log: Path) -> None:
         assert link.rtt_ms is not None and link.rate_mbit is not None
         self.argv = [
-            sys.executable, "-m", "sshpipe.linkemu",
+            sys.executable, "-m", "sshpipe.testing.linkemu",
             "--listen", "127.0.0.1:0",
             "--target", f"{target[0]}:{target[1]}",
             "--rtt", f"{link.rtt_ms:g}",

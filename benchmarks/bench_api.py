@@ -125,7 +125,7 @@ def reset_peak_rss() -> int:
 def concurrent(args: argparse.Namespace) -> int:
     # Loaded before the baseline, so the growth is the transfers', not the
     # import of asyncssh and cryptography (which connect() would do lazily).
-    import sshpipe._client
+    import sshpipe.client.client
 
     with (
         scratch_dir(args.workdir) as scratch,
@@ -253,7 +253,7 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 async def _cancel(args: argparse.Namespace, srv: SSHServerInfo, work: Path) -> list[Row]:
-    from sshpipe.linkemu import LinkEmulator, LinkSpec
+    from sshpipe.testing.linkemu import LinkEmulator, LinkSpec
 
     root, ltree, local = srv.root / "m", work / "ltree", work / "local"
     for path in (root, root / "tree", ltree, local):

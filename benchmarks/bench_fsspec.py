@@ -1,7 +1,7 @@
 """fsspec filesystems over emulated WAN links: ``sshpipe://`` against sshfs and paramiko sftp.
 
 One run, one local sshd (stock MaxSessions 10), each link setting an emulator
-process in front of it (``python -m sshpipe.linkemu``, _wan_link.py). Each
+process in front of it (``python -m sshpipe.testing.linkemu``, _wan_link.py). Each
 measurement is a fresh Python process doing one read (_fsspec_worker.py) and
 is timed from its start to its exit: imports, log-in and the read itself.
 The clients take turns (rotated each rep), every result is checked.

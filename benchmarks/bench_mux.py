@@ -36,7 +36,7 @@ _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 @contextlib.contextmanager
 def emulated(target_port: int, rtt_ms: float, rate: float | None) -> Iterator[int]:
-    argv = [sys.executable, "-m", "sshpipe.linkemu", "--target", f"127.0.0.1:{target_port}"]
+    argv = [sys.executable, "-m", "sshpipe.testing.linkemu", "--target", f"127.0.0.1:{target_port}"]
     argv += ["--rtt", str(rtt_ms)] + (["--rate", str(rate)] if rate else [])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:

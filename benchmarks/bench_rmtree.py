@@ -20,7 +20,7 @@ from pathlib import Path
 import asyncssh
 
 import sshpipe
-from sshpipe.linkemu import LinkEmulator, LinkSpec
+from sshpipe.testing.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.sshd import openssh_server
 
 

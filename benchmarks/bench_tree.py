@@ -3,7 +3,7 @@
 
 Starts one throwaway OpenSSH sshd (stock ``MaxSessions 10``), writes the trees
 once into its root (deterministic content from ``--seed``) and, for every RTT,
-runs one user-space link emulator (``python -m sshpipe.linkemu``) in front of
+runs one user-space link emulator (``python -m sshpipe.testing.linkemu``) in front of
 it. Every client copies every tree in both directions, each transfer its own
 process, the client order rotated every repetition. sshpipe moves each tree
 whole; the other clients pay several round trips per file, so they move the
@@ -525,8 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for tool in {c.kind for c in clients} & {"sftp", "scp"}:
         if shutil.which(tool) is None:
             parser.error(f"OpenSSH {tool} not found on PATH")
-    if not (REPO_ROOT / "sshpipe" / "linkemu" / "__main__.py").exists():
-        parser.error("sshpipe/linkemu is missing: the emulator is needed")
+    if not (REPO_ROOT / "sshpipe" / "testing" / "linkemu" / "__main__.py").exists():
+        parser.error("sshpipe/testing/linkemu is missing: the emulator is needed")
     links = [
         Link(label=f"{rtt:g} ms {args.rate:g} Mbit/s", rtt_ms=rtt, rate_mbit=args.rate)
         for rtt in args.rtt

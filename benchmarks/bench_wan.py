@@ -3,7 +3,7 @@
 
 Starts one throwaway OpenSSH sshd (stock ``MaxSessions 10``) and, for every
 (RTT, rate) setting, one user-space link emulator process
-(``python -m sshpipe.linkemu``) in front of it; every client connects to the
+(``python -m sshpipe.testing.linkemu``) in front of it; every client connects to the
 emulator's port. Per setting and repetition each client copies a 1-byte file
 (its set-up), then every size, get and put, the client order rotated every
 repetition. The headline is the whole command (process start to exit) and
@@ -408,7 +408,8 @@ def describe_where(args: argparse.Namespace) -> str:
         return f"existing server {args.server[0]}:{args.server[1]}, no emulator"
     queue = f"queue {args.queue} B" if args.queue else "queue one BDP (at least 1 MiB)"
     return (
-        "user-space link emulator (`python -m sshpipe.linkemu`, its own process) in front of "
+        "user-space link emulator (`python -m sshpipe.testing.linkemu`, its own process) "
+        "in front of "
         f"one OpenSSH sshd with MaxSessions {args.max_sessions}; {queue}"
     )
 
@@ -420,8 +421,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     clients = select_clients(args)
     if shutil.which("sftp") is None and any(c.kind == "sftp" for c in clients):
         parser.error("OpenSSH sftp not found on PATH")
-    if args.server is None and not (REPO_ROOT / "sshpipe" / "linkemu" / "__main__.py").exists():
-        parser.error("sshpipe/linkemu is missing: the emulator is needed without --server")
+    if (
+        args.server is None
+        and not (REPO_ROOT / "sshpipe" / "testing" / "linkemu" / "__main__.py").exists()
+    ):
+        parser.error("sshpipe/testing/linkemu is missing: the emulator is needed without --server")
     matrix = Matrix(
         clients=clients,
         directions=list(dict.fromkeys(args.directions)),

@@ -39,19 +39,19 @@ runuser -u "$USER_NAME" -- bash -c "
     # journal: test_interop's resume case; ssh_config, prompts, the mux's socket dir).
     # Two workers, the timing-sensitive tests on one of them (as in scripts/test.sh).
     .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/integration \
-        --ignore=tests/integration/test_reconnect.py \
-        --ignore=tests/integration/test_resume.py \
-        --ignore=tests/integration/test_tree_reconnect.py \
-        --ignore=tests/integration/test_tree_resume.py \
-        --ignore=tests/integration/test_load.py \
-        --ignore=tests/integration/test_memory_budget.py \
-        --ignore=tests/integration/test_fault_matrix.py \
-        --ignore=tests/integration/test_striping.py \
-        --ignore=tests/integration/test_ratelimit_cli.py \
-        --ignore=tests/integration/test_cli_view.py \
-        --ignore=tests/integration/test_demo_wan.py \
-        --ignore=tests/integration/test_fsspec_abstract.py \
-        --ignore=tests/integration/test_fsspec_dataframes.py \
+        --ignore=tests/integration/faults/test_reconnect.py \
+        --ignore=tests/integration/api/test_resume.py \
+        --ignore=tests/integration/tree/test_tree_reconnect.py \
+        --ignore=tests/integration/tree/test_tree_resume.py \
+        --ignore=tests/integration/api/test_load.py \
+        --ignore=tests/integration/api/test_memory_budget.py \
+        --ignore=tests/integration/faults/test_fault_matrix.py \
+        --ignore=tests/integration/api/test_striping.py \
+        --ignore=tests/integration/cli/test_ratelimit_cli.py \
+        --ignore=tests/integration/cli/test_cli_view.py \
+        --ignore=tests/integration/cli/test_demo_wan.py \
+        --ignore=tests/integration/fsspec/test_fsspec_abstract.py \
+        --ignore=tests/integration/fsspec/test_fsspec_dataframes.py \
         -m 'not root and not slow and not proftpd and not greenend and (openssh or not (asyncssh_server or linkemu))'
-    .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_foreign_fixtures.py
+    .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/peers/test_foreign_fixtures.py
 "

@@ -15,8 +15,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ._config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig, VerifyLevel
-from ._errors import (
+from .core.config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig, VerifyLevel
+from .core.errors import (
     AuthenticationError,
     ChannelRefused,
     ClosedError,
@@ -48,10 +48,10 @@ from ._errors import (
     UnsafePath,
     UsageError,
 )
-from ._keys import HostKey, PrivateKey
-from ._prompt import Prompt
-from ._remotestat import RemoteStat
-from ._stats import (
+from .core.keys import HostKey, PrivateKey
+from .core.prompt import Prompt
+from .core.remotestat import RemoteStat
+from .core.stats import (
     CompressionReport,
     FlowPhase,
     Progress,
@@ -71,9 +71,9 @@ from ._stats import (
 warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
 
 if TYPE_CHECKING:
-    from ._client import Client
-    from ._connect import connect
-    from ._remotefile import RemoteFile
+    from .client.client import Client
+    from .client.connect import connect
+    from .client.remotefile import RemoteFile
     from .transport.keys import load_key
 
 
@@ -81,15 +81,15 @@ def __getattr__(name: str) -> Any:
     # The client pulls in asyncio and asyncssh; loading it on first use keeps
     # ``import sshpipe.core.readplan`` (the pure core) free of both.
     if name == "Client":
-        from ._client import Client
+        from .client.client import Client
 
         return Client
     if name == "connect":
-        from ._connect import connect
+        from .client.connect import connect
 
         return connect
     if name == "RemoteFile":
-        from ._remotefile import RemoteFile
+        from .client.remotefile import RemoteFile
 
         return RemoteFile
     if name == "load_key":

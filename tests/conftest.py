@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import SFTPFactory, chrooted_sftp, embedded_server
 from sshpipe.testing.hostile import faithful_links
+from sshpipe.testing.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.proftpd import ProFTPDInfo
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.peers import (

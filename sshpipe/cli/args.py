@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .. import __version__
-from .._config import (
+from ..core.config import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
     DEFAULT_MAX_CONNECTIONS,
@@ -26,7 +26,7 @@ from .._config import (
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_WINDOW,
 )
-from .._errors import UsageError
+from ..core.errors import UsageError
 from .argtypes import number_at_least, positive_int, size_at_least
 from .words import arrange
 

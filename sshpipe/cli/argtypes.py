@@ -1,4 +1,4 @@
-"""Argument types shared by the command lines (``python -m sshpipe`` and ``sshpipe.linkemu``).
+"""Argument types shared by the command lines (sshpipe's and its link emulator's).
 
 Each raises ``argparse.ArgumentTypeError`` with a one-line reason, which the
 parsers turn into a usage error (exit 2), never a traceback.

@@ -17,9 +17,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._config import TransferConfig, parse_destination
-from .._connect import connect
-from .._errors import UsageError
+from ..client.connect import connect
+from ..core.config import TransferConfig, parse_destination
+from ..core.errors import UsageError
 from ..core.text import printable
 from .targets import RemoteSpec, parse_remote
 

@@ -40,8 +40,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._config import ConnectConfig, parse_destination
-from .._errors import ConnectError, SSHPipeError, UsageError
+from ..core.config import ConnectConfig, parse_destination
 from ..core.control import (
     ControlSettings,
     ControlWordError,
@@ -49,6 +48,7 @@ from ..core.control import (
     control_persist,
     expand_control_path,
 )
+from ..core.errors import ConnectError, SSHPipeError, UsageError
 from . import collector
 
 __all__ = [

@@ -13,11 +13,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._client import Client
-from .._config import TransferConfig
-from .._connect import connect
-from .._errors import SSHPipeError
-from .._stats import TransferStats
+from ..client.client import Client
+from ..client.connect import connect
+from ..core.config import TransferConfig
+from ..core.errors import SSHPipeError
+from ..core.stats import TransferStats
 from ..core.treeplan import has_magic
 from ..testing.embedded import EmbeddedServer, embedded_server
 from . import wandemo
@@ -76,7 +76,7 @@ def _rows() -> list[tuple[str, TransferConfig]]:
 async def demo(size: int, *, rtt_ms: float = DEMO_RTT_MS, rate_mbit: float | None = None) -> int:
     """Get and put one file with sshpipe and another client; verify; print a table.
 
-    By default through the link emulator (``sshpipe.linkemu``) at ``rtt_ms``
+    By default through the link emulator (``sshpipe.testing.linkemu``) at ``rtt_ms``
     and ``rate_mbit`` (1 Gbit/s when only the RTT is given), each client a
     command of its own (``wandemo``): sshpipe against OpenSSH's ``sftp`` where
     it is installed. ``rtt_ms`` 0 with no rate: today's loopback run, in this

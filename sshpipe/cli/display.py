@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._stats import Progress
+from ..core.stats import Progress
 from ..core.text import printable
 from .output import TERMINAL, human_bytes, human_duration, progress_printer, show_progress
 

@@ -25,10 +25,10 @@ from typing import Any, NoReturn
 
 # The engine now, before the loop starts: one transfer per process has no other
 # task to keep running, so the library's import in a worker thread is not needed.
-from .. import _engine  # noqa: F401
-from .._client import Client
-from .._connect import connect
-from .._errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
+from ..client import engine  # noqa: F401
+from ..client.client import Client
+from ..client.connect import connect
+from ..core.errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
 from ..core.treeplan import has_magic
 from ..transport.sshconfig import own_options
 from . import collector

@@ -15,8 +15,8 @@ import stat
 import sys
 from collections.abc import Callable
 
-from .._errors import IncompleteTransfer
-from .._stats import Progress, TransferStats, TreeStats
+from ..core.errors import IncompleteTransfer
+from ..core.stats import Progress, TransferStats, TreeStats
 from ..core.text import printable
 
 __all__ = [

@@ -18,7 +18,7 @@ import os
 import termios
 from collections.abc import Iterator
 
-from .._prompt import Prompt
+from ..core.prompt import Prompt
 
 __all__ = ["TerminalPrompt", "has_terminal"]
 

@@ -31,9 +31,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._config import parse_destination
-from .._errors import UsageError
-from .._paths import usable
+from ..core.config import parse_destination
+from ..core.errors import UsageError
+from ..core.paths import usable
 
 __all__ = ["RemoteSpec", "parse_remote"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 
-from .._client import Client
-from .._stats import TransferStats
+from ..client.client import Client
+from ..core.stats import TransferStats
 from ..core.timeline import describe
 from .output import Escaped, StderrHandler
 

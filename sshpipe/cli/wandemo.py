@@ -1,7 +1,7 @@
 """``demo`` over an emulated WAN: the commands a user runs, timed as the user sees them.
 
 The embedded server sits behind the link emulator (``python -m
-sshpipe.linkemu``, a process of its own: in this one, with the server, the two
+sshpipe.testing.linkemu``, a process of its own: in this one, with the server, the two
 would share one core and cap both clients alike), and each client is a fresh
 process started the way a user types it: ``python -m sshpipe get`` / ``put``,
 and OpenSSH's own ``sftp -b``
@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import SSHPipeError
+from ..core.errors import SSHPipeError
 from ..testing.embedded import EmbeddedServer, cli_options
 
 # OpenSSH sftp's own defaults, for the comparison without it (sftp.c: 64
@@ -128,7 +128,7 @@ async def emulated(
     host: str, port: int, *, rtt_ms: float, rate_mbit: float | None
 ) -> AsyncIterator[int]:
     """The link emulator in front of ``host:port`` for the block; yields the port it listens on."""
-    argv = [sys.executable, "-m", "sshpipe.linkemu", "--target", f"{host}:{port}"]
+    argv = [sys.executable, "-m", "sshpipe.testing.linkemu", "--target", f"{host}:{port}"]
     argv += ["--rtt", f"{rtt_ms:g}"] + (["--rate", f"{rate_mbit:g}"] if rate_mbit else [])
     child = await asyncio.create_subprocess_exec(
         *argv,

@@ -20,7 +20,7 @@ import argparse
 import re
 from collections.abc import Iterator, Mapping, Sequence
 
-from .._errors import UsageError
+from ..core.errors import UsageError
 
 __all__ = ["OptionTable", "arrange", "unknown_option"]
 

@@ -35,5 +35,5 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``cipherorder``: the cipher order from the CPU's flags (AES-GCM first with
   AES instructions, chacha20-poly1305 first without).
 
-May import: the standard library, ``sshpipe._errors``, ``sshpipe._stats``.
+May import: the standard library, ``sshpipe.core.errors``, ``sshpipe.core.stats``.
 """

@@ -36,9 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .._errors import ProtocolError
-from .._stats import Verified
 from . import codec
+from .errors import ProtocolError
+from .stats import Verified
 
 # Best first: the SHA-2s by strength, then what older servers have.
 PREFERENCE: Final = ("sha256", "sha512", "sha384", "sha224", "sha1", "md5")

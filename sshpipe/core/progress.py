@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .._stats import Progress
+from .stats import Progress
 
 # Seconds the rate is averaged over: long enough that one slow round trip or a
 # pause for a directory listing does not make it jump, short enough that it

@@ -25,8 +25,8 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
-from .._errors import ProtocolError
 from . import codec
+from .errors import ProtocolError
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .._errors import UsageError
+from .errors import UsageError
 
 __all__ = [
     "MAX_INCLUDE_DEPTH",

@@ -6,8 +6,8 @@ the same code always becomes the same error class and message.
 
 from __future__ import annotations
 
-from .._errors import RemoteError, RemoteNotFound, RemotePermissionDenied
 from . import codec
+from .errors import RemoteError, RemoteNotFound, RemotePermissionDenied
 
 
 def status_error(

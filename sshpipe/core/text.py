@@ -1,6 +1,6 @@
 """Text from a server as it may reach a terminal or a log: escaped, and bounded.
 
-Pure and dependency-free: ``sshpipe._errors`` escapes and bounds every message
+Pure and dependency-free: ``sshpipe.core.errors`` escapes and bounds every message
 with it, so it must import nothing of sshpipe's.
 """
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._stats import SetupPhase
+from .stats import SetupPhase
 
 CONNECTION_PHASES = ("connect", "key_exchange", "auth")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .._errors import SSHPipeError, TransferError, UnsafePath, UsageError
-from .._stats import TreeFailure, TreeStats
+from .errors import SSHPipeError, TransferError, UnsafePath, UsageError
 from .progress import MAX_CURRENT, Counts
+from .stats import TreeFailure, TreeStats
 from .untrusted import MAX_LISTED_FAILURES, MAX_LISTING_ENTRIES, MAX_LISTING_NAME_CHARS, NameSet
 
 DOT_ENTRIES = frozenset((".", ".."))  # every server lists them; never copied

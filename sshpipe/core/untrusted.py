@@ -30,8 +30,8 @@ from __future__ import annotations
 import sys
 from array import array
 
-from .._errors import UnsafePath
 from .codec import Attrs, wire
+from .errors import UnsafePath
 from .tempnames import is_ours
 
 # PATH_MAX: a longer name fits no local path anyway.

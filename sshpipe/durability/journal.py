@@ -31,8 +31,8 @@ import os
 import stat
 from typing import Any
 
-from .._errors import IntegrityError, LocalError
 from ..core import codec
+from ..core.errors import IntegrityError, LocalError
 from ..core.readback import latest_disjoint
 from ..core.readplan import Range, ReadPlan
 from ..core.tempnames import resume_name as fitted_resume_name

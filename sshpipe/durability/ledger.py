@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from .._errors import SSHPipeError
 from ..core import codec
+from ..core.errors import SSHPipeError
 from ..core.tempbook import TempBook
 from ..core.tempnames import is_temp_name
 from ..core.untrusted import ListingCheck

@@ -22,9 +22,9 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from .._config import TransferConfig
-from .._errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core.identity import change
 from ..core.readback import Entry, ReadBackCheck, latest_disjoint
 from ..core.readplan import Range, ReadPlan, missing

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fsspec.implementations.local import make_path_posix, trailing_sep
 
-from .._errors import RemoteIsADirectory, RemoteNotFound, SSHPipeError
+from ..core.errors import RemoteIsADirectory, RemoteNotFound, SSHPipeError
 from ._oserrors import oserrors
 
 if TYPE_CHECKING:

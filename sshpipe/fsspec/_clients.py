@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from ._isfile import Parked
 
 if TYPE_CHECKING:
-    from .._client import Client
-    from .._remotefile import RemoteFile
+    from ..client.client import Client
+    from ..client.remotefile import RemoteFile
 
 logger = logging.getLogger("sshpipe.fsspec")
 

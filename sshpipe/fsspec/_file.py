@@ -36,8 +36,8 @@ from ._oserrors import oserrors
 from ._parquet import ParquetPrefetch, PrefetchStats, parquet_chunks
 
 if TYPE_CHECKING:
-    from .._remotefile import RemoteFile
-    from .._stats import RemoteFileStats
+    from ..client.remotefile import RemoteFile
+    from ..core.stats import RemoteFileStats
     from ._filesystem import SSHPipeFileSystem
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fsspec.asyn import AsyncFileSystem, sync_wrapper
 from fsspec.utils import tokenize
 
-from .._errors import HashUnavailable, RemoteError, RemoteIsADirectory, RemoteNotFound
+from ..core.errors import HashUnavailable, RemoteError, RemoteIsADirectory, RemoteNotFound
 from . import _bulk
 from ._clients import LoopClients, close_all
 from ._isfile import RecentFiles, open_to_answer
@@ -31,9 +31,9 @@ from ._oserrors import as_oserror, oserrors, translated
 from ._parquet import DEFAULT_PARQUET_PREFETCH, Layouts
 
 if TYPE_CHECKING:
-    from .._client import Client
-    from .._remotefile import RemoteFile
-    from .._remotestat import RemoteStat
+    from ..client.client import Client
+    from ..client.remotefile import RemoteFile
+    from ..core.remotestat import RemoteStat
     from ._file import SSHPipeFile
 
 Info = dict[str, Any]
@@ -102,7 +102,7 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         return _unpickled, (type(self), self.storage_args, self.storage_options)
 
     def _new_client(self) -> Client:
-        from .._connect import connect
+        from ..client.connect import connect
 
         return connect(self.host, **self._connect_kwargs)
 

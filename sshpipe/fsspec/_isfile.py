@@ -19,11 +19,11 @@ import asyncio
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from .._errors import RemoteIsADirectory, RemoteNotFound, SSHPipeError
+from ..core.errors import RemoteIsADirectory, RemoteNotFound, SSHPipeError
 
 if TYPE_CHECKING:
-    from .._client import Client
-    from .._remotefile import RemoteFile
+    from ..client.client import Client
+    from ..client.remotefile import RemoteFile
 
 # How long an isfile's open waits for its open: pyarrow opens within a
 # millisecond; a file held longer would be a file opened earlier than asked.

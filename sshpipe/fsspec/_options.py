@@ -12,8 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .._errors import UsageError
-from .._paths import usable
+from ..core.errors import UsageError
+from ..core.paths import usable
 
 PROTOCOL = "sshpipe"
 # fsspec's own keywords, taken by AsyncFileSystem.__init__ (or the instance
@@ -35,7 +35,7 @@ FILESYSTEM_OPTIONS = frozenset({"connect_early"})
 
 def connect_parameters() -> frozenset[str]:
     """The keyword arguments ``sshpipe.connect`` takes (its signature is the one truth)."""
-    from .._connect import connect
+    from ..client.connect import connect
 
     params = inspect.signature(connect).parameters
     return frozenset(name for name, p in params.items() if p.kind is p.KEYWORD_ONLY)

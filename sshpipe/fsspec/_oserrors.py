@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
-from .._errors import IncompleteTransfer, LocalError, RemoteError, TransferError
+from ..core.errors import IncompleteTransfer, LocalError, RemoteError, TransferError
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from ..core.parquetplan import Chunk, ColumnPrefetch, chunks_in
 
 if TYPE_CHECKING:
-    from .._remotefile import RemoteFile
+    from ..client.remotefile import RemoteFile
 
 logger = logging.getLogger(__name__)
 

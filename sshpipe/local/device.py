@@ -29,7 +29,7 @@ import re
 import stat
 from collections.abc import AsyncIterator
 
-from .._errors import LocalError
+from ..core.errors import LocalError
 from .dirfd import LocalFile, local_error
 
 logger = logging.getLogger("sshpipe.local")

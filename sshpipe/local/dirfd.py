@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .._errors import LocalError, LocalNoSpace
+from ..core.errors import LocalError, LocalNoSpace
 from ..core.tempbook import TempBook
 from ..core.tempnames import is_temp_name
 from ..core.tempnames import temp_name as _temp_name

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .._errors import IntegrityError, LocalError
+from ..core.errors import IntegrityError, LocalError
 from ..core.identity import LocalIdentity, change
 from .device import pipe_chunks, special_kind
 from .dirfd import local_error

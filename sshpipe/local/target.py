@@ -24,7 +24,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TypeVar
 
-from .._errors import LocalError, UsageError
+from ..core.errors import LocalError, UsageError
 from ..core.tempbook import TempBook
 from .device import special_kind
 from .dirfd import (

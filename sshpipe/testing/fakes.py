@@ -23,8 +23,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._errors import ChannelRefused, ConnectError, ConnectionBroken
 from ..core import codec
+from ..core.errors import ChannelRefused, ConnectError, ConnectionBroken
 from ..transport.pacing import Pacer
 from ..transport.sftp import SFTPSession
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .._config import TransferConfig
 from ..core import codec
+from ..core.config import TransferConfig
 from ..core.servercaps import FLOOR_BLOCK, PROBE_BLOCKS, probe_next
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession

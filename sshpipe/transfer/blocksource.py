@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable
 
-from .._errors import IntegrityError
 from ..core.compresspolicy import Ratio
+from ..core.errors import IntegrityError
 from ..core.flight import SharedBytes
 from ..local.source import LocalSource
 from .holding import holding

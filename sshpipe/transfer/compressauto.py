@@ -11,8 +11,8 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 
-from .._stats import CompressionReport
 from ..core.flight import SharedBytes
+from ..core.stats import CompressionReport
 from ..transport.alongside import alongside
 from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease

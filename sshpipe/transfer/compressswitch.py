@@ -20,7 +20,6 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from .._errors import SSHPipeError
 from ..core.compresspolicy import (
     MAX_SWITCHES,
     MIN_RATIO,
@@ -33,6 +32,7 @@ from ..core.compresspolicy import (
     compressed_rate_estimate,
     decide,
 )
+from ..core.errors import SSHPipeError
 from ..core.flowcontrol import FlowController
 from ..core.text import printable
 from ..transport.compressroute import EAGER_RTT, RoutedLease

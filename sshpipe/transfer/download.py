@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from .._config import TransferConfig
-from .._errors import UsageError
-from .._stats import TransferStats
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.errors import UsageError
 from ..core.flight import SharedBytes
 from ..core.readplan import ReadPlan
 from ..core.retry import RetryBudget
+from ..core.stats import TransferStats
 from ..core.text import printable
 from ..durability.journal import DownloadResume
 from ..durability.ledger import local_temps

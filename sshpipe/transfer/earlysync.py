@@ -19,8 +19,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from .._errors import SSHPipeError
 from ..core import codec
+from ..core.errors import SSHPipeError
 from ..core.text import printable
 from ..local import writeback
 from ..transport.sftp import SFTPSession

@@ -15,8 +15,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from .._config import TransferConfig
-from .._errors import SSHPipeError
+from ..core.config import TransferConfig
+from ..core.errors import SSHPipeError
 from ..core.flowcontrol import FlowController, FlowLimits
 from ..core.sizing import Sizing
 from ..core.text import printable

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .._config import TransferConfig
-from .._errors import RemoteError
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.errors import RemoteError
 from ..core.servercaps import ServerCaps
 
 

@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._config import TransferConfig
 from ..core import codec
+from ..core.config import TransferConfig
 from ..core.flowcontrol import FlowController, FlowLimits
 from ..core.sizing import Sizing, lane_cap, sizing
 from ..transport.pool import Lease

@@ -20,9 +20,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
-from .._stats import Progress, ProgressCallback, TransferStats
 from ..core import progress as policy
 from ..core.progress import Counts, ProgressMeter
+from ..core.stats import Progress, ProgressCallback, TransferStats
 
 # Seconds between reads of the counts, and the least between reports (a test shortens it).
 INTERVAL = policy.INTERVAL

@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TypedDict, TypeVar
 
-from .._config import TransferConfig
-from .._stats import FlowPhase, SetupPhase
+from ..core.config import TransferConfig
 from ..core.flight import FlightBudget, SharedBytes
 from ..core.flowcontrol import FlowController
 from ..core.sizing import Sizing
+from ..core.stats import FlowPhase, SetupPhase
 from ..core.timeline import Timeline, describe, in_round_trips
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease

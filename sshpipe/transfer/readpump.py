@@ -17,13 +17,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
-from .._config import TransferConfig
-from .._errors import RemoteError, RemoteIsADirectory, RemoteOpenFailed, SSHPipeError
-from .._stats import TransferStats
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.errors import RemoteError, RemoteIsADirectory, RemoteOpenFailed, SSHPipeError
 from ..core.flight import SharedBytes
 from ..core.readplan import EOF, Range, ReadPlan, classify_read
 from ..core.sizing import Sizing
+from ..core.stats import TransferStats
 from ..core.status import status_error
 from ..transport.pool import Lease
 from ..transport.replies import quiet

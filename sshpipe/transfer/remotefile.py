@@ -3,7 +3,7 @@
 ``open_file`` opens the path on the lease's first channel in the mode asked
 for and gives an ``OpenFile``: reads go through ``randomread`` (ranges at
 once, a read-ahead for ``read``), writes through ``remotewrite`` (the write
-pump). The public object (``sshpipe._remotefile``) keeps the position, the
+pump). The public object (``sshpipe.client.remotefile``) keeps the position, the
 lock and the lease; this keeps the handle and what is in flight on it.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._config import TransferConfig
-from .._errors import RemoteExists, RemoteOpenFailed, SSHPipeError, UsageError
-from .._stats import RemoteFileStats
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.errors import RemoteExists, RemoteOpenFailed, SSHPipeError, UsageError
 from ..core.flight import FlightBudget
 from ..core.rangeread import cut, spans
 from ..core.readahead import ReadAhead
 from ..core.readplan import Range
+from ..core.stats import RemoteFileStats
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .lanes import Handles, open_lanes, sizing_for

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .._config import TransferConfig
+from ..core.config import TransferConfig
 from ..core.flight import FlightBudget
 from ..core.sizing import Sizing
 from ..transport.pool import Lease

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
 
-from .._errors import ConnectDropped, ConnectError, ConnectionBroken, Stalled
+from ..core.errors import ConnectDropped, ConnectError, ConnectionBroken, Stalled
 from ..core.retry import RetryBudget, failures_after
 from ..core.text import printable
 from ..transport.pool import Lease

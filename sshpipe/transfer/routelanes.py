@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._errors import SSHPipeError
+from ..core.errors import SSHPipeError
 from ..transport.compressroute import RoutedLease
 from ..transport.sftp import SFTPSession
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
-from .._config import TransferConfig
-from .._errors import RemoteError, SSHPipeError
 from ..core import codec
 from ..core.checkfile import HashSpec
+from ..core.config import TransferConfig
+from ..core.errors import RemoteError, SSHPipeError
 from ..core.flight import SharedBytes
 from ..core.readplan import Range
 from ..core.sizing import Sizing

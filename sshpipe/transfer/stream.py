@@ -18,13 +18,13 @@ import contextlib
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import replace
 
-from .._config import TransferConfig
-from .._stats import TransferStats
 from ..core import codec
 from ..core.checkfile import SHA256, Hasher, HashSpec
+from ..core.config import TransferConfig
 from ..core.readplan import Range, ReadPlan
 from ..core.reorder import ReorderBuffer
 from ..core.retry import RetryBudget
+from ..core.stats import TransferStats
 from ..transport.pool import Lease
 from .progress import Tally
 from .readpump import Piece, ReadPump, reading

@@ -14,12 +14,12 @@ import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import replace
 
-from .._config import TransferConfig
-from .._errors import ConnectionBroken, IntegrityError, RemoteError, SSHPipeError, UsageError
-from .._stats import TransferStats, Verified
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.errors import ConnectionBroken, IntegrityError, RemoteError, SSHPipeError, UsageError
 from ..core.flight import SharedBytes
 from ..core.retry import RetryBudget
+from ..core.stats import TransferStats, Verified
 from ..durability.putresume import UploadResume, remote_resume_name
 from ..local.source import LocalSource
 from ..transport.pool import Lease

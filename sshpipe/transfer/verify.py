@@ -26,12 +26,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from .._config import DEFAULT_STALL_TIMEOUT, TransferConfig
-from .._errors import HashUnavailable, IntegrityError
-from .._stats import Verified
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
 from ..core.codec import wire
+from ..core.config import DEFAULT_STALL_TIMEOUT, TransferConfig
+from ..core.errors import HashUnavailable, IntegrityError
 from ..core.reorder import ReorderBuffer
+from ..core.stats import Verified
 from ..core.untrusted import command_output_cap, command_timeout
 from ..local.dirfd import LocalFile, open_regular
 from ..local.target import run_blocking

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from .._errors import ProtocolError, SSHPipeError
-from .._stats import TransferStats
 from ..core import codec
+from ..core.errors import ProtocolError, SSHPipeError
+from ..core.stats import TransferStats
 from ..core.status import status_error
 from ..transport.pool import Lease
 from .lanes import Lane

@@ -34,9 +34,9 @@ from typing import Any, cast
 
 import asyncssh
 
-from .._config import ConnectConfig
-from .._errors import UsageError
-from .._prompt import Prompt, PromptCallback, shown
+from ..core.config import ConnectConfig
+from ..core.errors import UsageError
+from ..core.prompt import Prompt, PromptCallback, shown
 from ..core.text import printable
 from .authmemory import AuthMemory as AuthMemory
 from .hostkeys import HostKeyPolicy

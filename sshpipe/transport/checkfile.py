@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from .._errors import ProtocolError, RemoteError
 from ..core import codec
 from ..core.checkfile import (
     CheckFile,
@@ -23,6 +22,7 @@ from ..core.checkfile import (
     encode_check_file,
     hashes_in,
 )
+from ..core.errors import ProtocolError, RemoteError
 from ..core.untrusted import command_timeout
 from .replies import quiet
 from .sftp import SFTPSession

@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from .._config import DEFAULT_STALL_TIMEOUT
-from .._errors import ConnectionBroken
+from ..core.config import DEFAULT_STALL_TIMEOUT
+from ..core.errors import ConnectionBroken
 from ..core.untrusted import COMMAND_OUTPUT_SLACK, command_timeout
 from .sftp import SFTPSession
 from .wiring import Shell

@@ -22,10 +22,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from .._config import TransferConfig
-from .._errors import SSHPipeError
-from .._stats import CompressionReport
 from ..core.compresspolicy import CompressionMode, Route, ZlibCost
+from ..core.config import TransferConfig
+from ..core.errors import SSHPipeError
+from ..core.stats import CompressionReport
 from .pacing import Pacer
 from .pool import ChannelPool
 from .poollease import PoolLease

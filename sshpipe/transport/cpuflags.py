@@ -12,8 +12,8 @@ import logging
 import threading
 from pathlib import Path
 
-from .._config import DEFAULT_CIPHERS
 from ..core.cipherorder import CipherChoice, choose_ciphers, cpu_flags
+from ..core.config import DEFAULT_CIPHERS
 
 __all__ = ["default_ciphers", "forget"]
 

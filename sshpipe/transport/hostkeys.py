@@ -14,9 +14,9 @@ from pathlib import Path
 
 import asyncssh
 
-from .._config import ConnectConfig
-from .._errors import ConnectError, HostKeyError, HostKeyMismatch, SSHPipeError, UnknownHostKey
-from .._keys import HostKey, HostKeyCheck
+from ..core.config import ConnectConfig
+from ..core.errors import ConnectError, HostKeyError, HostKeyMismatch, SSHPipeError, UnknownHostKey
+from ..core.keys import HostKey, HostKeyCheck
 from .asyncssh_patches import auth_method, prepare_handshake, watch_key_exchange
 from .keys import host_key_of
 

@@ -30,9 +30,9 @@ from typing import TypeAlias
 
 import asyncssh
 
-from .._config import ConnectConfig
-from .._errors import KeyLoadError, UsageError
-from .._keys import HostKey, PrivateKey
+from ..core.config import ConnectConfig
+from ..core.errors import KeyLoadError, UsageError
+from ..core.keys import HostKey, PrivateKey
 from ..core.text import printable
 
 logger = logging.getLogger("sshpipe.ssh")

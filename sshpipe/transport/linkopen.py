@@ -17,10 +17,10 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
-from .._config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
-from .._errors import ConnectionBroken
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
+from ..core.config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
+from ..core.errors import ConnectionBroken
 from .replies import ReplyClock
 from .sftp import SFTPSession
 

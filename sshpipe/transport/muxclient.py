@@ -27,7 +27,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, cast
 
-from .._errors import (
+from ..core.codec import Limits
+from ..core.compresspolicy import CompressionMode
+from ..core.errors import (
     AuthenticationError,
     ChannelRefused,
     ConnectError,
@@ -36,8 +38,6 @@ from .._errors import (
     LocalError,
     Stalled,
 )
-from ..core.codec import Limits
-from ..core.compresspolicy import CompressionMode
 from ..core.muxwire import MuxWireError, encode_header, split_header
 from .muxshell import ANSWER_TIMEOUT, MuxShell
 from .replies import ReplyClock

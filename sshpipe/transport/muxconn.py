@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import asyncssh
 
-from .._errors import ProtocolError, SSHPipeError
 from ..core import codec
+from ..core.errors import ProtocolError, SSHPipeError
 from ..core.muxwire import MuxWireError, encode_header, split_header
 
 if TYPE_CHECKING:

@@ -34,9 +34,14 @@ from typing import Any
 
 import asyncssh
 
-from .._config import DEFAULT_MAX_PACKET_SIZE, DEFAULT_STALL_TIMEOUT, DEFAULT_WINDOW, ConnectConfig
-from .._errors import ChannelRefused, ConnectionBroken, SSHPipeError, Stalled
 from ..core import codec
+from ..core.config import (
+    DEFAULT_MAX_PACKET_SIZE,
+    DEFAULT_STALL_TIMEOUT,
+    DEFAULT_WINDOW,
+    ConnectConfig,
+)
+from ..core.errors import ChannelRefused, ConnectionBroken, SSHPipeError, Stalled
 from ..core.replyparser import ReplyParser, decode_limits
 from ..core.text import clip
 from .asyncssh_patches import ChannelTuning

@@ -11,7 +11,7 @@ import asyncio
 import collections
 from typing import Any, cast
 
-from .._errors import ConnectionBroken, ProtocolError
+from ..core.errors import ConnectionBroken, ProtocolError
 from ..core.muxwire import MuxWireError, encode_header, split_header
 
 # The master's answer to a header comes from a local process: a second is

@@ -23,10 +23,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 
-from .._config import ConnectConfig, TransferConfig
-from .._errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, Stalled
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
+from ..core.config import ConnectConfig, TransferConfig
+from ..core.errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, Stalled
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server

@@ -14,8 +14,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Protocol
 
-from .._config import TransferConfig
-from .._errors import SSHPipeError
+from ..core.config import TransferConfig
+from ..core.errors import SSHPipeError
 from ..core.servercaps import ServerCaps
 from .pacing import Pacer
 from .sftp import SFTPSession

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._config import TransferConfig
-from .._errors import ChannelRefused, SSHPipeError, Stalled
+from ..core.config import TransferConfig
+from ..core.errors import ChannelRefused, SSHPipeError, Stalled
 from ..core.sizing import reply_cap
 from .linkopen import open_link
 from .poolshare import PooledLink, channel_key

@@ -29,7 +29,7 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .._config import TransferConfig
+from ..core.config import TransferConfig
 from ..core.servercaps import handle_cap
 from ..core.sizing import reply_cap
 from .linkopen import Link

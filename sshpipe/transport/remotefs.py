@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
 
-from .._errors import ProtocolError, RemoteError, RemoteNotFound, UnsafePath
 from ..core import codec
+from ..core.errors import ProtocolError, RemoteError, RemoteNotFound, UnsafePath
 from ..core.status import status_error
 from ..core.treeplan import glob_join, glob_match, glob_parts, glob_result_matches
 from ..core.untrusted import MAX_LISTING_ENTRIES, ListingCheck, NameBudget

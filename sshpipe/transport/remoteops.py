@@ -1,6 +1,6 @@
 """Remote file operations on one SFTP session: list, stat, remove, make, rename, copy.
 
-``Client``'s ``ls``/``stat``/``mkdir``... (``sshpipe._remoteops``) lend a
+``Client``'s ``ls``/``stat``/``mkdir``... (``sshpipe.client.remoteops``) lend a
 channel from the pool and call these (``rmtree``, many requests at once, is
 ``tree.rmtree``'s). Requests that do not depend on each other go out
 together (a STAT with the OPEN it qualifies); listings are pipelined by
@@ -19,7 +19,9 @@ import asyncio
 import contextlib
 import posixpath
 
-from .._errors import (
+from ..core import codec
+from ..core.checkfile import CheckFile, HashSpec, choose_check_file, offered_algorithms
+from ..core.errors import (
     HashUnavailable,
     RemoteError,
     RemoteExists,
@@ -27,8 +29,6 @@ from .._errors import (
     RemoteNotFound,
     SSHPipeError,
 )
-from ..core import codec
-from ..core.checkfile import CheckFile, HashSpec, choose_check_file, offered_algorithms
 from ..core.untrusted import ListingCheck, command_timeout
 from .checkfile import remote_check_file
 from .remotefs import Listing, read_dir

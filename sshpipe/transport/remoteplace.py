@@ -34,7 +34,8 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .._errors import (
+from ..core import codec
+from ..core.errors import (
     ConnectionBroken,
     ProtocolError,
     RemoteError,
@@ -43,7 +44,6 @@ from .._errors import (
     RemoteNotFound,
     SSHPipeError,
 )
-from ..core import codec
 from ..core.identity import rename_problem, same_file
 from ..core.tempbook import TempBook
 from ..core.tempnames import beside, temp_name

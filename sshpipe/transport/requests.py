@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
-from .._errors import ClosedError, ConnectionBroken, ProtocolError, Stalled
 from ..core import codec
+from ..core.errors import ClosedError, ConnectionBroken, ProtocolError, Stalled
 from ..core.replyparser import ReplyParser
 from ..core.servercaps import ServerCaps
 from ..core.status import status_error

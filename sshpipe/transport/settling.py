@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from .._errors import Stalled
+from ..core.errors import Stalled
 from .poolshare import BusyChannels, Room
 from .replies import SETTLE_TIMEOUT
 from .sftp import SFTPSession

@@ -13,8 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from .._errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError, Stalled
 from ..core import codec
+from ..core.errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError, Stalled
 from ..core.flight import SharedBytes
 from ..core.replyparser import decode_limits
 from ..core.serverprofile import profile_of

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncssh
 
-from .._errors import ProtocolError
+from ..core.errors import ProtocolError
 
 logger = logging.getLogger("sshpipe.ssh")
 

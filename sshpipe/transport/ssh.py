@@ -19,8 +19,8 @@ from typing import Any
 
 import asyncssh
 
-from .._config import ConnectConfig
-from .._errors import (
+from ..core.config import ConnectConfig
+from ..core.errors import (
     AuthenticationError,
     ConnectDropped,
     ConnectError,

@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._errors import UsageError
+from ..core.errors import UsageError
 from ..core.sshconfig import Query, lookup
 
 __all__ = ["DEFAULT_SSH_CONFIG", "OWN_KEYWORDS", "config_files", "options_text", "own_options"]

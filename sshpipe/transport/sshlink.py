@@ -18,9 +18,9 @@ import weakref
 
 import asyncssh
 
-from .._errors import ChannelRefused, ConnectionBroken, Stalled
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
+from ..core.errors import ChannelRefused, ConnectionBroken, Stalled
 from ..core.text import clip
 from ..core.timeline import Timeline
 from .asyncssh_patches import ChannelTuning

@@ -23,14 +23,14 @@ from typing import Any
 
 import asyncssh
 
-from .._config import (
+from ..core.compresspolicy import CompressionMode
+from ..core.config import (
     DEFAULT_CONNECT_TIMEOUT,
     HOST_KEY_POLICIES,
     ConnectConfig,
     HostKeyPolicy,
 )
-from .._errors import ConnectError, KeyLoadError, UsageError
-from ..core.compresspolicy import CompressionMode
+from ..core.errors import ConnectError, KeyLoadError, UsageError
 from ..core.sshconfig import jump_in_force, parse_jump
 from .asyncssh_patches import bound_zlib, read_compression_auto
 from .auth import AuthMemory, can_prompt

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._errors import RemoteOpenFailed
+from ..core.errors import RemoteOpenFailed
 from ..core.servercaps import after_handle_refusal, handle_cap
 from ..transport.sftp import SFTPSession
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .._config import TransferConfig
-from .._errors import LocalError, RemoteIsADirectory, SSHPipeError
-from .._stats import TransferStats
 from ..core.checkfile import VerifyPlan
+from ..core.config import TransferConfig
+from ..core.errors import LocalError, RemoteIsADirectory, SSHPipeError
+from ..core.stats import TransferStats
 from ..core.untrusted import check_link_target, others_may_write, safe_mode
 from ..durability import ledger
 from ..local.dirfd import (

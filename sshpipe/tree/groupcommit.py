@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from functools import cache
 
-from .._errors import LocalError
+from ..core.errors import LocalError
 from ..local.dirfd import LocalFile, local_error, open_regular, remove, replace
 from ..local.target import run_blocking
 from .batch import Batcher

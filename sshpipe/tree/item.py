@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._errors import (
+from ..core import codec
+from ..core.errors import (
     ClosedError,
     ConnectError,
     ConnectionBroken,
@@ -16,8 +17,7 @@ from .._errors import (
     SSHPipeError,
     UnsafePath,
 )
-from .._stats import ProgressCallback
-from ..core import codec
+from ..core.stats import ProgressCallback
 from ..local.dirfd import LocalFile
 
 

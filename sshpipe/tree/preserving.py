@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 
-from .._config import TransferConfig
-from .._stats import TransferStats
 from ..core import codec
+from ..core.config import TransferConfig
+from ..core.stats import TransferStats
 from ..core.untrusted import safe_mode
 from ..local.dirfd import local_error
 from ..transfer.progress import Tally

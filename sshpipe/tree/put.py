@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from .._errors import (
+from ..core import codec
+from ..core.checkfile import VerifyPlan
+from ..core.errors import (
     ConnectionBroken,
     RemoteError,
     RemoteIsADirectory,
     RemoteNotFound,
     SSHPipeError,
 )
-from .._stats import TransferStats
-from ..core import codec
-from ..core.checkfile import VerifyPlan
+from ..core.stats import TransferStats
 from ..durability import ledger
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file

@@ -17,8 +17,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from .._config import TransferConfig
-from .._errors import ConnectionBroken
+from ..core.config import TransferConfig
+from ..core.errors import ConnectionBroken
 from ..core.retry import RetryBudget
 from ..transfer.retrying import after_break
 from ..transport.pool import Lease

@@ -25,8 +25,8 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from .._errors import RemoteError
 from ..core import codec
+from ..core.errors import RemoteError
 from ..core.servercaps import handle_cap
 from ..core.untrusted import ListingCheck
 from ..transport.remotefs import read_dir

@@ -39,17 +39,17 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-from .._config import TransferConfig
-from .._errors import (
+from ..core.checkfile import choose_check_file
+from ..core.compresspolicy import route_by_name
+from ..core.config import TransferConfig
+from ..core.errors import (
     ConnectionBroken,
     IncompleteTransfer,
     SSHPipeError,
     TransferError,
 )
-from .._stats import CompressionReport, TransferStats, TreeStats
-from ..core.checkfile import choose_check_file
-from ..core.compresspolicy import route_by_name
 from ..core.flight import SharedBytes
+from ..core.stats import CompressionReport, TransferStats, TreeStats
 from ..core.text import clip, printable
 from ..core.treeplan import TreeAccount, is_small, split_budget
 from ..core.untrusted import MAX_LISTED_FAILURES, NameBudget, safe_mode

@@ -20,7 +20,8 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from .._errors import (
+from ..core import codec
+from ..core.errors import (
     LocalError,
     RemoteError,
     RemoteIsADirectory,
@@ -30,7 +31,6 @@ from .._errors import (
     TransferError,
     UnsafePath,
 )
-from ..core import codec
 from ..core.treeplan import Landings, elided, has_magic, landings
 from ..core.untrusted import ListingCheck, is_temporary_name
 from ..local.dirfd import local_error

@@ -19,9 +19,9 @@ import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 
-from .._stats import Verified
 from ..core.checkfile import CheckFile, Hasher, HashSpec, VerifyPlan, level_strength, plan_verify
 from ..core.codec import wire
+from ..core.stats import Verified
 from ..core.untrusted import command_output_cap
 from ..transfer.verify import Digests, RemoteHash, ServerSha256, Unreadable, check
 from ..transport.commands import RemoteCommands

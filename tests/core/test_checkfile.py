@@ -16,9 +16,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sshpipe._config import VERIFY_LEVELS
-from sshpipe._errors import ProtocolError
-from sshpipe._stats import HashAlgorithm, Verified
 from sshpipe.core.checkfile import (
     DIGEST_SIZES,
     LISTED_BLOCK,
@@ -37,6 +34,9 @@ from sshpipe.core.checkfile import (
     offered_algorithms,
     plan_verify,
 )
+from sshpipe.core.config import VERIFY_LEVELS
+from sshpipe.core.errors import ProtocolError
+from sshpipe.core.stats import HashAlgorithm, Verified
 
 
 def u32(value: int) -> bytes:

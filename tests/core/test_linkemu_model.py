@@ -17,11 +17,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from sshpipe.linkemu import LinkSpec
-from sshpipe.linkemu._model import MIN_DEFAULT_QUEUE, UNLIMITED_RATE_IN_FLIGHT, LinkModel
+from sshpipe.testing.linkemu import LinkSpec
+from sshpipe.testing.linkemu._model import MIN_DEFAULT_QUEUE, UNLIMITED_RATE_IN_FLIGHT, LinkModel
 
 MBIT8 = 8e6  # 1 byte per µs
-MODEL_FILE = Path(__file__).parents[2] / "sshpipe" / "linkemu" / "_model.py"
+MODEL_FILE = Path(__file__).parents[2] / "sshpipe" / "testing" / "linkemu" / "_model.py"
 
 
 def model(rate: float | None = MBIT8, delay: float = 0.05, queue: int = 10_000) -> LinkModel:

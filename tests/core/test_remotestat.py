@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from sshpipe import RemoteStat
-from sshpipe._remotestat import remote_stat
 from sshpipe.core.codec import Attrs
+from sshpipe.core.remotestat import remote_stat
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sshpipe._errors import ProtocolError
 from sshpipe.core import codec
+from sshpipe.core.errors import ProtocolError
 from sshpipe.core.readplan import EOF, Range, classify_read
 from sshpipe.core.sizing import (
     FALLBACK_BLOCK_SIZE,

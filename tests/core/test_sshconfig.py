@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sshpipe._errors import UsageError
+from sshpipe.core.errors import UsageError
 from sshpipe.core.sshconfig import (
     MAX_INCLUDE_DEPTH,
     Query,

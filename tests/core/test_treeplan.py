@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from sshpipe._errors import RemoteNotFound
+from sshpipe.core.errors import RemoteNotFound
 from sshpipe.core.progress import MAX_CURRENT
 from sshpipe.core.treeplan import (
     TreeAccount,

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sshpipe
-from sshpipe._errors import UnsafePath, UsageError
 from sshpipe.core import treeplan, untrusted
 from sshpipe.core.codec import Attrs
+from sshpipe.core.errors import UnsafePath, UsageError
 from sshpipe.core.text import MESSAGE_SHOWN, SHOWN, clip, printable
 from sshpipe.core.treeplan import Landings, TreeAccount, elided, glob_result_matches, landings
 from sshpipe.core.untrusted import (

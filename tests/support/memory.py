@@ -23,7 +23,7 @@ _CHILD = textwrap.dedent(
     import asyncio, json, sys
     from pathlib import Path
     import sshpipe
-    import sshpipe._client  # asyncssh and the engine loaded before the baseline
+    import sshpipe.client.client  # asyncssh and the engine loaded before the baseline
 
     job = json.loads(sys.argv[1])
 

@@ -18,8 +18,8 @@ from typing import Literal
 import pytest
 
 import sshpipe
-from sshpipe.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.embedded import EmbeddedServer, cli_options
+from sshpipe.testing.linkemu import LinkEmulator, LinkSpec
 from sshpipe.testing.proftpd import ProFTPDInfo
 from sshpipe.testing.sshd import SSHServerInfo
 from tests.support.files import random_file

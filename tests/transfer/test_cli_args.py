@@ -13,11 +13,11 @@ import asyncssh
 import pytest
 
 import sshpipe
-from sshpipe._config import DEFAULT_WINDOW
-from sshpipe._errors import UsageError
 from sshpipe.cli.args import DEMO_SIZE, parse_args
 from sshpipe.cli.settings import ssh_kwargs
 from sshpipe.cli.targets import RemoteSpec, parse_remote
+from sshpipe.core.config import DEFAULT_WINDOW
+from sshpipe.core.errors import UsageError
 
 
 def _spec(user: str | None, host: str, path: str, port: int | None = None) -> RemoteSpec:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sshpipe._errors import LocalError
+from sshpipe.core.errors import LocalError
 from sshpipe.local.dirfd import DirRoot, LocalFile
 from sshpipe.tree import groupcommit as _groupcommit
 from sshpipe.tree.groupcommit import GroupCommit, sync_files

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from sshpipe._paths import usable
 from sshpipe.cli.targets import parse_remote
+from sshpipe.core.paths import usable
 from sshpipe.fsspec import SSHPipeFileSystem
 
 NUL = "logs/a\x00b.txt"

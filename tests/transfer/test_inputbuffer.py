@@ -1,7 +1,7 @@
 """The receive buffer that keeps each read as it came (``asyncssh_patches.inputbuffer``).
 
 Every operation is checked against the ``bytes`` asyncssh would have held;
-the real connections run it in tests/integration/test_asyncssh_patches.py.
+the real connections run it in tests/integration/connect/test_asyncssh_patches.py.
 """
 
 from __future__ import annotations

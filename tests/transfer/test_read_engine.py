@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import sshpipe
-from sshpipe._errors import RemoteError, Stalled
 from sshpipe.core import codec
+from sshpipe.core.errors import RemoteError, Stalled
 from sshpipe.core.readplan import ReadPlan
 from sshpipe.testing.fakes import FakeLease, FakeServer, Faults
 from sshpipe.transfer.download import download

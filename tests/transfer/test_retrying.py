@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sshpipe._errors import (
+from sshpipe.core.errors import (
     AuthenticationError,
     ConnectDropped,
     ConnectionBroken,

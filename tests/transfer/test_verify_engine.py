@@ -19,9 +19,9 @@ import pytest
 
 import sshpipe
 import sshpipe.transfer.verify
-from sshpipe._errors import IntegrityError, ProtocolError
 from sshpipe.core import checkfile
 from sshpipe.core.checkfile import LISTED_BLOCK, CheckFile, HashSpec
+from sshpipe.core.errors import IntegrityError, ProtocolError
 from sshpipe.testing.fakes import CheckFileOffer, FakeLease, FakeServer
 from sshpipe.transfer.download import download
 from sshpipe.transfer.upload import upload

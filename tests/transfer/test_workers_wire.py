@@ -7,9 +7,9 @@ import pickle
 import pytest
 
 import sshpipe
-from sshpipe._errors import IncompleteTransfer
+from sshpipe.core.errors import IncompleteTransfer
 from sshpipe.core.readplan import Range
-from sshpipe.transfer.workers import wire
+from sshpipe.workers import wire
 
 
 @pytest.mark.parametrize(
@@ -63,8 +63,8 @@ def test_frames_round_trip_and_refuse_a_huge_length() -> None:
 
 
 def test_a_worker_gets_its_share_of_the_limit_and_of_the_byte_budget_and_asks_nobody() -> None:
-    from sshpipe._engine import ChannelPool
-    from sshpipe.transfer.workers.common import hello_for
+    from sshpipe.client.engine import ChannelPool
+    from sshpipe.workers.common import hello_for
 
     def ask(prompt: sshpipe.Prompt) -> str:
         return "typed"
@@ -86,8 +86,8 @@ def test_a_worker_gets_its_share_of_the_limit_and_of_the_byte_budget_and_asks_no
 
 
 def test_a_known_hosts_callable_cannot_cross_to_a_worker() -> None:
-    from sshpipe._engine import ChannelPool
-    from sshpipe.transfer.workers.common import hello_for
+    from sshpipe.client.engine import ChannelPool
+    from sshpipe.workers.common import hello_for
 
     client = sshpipe.connect("u@h", known_hosts=lambda host, port, key: True)
     pool = ChannelPool(client.connect_config, client.config)

@@ -12,8 +12,8 @@ import os
 import pytest
 
 import sshpipe
-from sshpipe._errors import ConnectionBroken, RemoteError
 from sshpipe.core import codec
+from sshpipe.core.errors import ConnectionBroken, RemoteError
 from sshpipe.testing.fakes import FakeLease, FakeServer, Faults
 from sshpipe.transfer.lanes import open_lanes, sizing_for
 from sshpipe.transfer.pump import pumping

@@ -1,0 +1,405 @@
+"""Frozen, validated configuration: where to connect and how to transfer.
+
+Example::
+
+    TransferConfig(requests=64, block_size=64 * 1024)
+    ConnectConfig(host="example.org", username="me", strict_host_key_checking="accept-new")
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias, get_args
+
+from .cipherorder import AES_FIRST
+from .errors import UsageError
+from .keys import HostKeyCheck, PrivateKey
+from .paths import usable
+from .prompt import PromptCallback
+from .sshconfig import parse_jump
+
+# 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
+# asyncssh caps its own parallel I/O at 128 (_MAX_SFTP_REQUESTS).
+DEFAULT_REQUESTS = 128
+# Payload bytes a transfer may charge at once (in flight plus waiting for disk
+# or reader): the flow controller's memory budget. 64 MiB carries 1 Gbit/s at
+# up to ~500 ms RTT, or 200 MB/s at 300 ms.
+DEFAULT_MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024
+# The floor of the byte budget, whatever the controller measures. On loopback
+# the RTT of a request is mostly the server's own queue, so the bandwidth-delay
+# product says little; 4, 8, 16 and 32 MiB ran within noise of each other
+# there (benchmarks/sweep_loopback.py: 670-690 MB/s get, 405-434 MB/s put).
+DEFAULT_MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
+# SFTP channels one connection may carry: OpenSSH's MaxSessions default (10)
+# less one, kept free for a command (--verify's sha256sum, a tree's shell):
+# with all ten taken by a striped file its check fell back to the size. A
+# server that refuses earlier is believed; one that allows more can be told so.
+DEFAULT_CHANNELS_PER_CONNECTION = 9
+# Connections one client may open for its transfers. Each costs a handshake
+# (~7 round trips); 4 x 9 channels x 2 MiB is 72 MiB of upload window.
+DEFAULT_MAX_CONNECTIONS = 4
+# Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT),
+# which caps a channel at 2 MiB per round trip. OpenSSH buffers at most 16 MiB
+# per channel (CHAN_INPUT_MAX) and HPN-SSH advertises at most 15 MiB to
+# OpenSSH peers; a longer pipe gets more channels instead.
+DEFAULT_WINDOW = 15 * 1024 * 1024
+# Largest SSH data packet we ask the server to send. 32 KiB is OpenSSH's
+# CHAN_SES_PACKET_DEFAULT; sshd then sends what it read from sftp-server
+# (~40 KiB on average at 255 KiB). 32K-255K measured within noise on
+# loopback (sweep_loopback.py); the largest leaves the server the choice and
+# costs asyncssh, at ~30 us of Python per packet, the fewest packets.
+DEFAULT_MAX_PACKET_SIZE = 256 * 1024 - 1024
+# SFTP caps one READ/WRITE length at 2^32-1; servers cap far lower. Our own
+# ceiling keeps one reply bounded even when a server's limits are generous.
+MAX_BLOCK_SIZE = 4 * 1024 * 1024
+# One process per core is the most that can help; 16 covers the machines
+# sshpipe is measured on with room to spare, and bounds what a typo starts.
+MAX_WORKERS = 16
+
+HostKeyPolicy = Literal["yes", "accept-new", "no"]
+# StrictHostKeyChecking's values as ssh_config and -o spell them, as sshpipe
+# applies them: "off" is "no"; "ask" is "yes", since sshpipe prompts nobody
+# (ssh itself refuses an unknown host under "ask" when it cannot ask).
+HOST_KEY_POLICIES: dict[str, HostKeyPolicy] = {
+    "yes": "yes",
+    "ask": "yes",
+    "accept-new": "accept-new",
+    "no": "no",
+    "off": "no",
+}
+# OpenSSH waits for the kernel's TCP timeout (~2 min); a transfer tool that
+# retries does better to give up sooner. ssh_config's ConnectTimeout wins.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+# Keywords -o may not give (ssh(1) refuses them too): they start blocks or read files.
+_BLOCK_KEYWORDS = ("host", "match", "include")
+# The order kept where the CPU's flags cannot be read (today's: AES-GCM first,
+# far cheaper than chacha20-poly1305 with AES-NI); where they can, the CPU
+# chooses (``core.cipherorder``: chacha20 first without AES instructions).
+# Never "none" (asyncssh does not offer it unless asked).
+DEFAULT_CIPHERS = AES_FIRST
+
+
+# What ``TransferConfig.verify`` asks for (``TransferStats.verified`` says what was
+# done). "best" is "hash" where the server can hash, else "size": the CLI's plain
+# --verify. "hash" asked by name fails (HashUnavailable) where it cannot.
+VerifyLevel: TypeAlias = Literal["none", "size", "best", "hash", "read-back"]
+VERIFY_LEVELS: tuple[VerifyLevel, ...] = get_args(VerifyLevel)
+# Five reconnects in a row that move nothing: about 8 s of backoff (0.25 s
+# doubling, equal jitter), enough for a flapping link, not for a dead host.
+DEFAULT_RETRIES = 5
+# A minute without one reply: sshd's ClientAliveInterval x CountMax is 0 by
+# default; TCP keepalives take two hours. A reply per RTT is the norm.
+DEFAULT_STALL_TIMEOUT = 60.0
+# Five minutes waiting for a channel: a wait begins only once every channel the
+# client may open carries its handle cap of transfers (36 x 64 by default), so
+# one that long means the client is overloaded, not merely busy.
+DEFAULT_QUEUE_TIMEOUT = 300.0
+# Tries at a password or a key's passphrase before giving up on it: OpenSSH's
+# NumberOfPasswordPrompts default.
+DEFAULT_PASSWORD_PROMPTS = 3
+# Directories a tree may go down: OpenSSH's sftp stops at 64 (MAX_DIR_DEPTH in
+# sftp-client.c). A server's endless chain ends there, in bounded memory.
+DEFAULT_MAX_DEPTH = 64
+# A path of PATH_MAX (4096) bytes holds at most 2048 directories.
+MAX_MAX_DEPTH = 2048
+
+
+def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name} must be a positive integer, not {value!r}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"{name} must be at most {maximum}, not {value}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TransferConfig:
+    """How one transfer is pipelined.
+
+    Attributes:
+        requests: SFTP requests in flight on one channel (``sftp -R``). A
+            transfer striped over N channels has up to N x ``requests`` in
+            flight; the flow controller counts one channel to carry no more
+            than ``requests`` blocks. Derived totals have names of their own
+            (``core.sizing.Sizing.request_cap``).
+        block_size: bytes in one READ or WRITE request (``sftp -B``); None
+            means the server's ``limits@openssh.com`` maximum (at most 256
+            KiB), else 32 KiB. Fixed for the whole transfer, reconnects
+            included (``core/sizing.py``).
+        max_bytes_in_flight: memory budget: payload bytes charged at once, by
+            one transfer and (the client's own config's) by all the transfers
+            of a client together: 200 at once share it rather than hold 200
+            (an upload's blocks are charged before they are read; one with
+            nothing charged waits its turn for a block while it is full). A
+            tree's big files share the tree's part of it; workers split it.
+        min_bytes_in_flight: floor of the byte budget the flow controller sets.
+        channels: None lets the flow controller choose how many channels (and
+            connections) to use from the measured RTT and delivery rate; a
+            number fixes the channels and the byte budget (max_bytes_in_flight).
+        channels_per_connection: most channels opened on one connection.
+        max_connections: most connections the client opens for its transfers.
+        window: SSH receive window of each channel we open (RFC 4254 §5.2).
+        max_packet_size: largest SSH data packet we ask the server to send.
+        local_io_in_thread: read and write the local file in a worker thread so
+            a slow disk never stalls the event loop. False does it on the loop
+            thread: ~13% less CPU (no GIL hand-over per batch); the CLI, which
+            runs one transfer per process, uses False.
+        fsync: make each file durable before it takes its final name: fsync
+            of a download (and of its directory after the rename),
+            ``fsync@openssh.com`` of an upload when the server offers it. A
+            crash then leaves the old file or the whole new one, never a name
+            whose bytes are not there. On by default (scp, sftp and rsync do
+            not); a tree's small downloads are synced by the batch (one
+            syncfs for the files written meanwhile), uploads one by one on the
+            server. False keeps only the rename, which already keeps readers
+            from ever seeing a partial file.
+        verify: check the copy end to end before it takes its final name:
+            "none"; "size" (the server's size after the copy); "hash" (a
+            SHA-256 computed as the bytes flow, against ``sha256sum`` run on
+            the server; where it runs none, the hash its SFTP ``check-file``
+            extension makes, in the best algorithm it has; where it has
+            neither, the copy fails with ``HashUnavailable`` and does not take
+            its name); "best" (as "hash", else the size: the CLI's plain
+            ``--verify``); "read-back" (as "hash", else the file read back
+            over SFTP and hashed). ``TransferStats.verified`` says which was
+            achieved.
+        retries: reconnects in a row that may fail to move a byte before a
+            download gives up (0: none). A dropped or stalled connection is
+            reopened with backoff and only the missing ranges are asked again;
+            errors retrying cannot fix (permission, missing file, disk full,
+            authentication, host key) are never retried.
+        stall_timeout: seconds without a single reply after which a
+            connection counts as dropped.
+        queue_timeout: seconds a transfer may wait for a channel when every
+            channel the client may open already carries all the transfers it
+            can (past ``max_connections`` x ``channels_per_connection``,
+            transfers share channels); then ``PoolExhausted``. None waits for ever.
+        resume: keep an interrupted copy's partial file (fixed name beside
+            the destination) and a journal of its complete ranges (each with a
+            SHA-256), and continue from them next time (``rsync --partial``,
+            ``sftp reget``/``reput``): ranges whose bytes no longer match are
+            copied again; a source that changed since is refused
+            (``IntegrityError``), and so is a second copy resuming the same
+            partial at once (``LocalError``). An upload's journal lives in
+            ``$XDG_STATE_HOME/sshpipe/resume``, and its kept ranges are read
+            back from the server first.
+            A tree (``recursive``) skips the files an earlier run finished
+            (journaled there too) and continues its big files.
+        inplace: write straight to the destination instead of a temporary
+            name renamed over it (``rsync --inplace``): no second copy on
+            disk and the file keeps its inode, but a failure leaves a partial
+            file under the final name.
+        sequential_writes: send an upload's WRITEs in file order on one
+            channel, for servers that refuse any other (object-store backed
+            ones: Azure Blob SFTP). Without it, a server that refuses a WRITE
+            gets the upload again this way, once, and keeps it for the client.
+        rate_limit: most bytes per second the transfer asks for, over all its
+            channels and connections (a tree's files share it); None: no
+            limit. A token bucket meters each READ/WRITE before it leaves
+            (``core/ratelimit.py``), so the rate over the whole transfer holds
+            from the first request. The CLI's ``-l`` is in Kbit/s as scp's
+            (1 Kbit = 1024 bits): ``-l 8000`` is 1,024,000 bytes/s.
+        max_depth: directories a tree may go down below each source (``-r``);
+            one deeper stops the tree with ``TooDeep``. What a tree holds
+            while it walks grows with the depth, never with the width.
+        workers: processes that share one file's get or put, each with its own
+            connection and its own stripe of the file (``transfer/workers``):
+            for a client one core cannot keep up with. "auto" (the default)
+            is 1 until measured to win (README, "Worker processes"); a number
+            forces it (a small file gets fewer).
+    """
+
+    requests: int = DEFAULT_REQUESTS
+    block_size: int | None = None
+    max_bytes_in_flight: int = DEFAULT_MAX_BYTES_IN_FLIGHT
+    min_bytes_in_flight: int = DEFAULT_MIN_BYTES_IN_FLIGHT
+    channels: int | None = None
+    channels_per_connection: int = DEFAULT_CHANNELS_PER_CONNECTION
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    window: int = DEFAULT_WINDOW
+    max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
+    local_io_in_thread: bool = True
+    fsync: bool = True
+    inplace: bool = False
+    verify: VerifyLevel = "none"
+    resume: bool = False
+    retries: int = DEFAULT_RETRIES
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
+    sequential_writes: bool = False
+    rate_limit: int | None = None
+    workers: int | Literal["auto"] = "auto"
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or isinstance(self.retries, bool):
+            raise UsageError(f"retries must be 0 or more, not {self.retries!r}")
+        if not self.stall_timeout > 0:
+            raise UsageError(f"stall_timeout must be positive, not {self.stall_timeout!r}")
+        if self.queue_timeout is not None and not self.queue_timeout > 0:
+            raise UsageError(f"queue_timeout must be positive or None, not {self.queue_timeout!r}")
+        if self.resume and self.inplace:
+            raise UsageError("resume keeps a partial file beside the target; inplace has none")
+        if self.verify not in VERIFY_LEVELS:
+            raise UsageError(
+                f"verify must be one of {', '.join(VERIFY_LEVELS)}, not {self.verify!r}"
+            )
+        _positive("requests", self.requests, maximum=65536)
+        _positive("block_size", self.block_size, maximum=MAX_BLOCK_SIZE)
+        _positive("max_bytes_in_flight", self.max_bytes_in_flight)
+        _positive("min_bytes_in_flight", self.min_bytes_in_flight)
+        _positive("channels", self.channels, maximum=64)
+        _positive("channels_per_connection", self.channels_per_connection, maximum=1024)
+        _positive("max_connections", self.max_connections, maximum=64)
+        _positive("window", self.window, maximum=2**32 - 1)
+        _positive("max_packet_size", self.max_packet_size, maximum=2**20)
+        # scp's ceiling: 100 x 2^20 Kbit/s (scp.c's strtonum bound), 128 bytes each.
+        _positive("rate_limit", self.rate_limit, maximum=100 * 2**20 * 128)
+        if self.workers != "auto":
+            _positive("workers", self.workers, maximum=MAX_WORKERS)
+        _positive("max_depth", self.max_depth, maximum=MAX_MAX_DEPTH)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConnectConfig:
+    """Where and how to open the SSH connection; unset fields come from ssh_config.
+
+    Attributes:
+        host: host name or address (an alias from ssh_config works too).
+        port: TCP port; None means ssh_config's Port, else 22.
+        username: login name; None means ssh_config's User, else the local user.
+        identity_files: private key files to offer (``-i``), in order, then
+            ssh_config's IdentityFile; where neither (nor ``keys``) names
+            one, ~/.ssh/id_*. An encrypted one is offered by its public half
+            and its passphrase asked only if the server accepts it.
+        passphrase: decrypts the encrypted ``identity_files`` (and default
+            keys); never logged or shown.
+        keys: private keys in memory (``sshpipe.load_key``), offered before
+            the files.
+        agent_path: the ssh-agent socket; None means ssh_config's
+            IdentityAgent, else ``$SSH_AUTH_SOCK``; "none" uses no agent.
+        password: password to try when keys fail (never logged).
+        prompt: a callback (``sshpipe.Prompt`` in, the answer out) for the
+            passphrases, passwords and keyboard-interactive challenges a
+            log-in needs; None prompts for nothing (``_prompt.py``).
+        batch_mode: OpenSSH's BatchMode: never prompt, even with ``prompt``;
+            None means ssh_config's BatchMode, else no.
+        password_prompts: OpenSSH's NumberOfPasswordPrompts: tries at each
+            password, passphrase or challenge before giving up on it.
+        known_hosts: known_hosts files; None means ssh_config's, else
+            ~/.ssh/known_hosts. Or a callable ``(host, port, HostKey) ->
+            bool`` that alone decides: True trusts the key, False refuses it
+            (``HostKeyError``); no file is read or written, and
+            ``strict_host_key_checking`` must stay "yes".
+        strict_host_key_checking: "yes" refuses unknown hosts, "accept-new"
+            records them, "no" accepts them; a changed key is always refused.
+            None means ssh_config's StrictHostKeyChecking (its "off" is "no",
+            its "ask" is "yes": nobody is asked), else "yes".
+        ssh_config: OpenSSH client config files to read; None means ~/.ssh/config.
+        connect_timeout: seconds allowed for TCP connect plus SSH handshake;
+            None means ssh_config's ConnectTimeout, else 30.
+        ciphers: encryption algorithms in preference order; None means
+            ssh_config's Ciphers, else an order chosen from the CPU's flags
+            (AES-GCM first with AES instructions, chacha20-poly1305 first
+            without; ``DEFAULT_CIPHERS`` when unreadable). "none" is refused
+            from either.
+        compression: "auto" chooses per file: an uncompressed
+            connection, and a compressed one (zlib@openssh.com, else zlib)
+            opened beside it for files that shrink on a link slower than
+            zlib; True compresses every connection (helps slow links, halves
+            fast ones), False none. None means ssh_config's Compression
+            (yes/no/auto), else "auto" (OpenSSH's default is no; README,
+            "Compression").
+        proxy_jump: jump hosts, ``[user@]host[:port]`` separated by commas
+            (``ssh -J``): the connection is tunnelled through each in turn,
+            and each is checked and logged in as a host of its own (its own
+            ssh_config block; this config's keys, known_hosts, host key
+            policy, connect timeout and ciphers; not its port, user,
+            compression or ``ssh_options``; never the password). None means
+            ssh_config's ProxyJump; "none" connects directly.
+        ssh_options: OpenSSH options as ``-o Key=Value`` gives them, (keyword,
+            value) pairs read as a config before the ssh_config files: the
+            first value of a keyword wins, so they beat the files, and the
+            fields above beat them. For keywords with no field here
+            (HostName, IdentitiesOnly, KexAlgorithms...). Not Host, Match,
+            Include.
+        control_path: a mux master's UNIX socket (the CLI's ControlPath,
+            expanded): when a master answers there, connections go through
+            its authenticated one and pay no handshake; when none does, they
+            are opened directly. None: always directly.
+    """
+
+    host: str
+    port: int | None = None
+    username: str | None = None
+    identity_files: tuple[str | os.PathLike[str], ...] = ()
+    passphrase: str | bytes | None = field(default=None, repr=False)
+    keys: tuple[PrivateKey, ...] = ()
+    agent_path: str | os.PathLike[str] | None = None
+    password: str | None = field(default=None, repr=False)
+    prompt: PromptCallback | None = field(default=None, repr=False, compare=False)
+    batch_mode: bool | None = None
+    password_prompts: int = DEFAULT_PASSWORD_PROMPTS
+    known_hosts: tuple[str, ...] | HostKeyCheck | None = None
+    strict_host_key_checking: HostKeyPolicy | None = None
+    ssh_config: tuple[str, ...] | None = None
+    connect_timeout: float | None = None
+    ciphers: tuple[str, ...] | None = None
+    compression: bool | Literal["auto"] | None = None
+    proxy_jump: str | None = None
+    ssh_options: tuple[tuple[str, str], ...] = ()
+    control_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            raise UsageError("host must not be empty")
+        usable(self.host, "host")
+        if self.username is not None:
+            usable(self.username, "user name")
+        files = (*self.identity_files, *(self.ssh_config or ()), self.agent_path, self.control_path)
+        for file in (*files, *(() if callable(self.known_hosts) else self.known_hosts or ())):
+            if isinstance(file, str | os.PathLike):
+                usable(os.fspath(file))
+        _positive("port", self.port, maximum=65535)
+        if self.strict_host_key_checking not in (None, "yes", "accept-new", "no"):
+            raise UsageError(
+                "StrictHostKeyChecking must be yes, accept-new or no, "
+                f"not {self.strict_host_key_checking!r}"
+            )
+        if self.connect_timeout is not None and not self.connect_timeout > 0:
+            raise UsageError("connect_timeout must be positive")
+        if self.compression not in (None, True, False, "auto"):
+            raise UsageError(f"compression must be 'auto', True or False, not {self.compression!r}")
+        if self.prompt is not None and not callable(self.prompt):
+            raise UsageError(f"prompt must be a callable, not {type(self.prompt).__name__}")
+        _positive("password_prompts", self.password_prompts, maximum=100)
+        if callable(self.known_hosts) and self.strict_host_key_checking not in (None, "yes"):
+            raise UsageError(
+                "known_hosts as a callable decides alone: strict_host_key_checking "
+                f"{self.strict_host_key_checking!r} would not apply"
+            )
+        if any(not isinstance(key, PrivateKey) for key in self.keys):
+            raise UsageError("keys must be PrivateKey objects (see sshpipe.load_key)")
+        if self.ciphers is not None and (
+            not self.ciphers or any(c.lower() == "none" for c in self.ciphers)
+        ):
+            raise UsageError("the 'none' cipher is never allowed")
+        if self.proxy_jump is not None:
+            parse_jump(self.proxy_jump)  # a bad hop is refused before any connection
+        for keyword, value in self.ssh_options:
+            if not keyword.isalnum() or keyword.lower() in _BLOCK_KEYWORDS:
+                raise UsageError(f"not an option -o can set: {keyword!r}")
+            if "\n" in value or "\r" in value:
+                raise UsageError(f"option {keyword}: a value is one line")
+
+
+def parse_destination(destination: str) -> tuple[str | None, str]:
+    """Split ``[user@]host`` into (user, host); IPv6 may be written in brackets."""
+    user, sep, host = destination.rpartition("@")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise UsageError(f"no host in {destination!r}")
+    return (user if sep and user else None), host

@@ -1,0 +1,217 @@
+"""What ``python -m sshpipe`` costs before it connects: what it runs and imports.
+
+Checked in fresh interpreters: this test process imported everything long ago.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+from sshpipe.transport.loading import _needs_pyopenssl, in_library_path
+from tests.support.fresh import run_fresh
+from tests.support.peers import Peer
+
+
+def test_loading_asyncssh_runs_no_compiler_or_linker() -> None:
+    """ctypes' search for liboqs ran gcc and ld in subprocesses: 40-60 ms a command."""
+    result = run_fresh("""
+        import ctypes.util, json, subprocess
+        stock = ctypes.util.find_library
+        ran = []
+        popen_init = subprocess.Popen.__init__
+        def recording(self, args, *rest, **kwargs):
+            ran.append(args if isinstance(args, str) else " ".join(map(str, args)))
+            popen_init(self, args, *rest, **kwargs)
+        subprocess.Popen.__init__ = recording
+        import sys
+        import sshpipe.cli.main
+        before = "asyncssh" in sys.modules
+        import sshpipe.transport.ssh
+        print(json.dumps({"ran": ran, "restored": ctypes.util.find_library is stock,
+                          "before": before, "after": "asyncssh" in sys.modules}))
+    """)
+    assert result["restored"] is True
+    # The command line loads asyncssh only to connect: not a command run over a
+    # mux master (``transport.linkopen``), which saves 0.2-0.3 s of its start-up.
+    assert (result["before"], result["after"]) == (False, True)
+    ran = result["ran"]
+    assert isinstance(ran, list)
+    assert not [cmd for cmd in ran if "gcc" in cmd or cmd.split()[0].endswith(("ld", "cc"))], ran
+
+
+def test_a_library_the_loader_would_find_is_found(tmp_path: Path) -> None:
+    (tmp_path / "liboqs.so.5").write_bytes(b"")
+    (tmp_path / "liboqsfoo.so").write_bytes(b"")
+    assert in_library_path("oqs", f"/nonexistent:{tmp_path}") == "liboqs.so.5"
+    assert in_library_path("nothing", str(tmp_path)) is None
+
+
+def test_a_plain_get_loads_no_tree_hashing_emulator_or_test_server(tmp_path: Path) -> None:
+    """The modules a single-file command imports, up to the connect (and a failed one)."""
+    result = run_fresh(f"""
+        import json, sys
+        from sshpipe.cli.main import main
+        code = main(["get", "-o", "ConnectTimeout=1", "-P", "1", "-F", "/dev/null",
+                     "127.0.0.1:/nowhere", {str(tmp_path / "out")!r}])
+        print(json.dumps({{"code": code, "modules": sorted(sys.modules)}}))
+    """)
+    assert result["code"] != 0  # nobody listens on port 1: the command got to the connect
+    modules = result["modules"]
+    assert isinstance(modules, list)
+    heavy = [
+        m
+        for m in modules
+        if m.startswith(("sshpipe.tree", "sshpipe.testing.linkemu", "sshpipe.testing"))
+        or m in ("sshpipe.transport.muxclient", "sshpipe.core.muxwire")  # no ControlPath
+    ]
+    assert heavy == []
+    assert "sshpipe.durability.treejournal" not in modules
+
+
+# What ``import sshpipe.cli.main`` (all a get or put imports before it connects)
+# must not load: the parts only other commands or options use, and what only
+# asyncssh needs (imported at the connect, not before: a mux command skips it).
+NOT_BEFORE_THE_CONNECT = (
+    "asyncssh",
+    "cryptography",
+    "rich",
+    "fsspec",
+    "sshpipe.tree",  # a tree or -p (its modules load at its start)
+    "sshpipe.transport.muxclient",  # only with a ControlPath
+    "sshpipe.core.muxwire",
+    "sshpipe.cli.demo",
+    "sshpipe.testing.linkemu",
+    "sshpipe.testing",
+    "sshpipe.fsspec",
+    "sshpipe.durability.treejournal",
+    # importlib.abc's and ctypes.util's: importlib.resources, tempfile, shutil,
+    # bz2, lzma (4-5 ms of a command that needs none of them)
+    "importlib.resources",
+    "tempfile",
+    "shutil",
+    "ctypes",
+)
+
+
+def test_the_command_lines_imports_leave_out_what_a_get_or_put_does_not_use() -> None:
+    result = run_fresh(f"""
+        import json, sys
+        import sshpipe.cli.main
+        print(json.dumps({{"loaded": sorted(
+            m for m in sys.modules
+            if m in {NOT_BEFORE_THE_CONNECT!r} or m.startswith({NOT_BEFORE_THE_CONNECT!r})
+        )}}))
+    """)
+    assert result["loaded"] == []
+
+
+def test_importing_the_engine_prints_no_warning() -> None:
+    """cryptography 51 warns about DSA as asyncssh 2.24 is imported: two lines on
+    every command's stderr (every CLI test that checks for a silent stderr failed)."""
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", "import sshpipe.transport.ssh, sshpipe.testing"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_the_command_starts_without_the_collector_and_resumes_it_once_connected(
+    openssh_peer: Peer, tmp_path: Path
+) -> None:
+    """Paused from the entry point's import to the connection (cli/collector.py), then
+    everything built so far frozen and the collector back on for the transfer."""
+    (openssh_peer.root / "src.bin").write_bytes(b"s" * 70_000)
+    argv = ["get", "-q", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
+            str(tmp_path / "got.bin")]  # fmt: skip
+    result = run_fresh(f"""
+        import gc, json
+        import sshpipe.__main__  # the entry the sshpipe command imports (not run: not __main__)
+        paused = not gc.isenabled()
+        from sshpipe.client.client import Client
+        from sshpipe.cli.main import main
+        during = {{}}
+        stock_get = Client.get
+        async def get(self, *args, **kwargs):
+            during.update(enabled=gc.isenabled(), frozen=gc.get_freeze_count())
+            return await stock_get(self, *args, **kwargs)
+        Client.get = get
+        code = main({argv!r})
+        print(json.dumps({{"paused": paused, "code": code, **during}}))
+    """)
+    assert result["paused"] is True
+    assert result["code"] == 0
+    assert result["enabled"] is True
+    assert result["frozen"] > 30_000  # sshpipe's, asyncssh's and cryptography's objects
+    assert (tmp_path / "got.bin").read_bytes() == b"s" * 70_000
+
+
+def test_the_library_leaves_the_collector_alone(openssh_peer: Peer, tmp_path: Path) -> None:
+    """Freezing is the command's choice for its own process, never an importer's; an
+    application calling ``main`` (no entry point) is not frozen either."""
+    (openssh_peer.root / "src.bin").write_bytes(b"t" * 1000)
+    argv = ["get", "-q", *openssh_peer.cli_options(), openssh_peer.spec("src.bin"),
+            str(tmp_path / "got.bin")]  # fmt: skip
+    result = run_fresh(f"""
+        import gc, json
+        import sshpipe
+        sshpipe.connect, sshpipe.Client
+        imported = (gc.isenabled(), gc.get_freeze_count())
+        from sshpipe.cli.main import main
+        code = main({argv!r})
+        print(json.dumps({{"imported": imported, "code": code,
+                           "after": (gc.isenabled(), gc.get_freeze_count())}}))
+    """)
+    assert result["imported"] == [True, 0]
+    assert result["code"] == 0
+    assert result["after"] == [True, 0]
+
+
+def test_asyncssh_loads_without_the_x509_module_it_could_not_use() -> None:
+    """Without pyOpenSSL asyncssh's X.509 support is off: its module is not tried (and
+    cryptography's X.509 package not loaded), and asyncssh says the same as when it is."""
+    probe = """
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        {load}
+        import asyncssh.public_key as public_key
+        print(json.dumps({{
+            "available": public_key._x509_available,
+            "algs": [alg.decode() for alg in public_key.get_x509_certificate_algs()],
+            "x509_loaded": "cryptography.x509" in sys.modules,
+            "marker_left": "asyncssh.crypto.x509" in sys.modules,
+        }}))
+    """
+    ours = run_fresh(probe.format(load="import sshpipe.transport.ssh"))
+    stock = run_fresh(probe.format(load="import asyncssh"))
+    assert (ours["available"], ours["algs"]) == (stock["available"], stock["algs"])
+    assert ours["x509_loaded"] is False and ours["marker_left"] is False
+    assert stock["x509_loaded"] is True  # what the skip saves
+
+
+def test_the_x509_skip_rests_on_what_the_installed_asyncssh_does() -> None:
+    """Canary: asyncssh's X.509 module imports pyOpenSSL, which is not installed. When
+    either changes, re-read ``loading._without_dead_x509`` before changing this test."""
+    spec = importlib.util.find_spec("asyncssh")
+    assert spec is not None and spec.origin is not None
+    module = Path(spec.origin).parent / "crypto" / "x509.py"
+    assert _needs_pyopenssl(str(module))
+    assert importlib.util.find_spec("OpenSSL") is None
+
+
+def test_with_pyopenssl_there_asyncssh_tries_its_x509_module(tmp_path: Path) -> None:
+    (tmp_path / "OpenSSL").mkdir()
+    (tmp_path / "OpenSSL" / "__init__.py").write_text("")  # no ``crypto``: it still fails
+    result = run_fresh(f"""
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        sys.path.insert(0, {str(tmp_path)!r})
+        import sshpipe.transport.ssh
+        print(json.dumps({{"x509_loaded": "cryptography.x509" in sys.modules}}))
+    """)
+    assert result["x509_loaded"] is True
