@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sshpipe.cli.argtypes import size_at_least  # noqa: E402
+from sshpipe.core.argtypes import size_at_least  # noqa: E402
 from sshpipe.testing.sshd import openssh_server  # noqa: E402
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")

@@ -8,8 +8,9 @@ the log-in's prompts on the terminal (``prompt``), running a command
 Everything a server says is escaped before it reaches the terminal
 (``output.say``). uvloop and rich are loaded here, never by the library.
 
-May import: the public API (``sshpipe``), ``_config``, ``_errors``, ``_prompt``,
-``testing.embedded`` (the demo's server), ``core.timeline.describe`` (``-v``'s
-phases), ``transport.negotiation.asyncssh_debug`` (``-vvv``: asyncssh stays imported
-in ``transport``) and ``durability.ledger`` (``clean`` without a host: no client).
+May import: ``sshpipe`` (its version), the front door (``client``), ``core``,
+``transport`` (a command line serves -o ControlMaster as ssh does: the mux
+master, ssh_config's own words, -vvv's asyncssh log), ``durability`` (the
+clean verb without a host: no client), ``testing`` (the demo's embedded server
+and link emulator), and outside the standard library ``rich`` and ``uvloop``.
 """

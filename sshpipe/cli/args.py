@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .. import __version__
+from ..core.argtypes import number_at_least, positive_int, size_at_least
 from ..core.config import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
@@ -27,7 +28,6 @@ from ..core.config import (
     DEFAULT_WINDOW,
 )
 from ..core.errors import UsageError
-from .argtypes import number_at_least, positive_int, size_at_least
 from .words import arrange
 
 __all__ = ["VERIFY_LEVELS", "build_parser", "parse_args", "version_line"]

@@ -13,10 +13,10 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
+from ..core.argtypes import positive_int
 from ..core.config import HOST_KEY_POLICIES, TransferConfig
 from ..core.errors import UsageError
 from ..core.ratelimit import kbit_to_bytes
-from .argtypes import positive_int
 from .control import CONTROL_OPTIONS
 from .targets import RemoteSpec
 

@@ -33,7 +33,15 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``parquetplan``: which parquet column chunks to read ahead, learned from the
   reader's reads, within a byte cap;
 - ``cipherorder``: the cipher order from the CPU's flags (AES-GCM first with
-  AES instructions, chacha20-poly1305 first without).
+  AES instructions, chacha20-poly1305 first without);
+- ``argtypes``: the command lines' argument types (sizes, numbers), each
+  refusal one line.
 
-May import: the standard library, ``sshpipe.core.errors``, ``sshpipe.core.stats``.
+The shared vocabulary lives here too, pure as the rest: ``errors`` (the
+exception tree and its exit codes), ``stats`` (what a transfer reports),
+``config`` (``TransferConfig``, ``ConnectConfig``), ``keys`` (``HostKey``,
+``PrivateKey``), ``prompt`` (the log-in's questions), ``paths`` (the paths the
+API takes), ``remotestat`` (``RemoteStat``).
+
+May import: the standard library only.
 """

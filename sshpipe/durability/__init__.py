@@ -8,5 +8,5 @@
   it is gone, one record per run (flock'ed while it lives); what runs that are
   gone left is swept by the next upload (server) or download (here), or ``clean``.
 
-May import: ``core``, ``transport``, ``local``, ``_config``, ``_errors``.
+May import: ``core``, ``local``, ``transport``.
 """

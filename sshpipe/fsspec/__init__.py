@@ -8,9 +8,10 @@
 - ``_clients``: one client per event loop, made on first use;
 - ``_options``: storage options and URLs; ``_oserrors``: errors as OSErrors.
 
-The only package that imports fsspec (an optional extra). May import the
-public API (``sshpipe.connect``, ``Client``), ``_errors``, ``_remotestat``, the
-pure ``core``.
+The only package that imports fsspec (an optional extra). May import: the
+front door (``client``: connect, Client, RemoteFile), the pure
+``core``, and outside the standard library ``fsspec`` and ``pyarrow`` (the
+parquet read-ahead, when pyarrow is there).
 """
 
 from __future__ import annotations

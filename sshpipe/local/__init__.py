@@ -9,5 +9,5 @@
 - ``device``: a FIFO or character device written into in order, never replaced,
   and a pipe read as it fills, neither blocking the loop.
 
-May import: ``core``, ``_config``, ``_errors``. No asyncssh.
+May import: ``core``. No asyncssh.
 """

@@ -33,4 +33,12 @@ The servers import asyncssh's server side and ``sshpipe.testing.embedded``,
 never the client's modules; ``fakes`` drives the client's ``SFTPSession`` over a
 pipe of its own. Nothing here is imported by sshpipe itself, except by
 the command line's demo, which runs the embedded server.
+
+- ``linkemu``: the user-space link emulator (delay, rate, queue, loss, cuts)
+  put in front of a server for WAN tests and benchmarks:
+  ``python -m sshpipe.testing.linkemu --target HOST:PORT --rtt 100 --rate 1000``.
+
+May import: ``core``, ``transport`` (the fakes drive the client's
+SFTP session), and outside the standard library ``asyncssh`` (its server
+side), ``pytest`` (the fixture plugin) and ``uvloop``.
 """

@@ -20,6 +20,5 @@
   per-file route, the switch made for a routed lease, and the replies that
   measure a WAN link for it (first, and afresh).
 
-May import: ``core``, ``transport``, ``local``, ``durability``, ``_config``,
-``_errors``, ``_stats``.
+May import: ``core``, ``local``, ``transport``, ``durability``.
 """

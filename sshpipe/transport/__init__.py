@@ -48,8 +48,11 @@
   exactly as long as a block, its error raised unwrapped.
 
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
-above this package sees them. May import: ``core``, ``_config``, ``_errors``,
-``_keys``, ``_prompt``.
+above this package sees them.
+
+May import: ``core``, and outside the standard library ``asyncssh`` and
+``cryptography`` (what asyncssh's keys are made of).
+
 ``loading`` has asyncssh, when a module here first imports it, load without
 ctypes' slow search for a library it rarely finds; a command run over a mux
 master (``linkopen``, ``muxclient``) imports it not at all.

@@ -14,6 +14,5 @@
 - ``verify``, ``groupcommit``, ``remotesync``, ``batch``: steps that cost the
   same for one file as for many, so they run for every file ready at once.
 
-May import: ``core``, ``transport``, ``local``, ``transfer``, ``durability``,
-``_config``, ``_errors``, ``_stats``.
+May import: ``core``, ``local``, ``transport``, ``durability``, ``transfer``.
 """

@@ -13,5 +13,7 @@
 
 Which bytes a worker copies is ``core.stripes``'s; how many workers, too.
 
-May import what ``transfer`` may, and ``transfer``'s own modules.
+May import: ``core``, ``local``, ``transport``, ``durability``, ``transfer``,
+``uvloop`` (a worker's own loop), and ``client.client``: the one arrow up, a
+worker process's own entry (the child module) connects as the parent's client did.
 """

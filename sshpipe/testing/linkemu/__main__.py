@@ -18,7 +18,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import asdict
 from typing import Any, NoReturn
 
-from ...cli.argtypes import number_at_least, size_at_least
+from ...core.argtypes import number_at_least, size_at_least
 from ._model import LinkSpec
 from ._proxy import LinkEmulator
 
