@@ -8,8 +8,12 @@
   reconnects (what is sent, what is acknowledged);
 - ``readpump`` / ``writepump``: READs or WRITEs in flight, replies fed to the
   read plan or the acknowledgement count;
+- ``pumpsetup``: the one set-up and take-down of either pump (controller,
+  grower, switch, handles closed) and the set-up's timing;
 - ``pump``: what both share (lanes, flight budget, flow controller, error,
   wake-ups; a stall is the sessions' watchdog's to find, see ``transport.requests``);
+  it knows the switch only through a ``RouteSwitch`` protocol and imports
+  none of the modules above it;
 - ``grower``: more channels while the flow controller wants them;
 - ``lanes``: the file's handle on each channel;
 - ``verify``: the end-to-end hash check before the final rename;

@@ -40,7 +40,7 @@ from ..transport.sftp import SFTPSession
 from .blocksource import BlockSource, FileBlocks, StreamBlocks
 from .lanes import cancelled, initial_channels, sizing_for
 from .progress import Tally
-from .pump import setup_phases, take_setup
+from .pumpsetup import setup_phases, take_setup
 from .retrying import Retrying
 from .sending import Sending
 from .verify import RemoteHash, plan_for, verify_copy
