@@ -17,6 +17,8 @@
 - ``grower``: more channels while the flow controller wants them;
 - ``lanes``: the file's handle on each channel;
 - ``verify``: the end-to-end hash check before the final rename;
+- ``readback``: a resumed upload's journaled ranges read back and hashed
+  (the journal itself is ``durability.putresume``'s);
 - ``blockprobe``: the block a server without limits@openssh.com takes whole;
 - ``inorder``: uploads in file order on one channel, where a server needs it;
 - ``progress``: a transfer's counts reported to the user's ``progress=`` callback;
