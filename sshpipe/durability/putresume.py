@@ -6,39 +6,32 @@ appended to a journal in the user's state directory
 (``$XDG_STATE_HOME/sshpipe/resume/``, one file per server and remote path):
 the source's directory may be read-only, and SFTP has no cheap append. The
 next ``--resume`` reads the journaled ranges back from the partial (pipelined,
-as a download does) and keeps only those whose SHA-256 still matches; every
-other byte is sent again. A source that is not the file the partial was made
-of (its device and inode, size, mtime, ctime: ``core.identity``) is refused,
-saying what differs. One copy at a time: the journal is locked while it runs
-(``Journal.claim``).
+as a download does: ``transfer.readback`` runs it) and keeps only those whose
+SHA-256 still matches; every other byte is sent again. A source that is not
+the file the partial was made of (its device and inode, size, mtime, ctime:
+``core.identity``) is refused, saying what differs. One copy at a time: the
+journal is locked while it runs (``Journal.claim``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import posixpath
 from pathlib import Path
 from typing import Any
 
 from ..core import codec
-from ..core.config import TransferConfig
 from ..core.errors import IntegrityError, ProtocolError, RemoteNotFound
 from ..core.identity import change
-from ..core.readback import Entry, ReadBackCheck, latest_disjoint
-from ..core.readplan import Range, ReadPlan, missing
+from ..core.readback import Entry, latest_disjoint
+from ..core.readplan import Range
 from ..core.tempnames import beside, resume_name
-from ..core.text import printable
 from ..local.dirfd import DirRoot, local_error
 from ..local.source import LocalSource
-from ..transfer.readpump import reading
-from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 from .journal import Journal
 from .journal import load as load_journal
-
-logger = logging.getLogger("sshpipe.upload")
 
 
 def state_dir(name: str = "resume") -> Path:
@@ -86,6 +79,7 @@ class UploadResume:
         self.journal: Journal | None = None
         self.kept: list[Range] = []  # ranges of the partial found intact
         self.prepared = False
+        self._header: dict[str, Any] = {}  # the journal's, from ``look`` until ``keep``
         self._hashes: dict[int, str] = {}  # offset -> SHA-256 of the WRITE in flight there
         self._state: DirRoot | None = None  # the state directory, held while journaling
 
@@ -101,15 +95,18 @@ class UploadResume:
     def kept_bytes(self) -> int:
         return sum(rng.length for rng in self.kept)
 
-    async def prepare(self, lease: Lease, remote: str, config: TransferConfig) -> None:
-        """Find the journal, check the partial against it; then ``kept`` says what stays.
+    async def look(self, sftp: SFTPSession, remote: str) -> tuple[codec.Attrs, list[Entry]] | None:
+        """Find the journal (claimed) and check the source against it.
+
+        Returns:
+            The partial's attributes and the journaled ranges worth reading
+            back from it (maybe none), or None when nothing of it can be kept
+            (no journal, no partial, or a partial longer than the source).
 
         Raises:
             LocalError: another copy is resuming this one (``Journal.claim``).
             IntegrityError: the source changed since the partial was made.
-            ConnectionBroken: while reading back (call again after reconnecting).
         """
-        sftp = lease.channels[0]
         self.partial = remote_resume_name(remote)
         where = await absolute(sftp, remote)
         if self._state is None:
@@ -117,35 +114,30 @@ class UploadResume:
         if self.journal is None:  # claimed once: a retry after a drop holds it already
             self.journal = Journal(self._state.top.file(journal_name(sftp.peer, where)))
             self.journal.claim(str(self.source.path))
-        journal = self.journal
         assert self.source.identity is not None
-        header = {
+        self._header = header = {
             "peer": sftp.peer,
             "remote": where,
             "local": os.path.abspath(self.source.path),
             **self.source.identity.header(),
         }
-        earlier = load_journal(journal.path)
+        earlier = load_journal(self.journal.path)
         attrs = await self._partial_attrs(sftp)
-        kept: list[Range] = []
         # No partial: a journal left by a run whose partial was removed is stale.
-        if earlier is not None and attrs is not None:
-            was, entries = earlier
-            self._refuse_if_changed(was, header)
-            # A partial longer than the source is not ours to extend: start over.
-            if attrs.size is not None and attrs.size <= self.source.size:
-                candidates = latest_disjoint(entries, attrs.size)
-                if candidates:
-                    kept = await read_back_kept(lease, self.partial, config, attrs, candidates)
-                logger.info(
-                    "%s: resuming, %d of %d journaled ranges intact (%d bytes)",
-                    printable(remote),
-                    len(kept),
-                    len(candidates),
-                    sum(rng.length for rng in kept),
-                )
+        if earlier is None or attrs is None:
+            return None
+        was, entries = earlier
+        self._refuse_if_changed(was, header)
+        # A partial longer than the source is not ours to extend: start over.
+        if attrs.size is None or attrs.size > self.source.size:
+            return None
+        return attrs, latest_disjoint(entries, attrs.size)
+
+    def keep(self, kept: list[Range]) -> None:
+        """The ranges of the partial found intact stay; the journal starts (again) with them."""
+        assert self.journal is not None  # ``look`` claimed it
         self.kept = kept
-        journal.start(header, append=self.continuing)
+        self.journal.start(self._header, append=self.continuing)
         self.prepared = True
 
     async def _partial_attrs(self, sftp: SFTPSession) -> codec.Attrs | None:
@@ -202,28 +194,3 @@ class UploadResume:
             if self._state is not None:
                 self._state.close()
                 self._state = None
-
-
-async def read_back_kept(
-    lease: Lease, partial: str, config: TransferConfig, attrs: codec.Attrs, entries: list[Entry]
-) -> list[Range]:
-    """The ``entries`` whose bytes in ``partial`` still hash as journaled.
-
-    Only those ranges are read, through the download's read loop (READs kept
-    in flight, the stall timeout). A dropped connection raises: the upload's
-    reconnect loop runs ``prepare`` again.
-    """
-    size = attrs.size or 0
-    check = ReadBackCheck(entries)
-    wanted = [Range(offset, length) for offset, length, _ in entries]
-
-    def plan_for(_: codec.Attrs, block: int) -> ReadPlan:
-        # "Resuming" a download of which everything but the wanted ranges is here.
-        return ReadPlan.resuming(block_size=block, size=size, have=missing(size, wanted))
-
-    async with reading(lease, partial, config, known=attrs, plan_for=plan_for) as pump:
-        async for batch in pump.arrivals():
-            for offset, chunks, length in batch:
-                check.add(offset, b"".join(chunks))
-                pump.free(length)
-    return check.kept

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from ..core.compresspolicy import (
     MAX_SWITCHES,
@@ -37,12 +36,10 @@ from ..core.flowcontrol import FlowController
 from ..core.text import printable
 from ..transport.compressroute import EAGER_RTT, RoutedLease
 from ..transport.sftp import SFTPSession
+from .lanes import Lane
 from .probetrain import TRAIN_BLOCK, TRAIN_BLOCKS, FreshRate, ProbeTrain
+from .pump import Pump
 from .routelanes import RouteLanes
-
-if TYPE_CHECKING:
-    from .lanes import Lane
-    from .pump import Pump
 
 logger = logging.getLogger("sshpipe.compress")
 
@@ -247,6 +244,11 @@ class Switch:
     def train_block(self) -> int | None:
         """The probe train's request length while it (or the hold after it) lasts."""
         return TRAIN_BLOCK if self.cap is not None else None
+
+    @property
+    def idle(self) -> set[SFTPSession]:
+        """Compressed channels the file is open on that no request was routed to."""
+        return self.lanes.idle
 
     @property
     def sampling(self) -> bool:

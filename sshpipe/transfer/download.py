@@ -29,7 +29,7 @@ from ..local.dirfd import LocalFile
 from ..local.target import FileAttrs, InlineWriter, LocalTarget, Writer, destination_of
 from ..transport.pool import Lease
 from .progress import Tally
-from .pump import setup_phases, take_setup
+from .pumpsetup import setup_phases, take_setup
 from .readpump import Piece, ReadPump, reading
 from .retrying import Retrying
 from .stream import Stream

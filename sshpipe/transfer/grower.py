@@ -13,7 +13,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from ..core.config import TransferConfig
 from ..core.errors import SSHPipeError
@@ -23,9 +22,7 @@ from ..core.text import printable
 from ..transport.alongside import alongside
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-
-if TYPE_CHECKING:
-    from .pump import Pump
+from .pump import Pump
 
 logger = logging.getLogger("sshpipe.flow")
 

@@ -3,44 +3,62 @@
 ``Pump`` holds the lanes, the flight budget, the flow controller, the first
 error and the wake-ups; ``readpump.py`` and ``writepump.py`` drive it. Every
 reply is sampled into the controller, which sets the byte budget and says when
-more lanes are wanted (``grower.py`` adds them).
+more lanes are wanted (``grower.py`` adds them). ``pumpsetup.py`` sets a pump
+up and takes it down.
 
-``pumping()`` is the one set-up both use: controller, grower, the file opened
-on the first channels, the pump attached; and on leaving, growth stopped,
-replies in flight let back after an error, every handle closed.
+The pump knows Compression auto's switch only as a ``RouteSwitch``: what it
+asks of one. The switch, the grower and the set-up all import this module,
+never the other way round.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TypedDict, TypeVar
+from typing import Protocol, TypedDict
 
-from ..core.config import TransferConfig
-from ..core.flight import FlightBudget, SharedBytes
+from ..core.flight import FlightBudget
 from ..core.flowcontrol import FlowController
 from ..core.sizing import Sizing
-from ..core.stats import FlowPhase, SetupPhase
-from ..core.timeline import Timeline, describe, in_round_trips
+from ..core.stats import FlowPhase
 from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
-from .compressauto import Sampler, switching
-from .compressswitch import Switch
-from .grower import Grower, growing, make_controller
-from .lanes import Handles, Lane, cancelled, initial_channels
+from .lanes import Handles, Lane
 
 logger = logging.getLogger("sshpipe.flow")
 
-# Seconds the replies in flight get, after an error, before the handles are
-# closed anyway: a server that stops answering must not hide the first error.
-SETTLE_AFTER_ERROR = 30.0
 
-P = TypeVar("P", bound="Pump")
+class RouteSwitch(Protocol):
+    """What a pump asks of Compression auto's switch (``compressswitch.Switch``)."""
+
+    @property
+    def cap(self) -> int | None:
+        """The probe train's byte cap on the budget (None: not capped)."""
+
+    @property
+    def train_block(self) -> int | None:
+        """The train's request length while it lasts (None: the pump's block)."""
+
+    @property
+    def sampling(self) -> bool:
+        """The file's blocks are still wanted for its ratio (``feed``)."""
+
+    @property
+    def idle(self) -> Collection[SFTPSession]:
+        """Channels the file is open on that no request was routed to."""
+
+    def holds(self, pump: Pump) -> bool:
+        """No new request now: the route is being chosen."""
+
+    def feed(self, chunks: list[bytes | memoryview] | bytes) -> None:
+        """Blocks of the file as they arrive (a get) or leave (a put)."""
+
+    def on_sample(self, pump: Pump, lane: Lane, delivered: int, now: float) -> None:
+        """A reply of ``delivered`` bytes came on ``lane`` at ``now``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +97,7 @@ class Pump:
         # Told each count of payload bytes done (written locally, or acknowledged
         # by the server): a tree's progress follows its big files as they go.
         self.on_moved: Callable[[int], None] | None = None
-        self.switch: Switch | None = None  # Compression auto's (``compressswitch``)
+        self.switch: RouteSwitch | None = None  # Compression auto's (``compressswitch``)
         # When the file was open and the pump started, and when its first
         # request was answered (time.monotonic): the set-up's last phases.
         self.opened_at = time.monotonic()
@@ -221,7 +239,7 @@ class Pump:
     def carriers(self) -> list[SFTPSession]:
         """The channels that held a lane, less those Compression auto opened the file
         on and never routed a request to (its parked lanes): for the stats."""
-        idle = self.switch.lanes.idle if self.switch is not None else set()
+        idle = self.switch.idle if self.switch is not None else ()
         return [sftp for sftp in self.handles.used if sftp not in idle]
 
     def flow_stats(self, lease: Lease) -> FlowStats:
@@ -252,159 +270,3 @@ class FlowStats(TypedDict):
     receive_window: int
     peer_window: int
     flow_phase: FlowPhase
-
-
-def take_setup(channel: SFTPSession) -> list[tuple[str, float]]:
-    """The channel's set-up phases, for the first transfer that runs on it alone."""
-    phases, channel.setup = channel.setup, []
-    return phases
-
-
-def setup_phases(
-    began: float,
-    opened: list[tuple[str, float]],
-    pump: Pump,
-    rtt: float,
-    after: list[tuple[str, float]],
-) -> tuple[SetupPhase, ...]:
-    """A transfer's set-up (``core.timeline``), from ``began`` (time.monotonic).
-
-    ``opened``: the phases of the channel it started on (``take_setup``);
-    ``after``: those after the last byte (commit, rename), timed by the caller.
-    """
-    timeline = Timeline(began, opened)
-    timeline.mark("open", pump.opened_at)
-    timeline.mark("first_data", pump.first_reply_at or pump.opened_at)
-    for name, seconds in after:
-        timeline.add(name, seconds)
-    phases = in_round_trips(timeline.phases, rtt)
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("%s: set-up: %s", pump.handles.path, describe(phases))
-    return phases
-
-
-class Setup:
-    """A pump being set up: open the file on ``channels``, then ``start`` the pump."""
-
-    def __init__(
-        self,
-        lease: Lease,
-        config: TransferConfig,
-        sizing: Sizing,
-        controller: FlowController,
-        grower: Grower,
-        shared: SharedBytes | None,
-    ) -> None:
-        self.lease = lease
-        self.sizing = sizing
-        self.controller = controller
-        self.grower = grower
-        self._config = config
-        self._shared = shared
-        self.pump: Pump | None = None
-        self._budget: FlightBudget | None = None
-        self.switch: Switch | None = None
-
-    @property
-    def channels(self) -> list[SFTPSession]:
-        """The channels the file is opened on before any growth: all of them when fixed."""
-        return initial_channels(self.lease)
-
-    def parts(self, handles: Handles) -> Parts:
-        budget = FlightBudget(
-            max_requests=self.sizing.request_cap(1),
-            max_bytes=self._config.max_bytes_in_flight,
-            shared=self._shared,
-        )
-        self._budget = budget
-        return Parts(
-            handles,
-            budget,
-            self.controller,
-            self.sizing,
-            adaptive=self.lease.can_grow,
-            want_lanes=self.grower.want,
-            pacer=self.lease.pacer,
-        )
-
-    def start(self, pump: P) -> P:
-        """The file is open: the pump runs, and the grower may add lanes to it."""
-        self.pump = pump
-        self.grower.attach(pump)
-        if self.switch is not None:
-            self.switch.start(pump)
-        return pump
-
-    async def finish(self, error: BaseException | None) -> None:
-        """Stop issuing and growing, let replies in flight return, close every handle.
-
-        Whatever the pump still has charged then leaves the shared byte cap.
-        """
-        try:
-            await self._finish(error)
-        finally:
-            if self._budget is not None:
-                self._budget.release()
-
-    async def _finish(self, error: BaseException | None) -> None:
-        pump = self.pump
-        if pump is None:
-            return  # the file never opened: nothing in flight, no handle
-        pump.stop_pacing()
-        if self.switch is not None:
-            await self.switch.stop()  # no lane is added while the handles close
-        if error is not None:
-            pump.fail(error)
-        if cancelled(error):
-            # Within a round trip: no wait for the replies in flight (seconds of
-            # them on a thin link) nor for the CLOSEs, which the pool settles.
-            await self.grower.stop()
-            pump.abandon()
-            return
-        try:
-            await self.grower.stop()
-            if pump.error is not None and pump.unanswered:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(SETTLE_AFTER_ERROR):
-                        await pump.settle()
-        finally:
-            if pump.error is None and not pump.handles.write:
-                pump.handles.release()  # a read that is done waits for no CLOSE
-            else:
-                await pump.handles.close(check=pump.error is None)
-
-
-@contextlib.asynccontextmanager
-async def pumping(
-    lease: Lease,
-    config: TransferConfig,
-    sizing: Sizing,
-    *,
-    size: int | None = None,
-    shared: SharedBytes | None = None,
-    sample: Sampler | None = None,
-) -> AsyncIterator[Setup]:
-    """Set a pump up (sizing -> controller -> grower -> handles -> pump) and take it down.
-
-    The grower starts before an upload's file is open, so new channels' round
-    trips overlap the first one's OPEN (a download opens its file first: its
-    OPEN goes out with the server's limits request, which sizes the pump).
-    ``size``: the transfer's, when known before the file is open (an
-    upload's); ``shared``: a byte cap shared with other transfers (a tree's
-    big files); ``sample``: a put's blocks of its data for Compression auto.
-    """
-    controller = make_controller(config, lease, sizing, size=size)
-    # A tree's big files share the tree's bytes; other transfers the client's.
-    shared = shared or lease.channels[0].client_bytes
-    async with (
-        switching(lease, sample, shared) as switch,
-        growing(lease, controller) as grower,
-    ):
-        setup = Setup(lease, config, sizing, controller, grower, shared)
-        setup.switch = switch
-        try:
-            yield setup
-        except BaseException as exc:
-            await setup.finish(exc)
-            raise
-        await setup.finish(None)

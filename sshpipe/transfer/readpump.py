@@ -30,7 +30,8 @@ from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .blockprobe import needs_probe, probe_read
 from .lanes import Handles, Lane, initial_channels, open_lanes, sizing_for
-from .pump import Parts, Pump, pumping
+from .pump import Parts, Pump
+from .pumpsetup import pumping
 
 logger = logging.getLogger("sshpipe.download")
 

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..core.errors import SSHPipeError
 from ..transport.compressroute import RoutedLease
 from ..transport.sftp import SFTPSession
-
-if TYPE_CHECKING:
-    from .pump import Pump
+from .pump import Pump
 
 __all__ = ["RouteLanes"]
 

@@ -39,7 +39,7 @@ from .blocksource import BlockSource
 from .earlysync import EarlySync, syncing_early
 from .lanes import Handles, open_lanes
 from .progress import Tally
-from .pump import pumping
+from .pumpsetup import pumping
 from .verify import OrderedHash
 from .writepump import WritePump
 

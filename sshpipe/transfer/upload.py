@@ -40,7 +40,8 @@ from ..transport.sftp import SFTPSession
 from .blocksource import BlockSource, FileBlocks, StreamBlocks
 from .lanes import cancelled, initial_channels, sizing_for
 from .progress import Tally
-from .pump import setup_phases, take_setup
+from .pumpsetup import setup_phases, take_setup
+from .readback import prepare_resume
 from .retrying import Retrying
 from .sending import Sending
 from .verify import RemoteHash, plan_for, verify_copy
@@ -138,7 +139,7 @@ async def _upload(
             nonlocal pflags
             try:
                 if resuming is not None and not resuming.prepared:
-                    await resuming.prepare(lease, remote, config)
+                    await prepare_resume(resuming, lease, remote, config)
                     sending.skip(resuming.kept)
                     if tally is not None:
                         tally.kept(resuming.kept_bytes)

@@ -6,7 +6,7 @@ counted in the flight budget, until the gap before them fills), so the local
 side is never read a second time. Which hashes is chosen before the first
 byte (``core.checkfile.plan_verify``: one where one serves every check that
 may be tried). ``check`` then tries, in order: the server's ``sha256sum``
-when it runs commands ("hash-remote"); its ``check-file`` extension
+when it runs commands ("hash-remote"; run by ``transport.remotehash``); its ``check-file`` extension
 ("hash-remote:<algorithm>": ProFTPD, paramiko); a read-back over SFTP if
 asked ("read-back"); else the size ("best"), or for "hash" asked by name
 nothing: the copy fails with HashUnavailable. ``verify_copy`` is that for
@@ -20,53 +20,28 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
-from ..core.codec import wire
-from ..core.config import DEFAULT_STALL_TIMEOUT, TransferConfig
+from ..core.config import TransferConfig
 from ..core.errors import HashUnavailable, IntegrityError
 from ..core.reorder import ReorderBuffer
 from ..core.stats import Verified
-from ..core.untrusted import command_output_cap, command_timeout
 from ..local.dirfd import LocalFile, open_regular
 from ..local.target import run_blocking
 from ..transport.checkfile import remote_check_file
 from ..transport.pool import Lease
+from ..transport.remotehash import ServerSha256, Unreadable, remote_sha256
 from ..transport.sftp import SFTPSession
 from .stream import read_back
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 NO_HASH = "no hash check possible on this server: it runs no sha256sum and offers no check-file"
 CHECK_FILE_REFUSED = (
     "no hash check possible on this server: it runs no sha256sum and its check-file refused"
 )
 Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes them
-
-
-@dataclass(frozen=True, slots=True)
-class Unreadable:
-    """What a server's ``sha256sum`` printed, where its exit status said a hash would be."""
-
-    printed: str
-
-    def failure(self, shown: str) -> IntegrityError:
-        """The check's failure: not a match (exit 10), saying what was printed (cut short)."""
-        text = self.printed.strip()
-        cut = f"{text[:60]}..." if len(text) > 60 else text
-        return IntegrityError(
-            shown,
-            f"sha256sum on the server printed no hash that can be read ({cut!r}): "
-            "not taken as a match",
-        )
-
-
-# The server's SHA-256 of a file, hex; what it printed instead; None: it has none to give.
-ServerSha256 = str | Unreadable | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,40 +144,6 @@ async def digests_of(
     if not specs:
         return {}
     return await run_blocking(file_digests, path, size, specs)
-
-
-async def remote_sha256(sftp: SFTPSession, path: str, size: int) -> ServerSha256:
-    """The server's ``sha256sum`` of ``path``; None if it runs no commands (or lacks it).
-
-    ``size``: the file's, so the command may take as long as reading it does.
-    ``Unreadable``: it said it hashed the file (exit status 0) and printed
-    no hash.
-
-    Raises:
-        ProtocolError: it printed more than one line of hash and name can be.
-    """
-    if sftp.run_command is None:
-        return None
-    result = await sftp.run_command(
-        f"sha256sum -- {shlex.quote(path)}",
-        within=command_timeout(sftp.stall_timeout or DEFAULT_STALL_TIMEOUT, size),
-        max_output=command_output_cap(1, len(wire(path))),
-    )
-    if result is None or result[0] != 0:
-        return None
-    return sha256_in(result[1])
-
-
-def sha256_in(output: str) -> str | Unreadable:
-    """The hash in ``sha256sum``'s line for one file ("HASH  NAME"), else what it printed.
-
-    The last line is the command's: a shell's start-up files may print before
-    it. GNU's puts a backslash before the hash of a name it escapes.
-    """
-    lines = output.strip().splitlines()
-    words = lines[-1].split() if lines else []
-    digest = words[0].removeprefix("\\") if words else ""
-    return digest if _SHA256.fullmatch(digest) else Unreadable(output)
 
 
 async def check(

@@ -32,6 +32,7 @@ from ..core.errors import (
 from ..core.untrusted import ListingCheck, command_timeout
 from .checkfile import remote_check_file
 from .remotefs import Listing, read_dir
+from .remotehash import Unreadable, remote_sha256
 from .remoteplace import (
     Landing,
     discard_temp,
@@ -252,14 +253,12 @@ async def _explained(sftp: SFTPSession, path: str, exc: RemoteError, *, want: st
 async def checksum(sftp: SFTPSession, path: str, algorithm: str) -> str:
     """The server's ``algorithm`` hash of file ``path``, hex (see ``Client.checksum``).
 
-    The same two ways ``--verify`` asks a server for a hash (``transfer.verify``):
-    its ``sha256sum``, then its check-file, whole file in one hash.
+    The same two ways ``--verify`` asks a server for a hash: its ``sha256sum``
+    (``remotehash``), then its check-file (``checkfile``), whole file in one hash.
 
     Raises:
         HashUnavailable: neither gave one.
     """
-    from ..transfer.verify import Unreadable, remote_sha256
-
     attrs = await sftp.stat(path)
     if attrs.is_dir():
         raise RemoteIsADirectory(path, "is a directory: a checksum is of a file")

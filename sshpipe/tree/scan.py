@@ -8,6 +8,9 @@ where an entry lands, how a directory is made) it asks of the run
 landing rules, the name gate for a server's listings, symlink loops, the
 depth limit, and the sorting of each entry into a directory to list, a small
 or big file, a symlink, or something left out.
+
+The scanner knows the run only as a ``ScanRun``, what it asks of one:
+``run.py`` imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ..core import codec
+from ..core.config import TransferConfig
 from ..core.errors import (
     LocalError,
     RemoteError,
@@ -31,16 +35,14 @@ from ..core.errors import (
     TransferError,
     UnsafePath,
 )
-from ..core.treeplan import Landings, elided, has_magic, landings
-from ..core.untrusted import ListingCheck, is_temporary_name
-from ..local.dirfd import local_error
+from ..core.treeplan import Landings, TreeAccount, elided, has_magic, landings
+from ..core.untrusted import ListingCheck, NameBudget, is_temporary_name
+from ..durability.treejournal import TreeJournal
+from ..local.dirfd import LocalDir, LocalFile, local_error
 from ..transport.remotefs import Entry, glob_walk, read_dir
 from ..transport.sftp import SFTPSession
 from .channels import stepping_aside
-from .item import Folder, Identity, Item, aborts_tree
-
-if TYPE_CHECKING:
-    from .run import TreeRun
+from .item import Folder, Identity, Item, TreeOptions, aborts_tree
 
 _T = TypeVar("_T")
 
@@ -51,6 +53,42 @@ class OnChannel(Protocol):
     """``TreeRun.on_channel``: one remote step, run again after a reconnect."""
 
     def __call__(self, operation: Callable[[SFTPSession], Awaitable[_T]]) -> Awaitable[_T]: ...
+
+
+class ScanRun(Protocol):
+    """What the scanner asks of the tree it finds work for (``run.TreeRun``)."""
+
+    sources: list[str]
+    dest: str
+    options: TreeOptions
+    config: TransferConfig
+    account: TreeAccount
+    names: NameBudget  # what the listings open at once may remember, together
+    journal: TreeJournal | None  # -r --resume's
+
+    # What a destination that cannot take several sources is refused with.
+    @property
+    def dest_error(self) -> type[TransferError]: ...
+
+    def join_dest(self, directory: str, name: str) -> str: ...
+
+    async def dest_is_dir(self) -> bool: ...
+
+    def place_root(self, dest: str, dest_is_dir: bool) -> LocalFile | None: ...
+
+    async def make_dir(self, item: Item) -> bool: ...
+
+    def local_dir(self, item: Item) -> LocalDir | None: ...
+
+    async def queue_file(self, item: Item) -> None: ...
+
+    async def queue_dir(self, item: Item) -> None: ...
+
+    def listing_failed(self, folder: Folder, exc: SSHPipeError) -> None: ...
+
+    def refuse(self, exc: SSHPipeError, where: str) -> None: ...
+
+    def skip(self, path: str, why: str) -> None: ...
 
 
 class Side(Protocol):
@@ -166,7 +204,7 @@ def _stat(path: str) -> os.stat_result:
 class Scanner:
     """Walks a tree's sources through ``side`` and queues what it finds on ``run``."""
 
-    def __init__(self, run: TreeRun, side: Side) -> None:
+    def __init__(self, run: ScanRun, side: Side) -> None:
         self.run = run
         self.side = side
 

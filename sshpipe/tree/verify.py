@@ -2,9 +2,9 @@
 
 A small file is all in memory once read, so its hashes cost no second read.
 The server's ``sha256sum`` is one ``sha256sum -z -- FILE...`` for every file
-ready meanwhile, through the tree's kept shell (``RemoteCommands``,
-``Batcher``): one round trip for hundreds of files, where a command each
-would cost six. Where the server has no GNU ``sha256sum``, its
+ready meanwhile (``transport.remotehash``), through the tree's kept shell
+(``RemoteCommands``, ``Batcher``): one round trip for hundreds of files,
+where a command each would cost six. Where the server has no GNU ``sha256sum``, its
 ``check-file`` is asked file by file, else "read-back" reads the file again
 over SFTP, else the sizes are compared, or for "hash" asked by name the tree
 stops with HashUnavailable (the order is ``transfer.verify``'s ``check``).
@@ -15,20 +15,16 @@ Big files go through the single-file engine, which verifies them itself;
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 
 from ..core.checkfile import CheckFile, Hasher, HashSpec, VerifyPlan, level_strength, plan_verify
-from ..core.codec import wire
 from ..core.stats import Verified
-from ..core.untrusted import command_output_cap
-from ..transfer.verify import Digests, RemoteHash, ServerSha256, Unreadable, check
+from ..transfer.verify import Digests, RemoteHash, check
 from ..transport.commands import RemoteCommands
+from ..transport.remotehash import MAX_FILES, ServerSha256, remote_sha256s
 from ..transport.sftp import SFTPSession
 from .batch import Batcher
-
-MAX_BATCH = 256  # files per sha256sum: its command line stays well under ARG_MAX
 
 
 def digests_of_pieces(
@@ -41,16 +37,6 @@ def digests_of_pieces(
             for hasher in hashers:
                 hasher.update(chunk)
     return {hasher.spec: hasher.digest() for hasher in hashers}
-
-
-def parse_sha256sum_z(output: str) -> dict[str, str]:
-    """{path: hash} from ``sha256sum -z`` output (NUL-ended "HASH  PATH" records, unescaped)."""
-    found = {}
-    for record in output.split("\0"):
-        digest, sep, path = record.partition(" ")
-        if sep and len(digest) == 64 and path[:1] in (" ", "*"):
-            found[path[1:]] = digest
-    return found
 
 
 class TreeVerifier:
@@ -67,7 +53,7 @@ class TreeVerifier:
         self._commands = commands
         self._check_file = check_file
         self._batches: Batcher[tuple[str, int], ServerSha256] = Batcher(
-            self._hash_batch, max_batch=MAX_BATCH
+            partial(remote_sha256s, commands), max_batch=MAX_FILES
         )
         self.weakest: Verified | None = None  # None until a file is checked
 
@@ -131,20 +117,3 @@ class TreeVerifier:
     def running(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Files are checked inside this; at its end the batch under way is waited for."""
         return self._batches.running()
-
-    async def _hash_batch(self, files: list[tuple[str, int]]) -> list[ServerSha256]:
-        paths = [path for path, _ in files]
-        command = "sha256sum -z -- " + " ".join(shlex.quote(p) for p in paths)
-        result = await self._commands.run(
-            command,
-            reads=sum(size for _, size in files),
-            max_output=command_output_cap(len(paths), sum(len(wire(p)) for p in paths)),
-        )
-        if result is None:
-            return [None] * len(paths)
-        # A file it could not read makes the status 1; the others are still listed.
-        # With a status of 0 every file was hashed: one not listed was printed as
-        # something else than its hash.
-        found = parse_sha256sum_z(result[1])
-        missing = Unreadable(result[1]) if result[0] == 0 else None
-        return [found.get(path, missing) for path in paths]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -22,12 +23,21 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import BinaryIO
 
+from ..client.client import Client
 from ..core import codec
 from ..core.errors import IntegrityError
 from ..core.identity import change
 from ..core.readplan import ReadPlan
 from ..core.retry import RetryBudget
 from ..core.stripes import others
+from ..local.source import LocalSource
+from ..local.target import InlineWriter
+from ..transfer.blocksource import FileBlocks
+from ..transfer.lanes import sizing_for
+from ..transfer.readpump import ReadPump, reading
+from ..transfer.retrying import Retrying
+from ..transfer.sending import Sending
+from ..transfer.writepump import WritePump
 from . import wire
 
 # A report at most this often: the parent's progress display ticks at 10 Hz.
@@ -35,8 +45,6 @@ REPORT_EVERY = 0.1
 
 
 def _read_frame(stream: BinaryIO) -> object | None:
-    import pickle
-
     header = stream.read(wire.HEADER)
     if len(header) < wire.HEADER:
         return None
@@ -90,13 +98,7 @@ class _Reports:
         """The parent told the display the size."""
 
 
-async def _get(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
-    from ..client.client import Client
-    from ..local.target import InlineWriter
-    from ..transfer.readpump import ReadPump, reading
-    from ..transfer.retrying import Retrying
-
-    assert isinstance(client, Client)
+async def _get(client: Client, job: wire.Job, reports: _Reports) -> wire.Done:
     config = client.config
     pool = await client._ready()
     have = others(job.size, list(job.ranges))
@@ -140,15 +142,7 @@ async def _get(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
         return wire.Done(stats, plan.final_size)
 
 
-async def _put(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
-    from ..client.client import Client
-    from ..local.source import LocalSource
-    from ..transfer.blocksource import FileBlocks
-    from ..transfer.lanes import sizing_for
-    from ..transfer.retrying import Retrying
-    from ..transfer.sending import Sending
-
-    assert isinstance(client, Client)
+async def _put(client: Client, job: wire.Job, reports: _Reports) -> wire.Done:
     config = client.config
     pool = await client._ready()
     source = LocalSource(job.local)
@@ -171,8 +165,6 @@ async def _put(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
                 return await sending.attempt(lease, job.remote, job.shown, codec.FXF_WRITE)
 
             pump = await retry.run(send, progress=lambda: sending.acked)
-            from ..transfer.writepump import WritePump
-
             assert isinstance(pump, WritePump)
             return wire.Done(pump.stats(started, lease), job.size)
     finally:
@@ -180,8 +172,6 @@ async def _put(client: object, job: wire.Job, reports: _Reports) -> wire.Done:
 
 
 async def _work(hello: wire.Hello, stdin: BinaryIO, reports: _Reports) -> None:
-    from ..client.client import Client
-
     client = Client(hello.connect, hello.config)
     async with client:
         await client._ready()
@@ -209,6 +199,7 @@ def _stop_at_eof(stdin: BinaryIO, task: asyncio.Task[None] | None) -> None:
 def _runner() -> Callable[[Coroutine[object, object, None]], None]:
     """uvloop's run where it is installed (the CLI's loop), else asyncio's."""
     try:
+        # Here, not at the top: it is optional, and only the worker's own run wants it.
         import uvloop
     except ImportError:
         return asyncio.run

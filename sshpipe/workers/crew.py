@@ -17,6 +17,7 @@ import pickle
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import TracebackType
 
 from ..core.errors import SSHPipeError
@@ -29,9 +30,8 @@ STOP_GRACE = 2.0
 
 def _environment() -> dict[str, str]:
     """The parent's environment, with this very sshpipe first on the child's path."""
-    import sshpipe
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sshpipe.__file__)))
+    # sshpipe/workers/crew.py: the directory holding the sshpipe package is two up.
+    root = str(Path(os.path.abspath(__file__)).parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env

@@ -16,6 +16,7 @@ import pickle
 import struct
 from typing import Any, Literal
 
+from ..core import errors
 from ..core.config import ConnectConfig, TransferConfig
 from ..core.errors import SSHPipeError
 from ..core.identity import LocalIdentity
@@ -104,9 +105,7 @@ def failed(exc: BaseException) -> Failed:
 
 def rebuilt(failure: Failed) -> SSHPipeError:
     """The worker's error, as the parent raises it: same class, message and exit code."""
-    from ..core import errors as _errors
-
-    kind = getattr(_errors, failure.kind, None)
+    kind = getattr(errors, failure.kind, None)
     if not (isinstance(kind, type) and issubclass(kind, SSHPipeError)):
         kind = SSHPipeError
     exc = kind.__new__(kind)

@@ -20,7 +20,7 @@ from sshpipe.core.readplan import ReadPlan
 from sshpipe.testing.fakes import FakeLease, FakeServer, Faults
 from sshpipe.transfer.download import download
 from sshpipe.transfer.lanes import open_lanes, sizing_for
-from sshpipe.transfer.pump import pumping
+from sshpipe.transfer.pumpsetup import pumping
 from sshpipe.transfer.readpump import ReadPump
 from sshpipe.transfer.stream import stream
 

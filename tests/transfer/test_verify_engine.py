@@ -25,6 +25,7 @@ from sshpipe.core.errors import IntegrityError, ProtocolError
 from sshpipe.testing.fakes import CheckFileOffer, FakeLease, FakeServer
 from sshpipe.transfer.download import download
 from sshpipe.transfer.upload import upload
+from sshpipe.transport import remotehash
 from sshpipe.transport.checkfile import remote_check_file
 
 BLOCK = 16 * 1024
@@ -191,8 +192,8 @@ async def test_by_handle_a_file_of_another_size_is_not_asked() -> None:
     ],
 )
 def test_sha256sum_output_is_read_or_said_unreadable(output: str, found: str | None) -> None:
-    got = sshpipe.transfer.verify.sha256_in(output)
+    got = remotehash.sha256_in(output)
     if found is None:
-        assert got == sshpipe.transfer.verify.Unreadable(output)
+        assert got == remotehash.Unreadable(output)
     else:
         assert got == found

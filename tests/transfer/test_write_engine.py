@@ -16,7 +16,7 @@ from sshpipe.core import codec
 from sshpipe.core.errors import ConnectionBroken, RemoteError
 from sshpipe.testing.fakes import FakeLease, FakeServer, Faults
 from sshpipe.transfer.lanes import open_lanes, sizing_for
-from sshpipe.transfer.pump import pumping
+from sshpipe.transfer.pumpsetup import pumping
 from sshpipe.transfer.writepump import WritePump
 
 BLOCK = 4096
