@@ -52,7 +52,7 @@ class ClientBase:
         self._route: CompressRoute | None = None  # Compression auto's, made with the pool
         # The engine's import, one for every caller: they go on in the order
         # they asked (an early ``warm`` counts its channels before a call made
-        # meanwhile looks for them, ``poollease.leased``).
+        # meanwhile looks for them, ``ChannelPool._leased``).
         self._engine: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:

@@ -32,9 +32,9 @@
 - ``settling``: channels a cancelled transfer left owing replies, kept from
   reuse until those are in (the pool's);
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
-  (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
-  at its start; ``poolopen`` opens channels on connections with room and on
-  new ones; ``poolshare`` counts them and shares busy ones);
+  (``PoolLease``, the pool's own half, in the same room); ``lease``: the
+  protocols a transfer and a tree see it through; ``poolshare`` counts busy
+  channels and shares them past the ceiling;
 - ``linkopen``: where the pool's links come from: a mux master's socket
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
   ``muxshell``: a remote shell through the master; ``muxmaster`` and

@@ -27,8 +27,7 @@ from ..core.config import TransferConfig
 from ..core.errors import SSHPipeError
 from ..core.stats import CompressionReport
 from .pacing import Pacer
-from .pool import ChannelPool
-from .poollease import PoolLease
+from .pool import ChannelPool, PoolLease
 from .sftp import SFTPSession
 from .zlibprobe import cached_zlib_cost, zlib_cost
 
