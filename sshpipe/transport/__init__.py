@@ -32,9 +32,10 @@
 - ``settling``: channels a cancelled transfer left owing replies, kept from
   reuse until those are in (the pool's);
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
-  (``PoolLease``, the pool's own half, in the same room); ``lease``: the
-  protocols a transfer and a tree see it through; ``poolshare`` counts busy
-  channels and shares them past the ceiling;
+  (``PoolLease``, the pool's own half, in the same room); ``lease``: what a
+  lease is asked with (``ChannelSpec``: the pool never sees a
+  ``TransferConfig``) and the protocols a transfer and a tree see it
+  through; ``poolshare`` counts busy channels and shares them past the ceiling;
 - ``linkopen``: where the pool's links come from: a mux master's socket
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
   ``muxshell``: a remote shell through the master; ``muxmaster`` and

@@ -32,7 +32,7 @@ from functools import partial
 
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
-from ..core.config import ConnectConfig, TransferConfig
+from ..core.config import ConnectConfig
 from ..core.errors import (
     ChannelRefused,
     ClosedError,
@@ -44,14 +44,14 @@ from ..core.errors import (
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
-from ..core.sizing import reply_cap
 from ..core.tempbook import TempBook
 from .authmemory import AuthMemory
+from .lease import ChannelKey, ChannelSpec
 from .lease import Lease as Lease
 from .lease import Pool as Pool
 from .linkopen import Link, LoginTurns, open_link
 from .pacing import Pacer
-from .poolshare import BusyChannels, ChannelKey, Room, channel_key
+from .poolshare import BusyChannels, Room
 from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 
@@ -84,9 +84,11 @@ class ChannelPool:
     a second transfer pays no channel set-up.
     """
 
-    def __init__(self, connect_config: ConnectConfig, transfer_config: TransferConfig) -> None:
+    def __init__(
+        self, connect_config: ConnectConfig, spec: ChannelSpec, *, client_bytes: SharedBytes
+    ) -> None:
         self.connect_config = connect_config
-        self.config = transfer_config
+        self.spec = spec
         self._slots: list[PooledLink] = []
         self._slot_of: dict[SFTPSession, PooledLink] = {}
         self._idle: dict[ChannelKey, list[SFTPSession]] = {}
@@ -105,7 +107,7 @@ class ChannelPool:
         self.server_profile: ServerProfile | None = None  # from the first channel
         # Payload bytes every transfer of the client may hold at once, together
         # (each channel carries it to the transfers on it: ``transfer.pump``).
-        self.client_bytes = SharedBytes(transfer_config.max_bytes_in_flight)
+        self.client_bytes = client_bytes
         # Our temporary files on the server, for every channel (``core.tempbook``);
         # the client gives it its durable record (``durability.ledger``).
         self.temps = TempBook()
@@ -145,18 +147,16 @@ class ChannelPool:
             if self._slots:
                 return
             # A server past its MaxStartups drops it: tried again within the retries.
-            link = await open_link(
-                self.connect_config, self.auth_memory, retries=self.config.retries
-            )
+            link = await open_link(self.connect_config, self.auth_memory, retries=self.spec.retries)
             if self._closed:  # closed while we connected
                 await link.close()
                 raise ClosedError("this client was closed")
-            self._slots.append(PooledLink(link, self.config.channels_per_connection))
+            self._slots.append(PooledLink(link, self.spec.channels_per_connection))
 
     @contextlib.asynccontextmanager
     async def lease(
         self,
-        config: TransferConfig,
+        spec: ChannelSpec,
         *,
         at_start: Callable[[float], int] | None = None,
         light: bool = False,
@@ -177,19 +177,19 @@ class ChannelPool:
         """
         self.client_bytes.members += 1
         try:
-            async with self._leased(config, at_start, light) as lease:
+            async with self._leased(spec, at_start, light) as lease:
                 yield lease
         finally:
             self.client_bytes.members -= 1
 
-    async def warm(self, config: TransferConfig, count: int) -> None:
+    async def warm(self, spec: ChannelSpec, count: int) -> None:
         """Open up to ``count`` idle channels now, if there is room; never wait for one.
 
         A light lease asking meanwhile waits for them (``_leased``).
         """
         self.warming += 1
         try:
-            self._give_back(config, await self._take_channels(config, count, required=0))
+            self._give_back(spec, await self._take_channels(spec, count, required=0))
         finally:
             self.warming -= 1
             self._room.wake()
@@ -256,15 +256,15 @@ class ChannelPool:
 
     @contextlib.asynccontextmanager
     async def _leased(
-        self, config: TransferConfig, at_start: Callable[[float], int] | None, light: bool
+        self, spec: ChannelSpec, at_start: Callable[[float], int] | None, light: bool
     ) -> AsyncIterator[PoolLease]:
         """The body of ``lease`` (see there), its byte budget's count aside."""
-        first = config.channels or 1
-        if config.channels is None and at_start is not None:
+        first = spec.channels or 1
+        if spec.channels is None and at_start is not None:
             await self.open()
             early = at_start(self.rtt_estimate) - first
             if early > 0:
-                async with self._leased_with_spares(config, first, early) as lease:
+                async with self._leased_with_spares(spec, first, early) as lease:
                     yield lease
                 return
         while light and self.warming:
@@ -272,40 +272,40 @@ class ChannelPool:
             # log-in): one of them will be idle, sooner than a channel of our own.
             seen = self._room.epoch
             await self._room.wait(seen, None)
-        taken = await self._take_channels(config, first, required=first, light=light)
+        taken = await self._take_channels(spec, first, required=first, light=light)
         if light:
             self._busy.mark_light(taken)
-        lease = PoolLease(self, config, taken)
+        lease = PoolLease(self, spec, taken)
         lease.grow_no_more_if_shared()
         try:
             yield lease
         finally:
-            self._give_back(config, lease.channels)
+            self._give_back(spec, lease.channels)
 
     @contextlib.asynccontextmanager
     async def _leased_with_spares(
-        self, config: TransferConfig, first: int, spares: int
+        self, spec: ChannelSpec, first: int, spares: int
     ) -> AsyncIterator[PoolLease]:
         """A lease of ``first`` channels, ``spares`` more being opened alongside.
 
         The body's error is caught inside the TaskGroup (whose only task is
         stopped first) and raised again outside it, as itself.
         """
-        lease = PoolLease(self, config, [])
+        lease = PoolLease(self, spec, [])
         failure: BaseException | None = None
         async with asyncio.TaskGroup() as group:
             lease.open_spares(group, spares)
             try:
-                lease.channels = await self._take_channels(config, first, required=first)
+                lease.channels = await self._take_channels(spec, first, required=first)
                 if lease.grow_no_more_if_shared():
                     await lease.stop_spares()  # none will be wanted: others may need them
-                    self._give_back(config, lease.spares)
+                    self._give_back(spec, lease.spares)
                     lease.spares = []
                 yield lease
             except BaseException as exc:  # CancelledError and GeneratorExit too
                 failure = exc
             await lease.stop_spares()
-        self._give_back(config, lease.channels + lease.spares)
+        self._give_back(spec, lease.channels + lease.spares)
         if failure is not None:
             try:
                 raise failure
@@ -314,7 +314,7 @@ class ChannelPool:
 
     async def _take_channels(
         self,
-        config: TransferConfig,
+        spec: ChannelSpec,
         count: int,
         *,
         required: int,
@@ -327,7 +327,7 @@ class ChannelPool:
         connections); fewer than ``required`` raises the first failure. When
         every connection the client may open is full, the ``required`` are
         busy channels shared (``poolshare``); when none has room either, the
-        call waits for room, at most ``config.queue_timeout``. ``light``
+        call waits for room, at most ``spec.queue_timeout``. ``light``
         (``lease``): busy light channels are joined before new ones open.
 
         Raises:
@@ -341,22 +341,22 @@ class ChannelPool:
             while True:
                 seen = self._room.epoch  # a wake-up while we look is not lost
                 taken = await self._try_take_channels(
-                    config, count, required=required, ready=ready, light=light
+                    spec, count, required=required, ready=ready, light=light
                 )
                 if taken is not None:
                     return taken
-                if self._evict_idle(keep=channel_key(config)):
+                if self._evict_idle(keep=spec.key):
                     continue  # idle channels of other settings made room
-                shared = self._share(config, required, ready)
+                shared = self._share(spec, required, ready)
                 if shared is not None:
                     return shared
                 if not queued:
                     queued, self._room.queued = True, self._room.queued + 1
-                    if config.queue_timeout is not None:
-                        deadline = asyncio.get_running_loop().time() + config.queue_timeout
+                    if spec.queue_timeout is not None:
+                        deadline = asyncio.get_running_loop().time() + spec.queue_timeout
                 if not await self._room.wait(seen, deadline):
                     raise PoolExhausted(
-                        f"no SFTP channel free for {config.queue_timeout:g} s: "
+                        f"no SFTP channel free for {spec.queue_timeout:g} s: "
                         f"{len(self._slots)} connection(s) and their {len(self._busy)} "
                         "channel(s) carry all the transfers the server allows (queue_timeout)"
                     )
@@ -366,7 +366,7 @@ class ChannelPool:
 
     async def _try_take_channels(
         self,
-        config: TransferConfig,
+        spec: ChannelSpec,
         count: int,
         *,
         required: int,
@@ -378,37 +378,37 @@ class ChannelPool:
             raise ClosedError("this client was closed")
         if not self._slots:
             await self.open()
-        idle = self._idle.setdefault(channel_key(config), [])
+        idle = self._idle.setdefault(spec.key, [])
         taken: list[SFTPSession] = []
         while idle and len(taken) < count:
             sftp = idle.pop()
             if sftp.broken is None:
-                sftp.stall_timeout = config.stall_timeout  # this transfer's
+                sftp.stall_timeout = spec.stall_timeout  # this transfer's
                 taken.append(sftp)
             else:
                 self._forget(sftp)
-        self._busy.add(channel_key(config), taken)
+        self._busy.add(spec.key, taken)
         if light and len(taken) < count:
-            joined = self._busy.share(channel_key(config), count - len(taken), light=True)
+            joined = self._busy.share(spec.key, count - len(taken), light=True)
             taken += joined or []
         if ready is not None:
             for sftp in taken:
                 ready(sftp)
         errors: list[BaseException] = []
         try:
-            taken += await self._open_channels(config, count - len(taken), errors, ready)
+            taken += await self._open_channels(spec, count - len(taken), errors, ready)
             if len(taken) < count and any(_capped(e) for e in errors):
                 # A refusal (MaxSessions), or a channel the connection did not set
                 # up in time, capped that connection: what it would not open goes
                 # to other connections now, not never (the grower stops asking
                 # once a request brings nothing).
-                taken += await self._open_channels(config, count - len(taken), errors, ready)
+                taken += await self._open_channels(spec, count - len(taken), errors, ready)
         except BaseException:
             if ready is None:  # else each went to ``ready``: its holder gives it back
-                self._give_back(config, taken)
+                self._give_back(spec, taken)
             raise
         if len(taken) < required:
-            self._give_back(config, taken)
+            self._give_back(spec, taken)
             if self._closed:  # what failed was our own closing, not the server
                 raise ClosedError("this client was closed")
             if errors and not (self._busy and all(_capped(e) for e in errors)):
@@ -419,26 +419,26 @@ class ChannelPool:
         return taken
 
     def _share(
-        self, config: TransferConfig, count: int, ready: Callable[[SFTPSession], None] | None
+        self, spec: ChannelSpec, count: int, ready: Callable[[SFTPSession], None] | None
     ) -> list[SFTPSession] | None:
         """``count`` busy channels to share, or None while connections are on their way."""
         if self._connecting:
             return None  # they bring channels of their own: wait for them (woken)
-        shared = self._busy.share(channel_key(config), count)
+        shared = self._busy.share(spec.key, count)
         if shared is not None and ready is not None:
             for sftp in shared:
                 ready(sftp)
         return shared
 
-    def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
-        key = channel_key(config)
+    def _give_back(self, spec: ChannelSpec, channels: list[SFTPSession]) -> None:
+        key = spec.key
         if channels:
             self._room.wake()
         for sftp in channels:
             if not self._busy.leave(sftp):
                 continue  # other transfers still use it (shared): the last one gives it back
             if sftp.broken is None and not self._closed and sftp.unsettled and sftp.pending:
-                self._settling.add(sftp, partial(self._give_back, config, [sftp]))
+                self._settling.add(sftp, partial(self._give_back, spec, [sftp]))
             elif sftp.broken is None and not self._closed:
                 sftp.unsettled = False  # owes nothing unwanted (a read's CLOSE at most)
                 self._idle.setdefault(key, []).append(sftp)
@@ -501,7 +501,7 @@ class ChannelPool:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
 
     def _reserve(
-        self, config: TransferConfig, count: int, per_new: int
+        self, spec: ChannelSpec, count: int, per_new: int
     ) -> tuple[list[PooledLink], list[int]]:
         """Room for ``count`` channels, reserved before any await: on each connection
         with room (one entry per channel), then the channels of each new connection
@@ -521,7 +521,7 @@ class ChannelPool:
             plan += [slot] * take
         new_links = min(
             -(-(count - len(plan)) // per_new),
-            config.max_connections - len(self._slots) - self._connecting,
+            spec.max_connections - len(self._slots) - self._connecting,
         )
         new_counts = [
             min(per_new, count - len(plan) - i * per_new) for i in range(max(new_links, 0))
@@ -533,7 +533,7 @@ class ChannelPool:
 
     async def _open_channels(
         self,
-        config: TransferConfig,
+        spec: ChannelSpec,
         count: int,
         errors: list[BaseException],
         ready: Callable[[SFTPSession], None] | None = None,
@@ -546,8 +546,8 @@ class ChannelPool:
         if count <= 0 or self._closed:  # closed meanwhile: no new connection for nobody
             return []
         learned = self.server_caps.channels  # channels the server sets up per connection
-        per_new = min(config.channels_per_connection, learned or config.channels_per_connection)
-        plan, new_counts = self._reserve(config, count, per_new)
+        per_new = min(spec.channels_per_connection, learned or spec.channels_per_connection)
+        plan, new_counts = self._reserve(spec, count, per_new)
         unsettled = [len(new_counts)]  # reservations not yet given back
         opened: list[SFTPSession] = []
 
@@ -561,10 +561,10 @@ class ChannelPool:
             began = time.monotonic()
             try:
                 sftp = await slot.link.open_sftp(
-                    window=config.window,
-                    max_packet_size=config.max_packet_size,
-                    max_reply=reply_cap(config.block_size),
-                    stall_timeout=config.stall_timeout,
+                    window=spec.window,
+                    max_packet_size=spec.max_packet_size,
+                    max_reply=spec.max_reply,
+                    stall_timeout=spec.stall_timeout,
                     known_limits=self._server_limits,
                 )
             except (ChannelRefused, Stalled) as exc:
@@ -601,16 +601,14 @@ class ChannelPool:
             self.peer = self.peer or sftp.peer
             self.server_profile = self.server_profile or sftp.profile
             self._slot_of[sftp] = slot
-            self._busy.add(channel_key(config), [sftp])
+            self._busy.add(spec.key, [sftp])
             opened.append(sftp)
             if ready is not None:
                 ready(sftp)
 
         async def on_new_link(channels: int) -> None:
             try:
-                link = await open_link(
-                    self.connect_config, self.auth_memory, retries=config.retries
-                )
+                link = await open_link(self.connect_config, self.auth_memory, retries=spec.retries)
             except SSHPipeError as exc:
                 errors.append(exc)
                 return
@@ -657,15 +655,15 @@ class PoolLease:
     bookkeeping, as the pool's methods would.
     """
 
-    def __init__(self, pool: ChannelPool, config: TransferConfig, channels: list[SFTPSession]):
+    def __init__(self, pool: ChannelPool, spec: ChannelSpec, channels: list[SFTPSession]):
         self._pool = pool
-        self._config = config
+        self._spec = spec
         self.channels = channels
-        self.max_channels = config.channels or min(
-            64, config.channels_per_connection * config.max_connections
+        self.max_channels = spec.channels or min(
+            64, spec.channels_per_connection * spec.max_connections
         )
-        self.can_grow = config.channels is None
-        self.pacer = Pacer.for_rate(config.rate_limit)
+        self.can_grow = spec.channels is None
+        self.pacer = Pacer.for_rate(spec.rate_limit)
         # Channels opened at the start, before anyone asked (``ChannelPool.lease``):
         # open and not yet handed out, and still being opened.
         self.spares: list[SFTPSession] = []
@@ -690,7 +688,7 @@ class PoolLease:
 
         async def open_them() -> None:
             try:
-                await self._pool._take_channels(self._config, count, required=0, ready=came)
+                await self._pool._take_channels(self._spec, count, required=0, ready=came)
             except SSHPipeError as exc:  # only the head start is lost
                 logger.debug("channels opened at the start: %s", exc)
             finally:
@@ -751,10 +749,10 @@ class PoolLease:
                 added.append(sftp)
                 arrived(sftp)
             else:
-                self._pool._give_back(self._config, [sftp])
+                self._pool._give_back(self._spec, [sftp])
         if len(added) < count:
             added += await self._pool._take_channels(
-                self._config, count - len(added), required=0, ready=arrived
+                self._spec, count - len(added), required=0, ready=arrived
             )
         return added
 
@@ -773,7 +771,7 @@ class PoolLease:
         pool._prune()
         dead = [sftp for sftp in self.channels if sftp.broken is not None]
         self.channels = [sftp for sftp in self.channels if sftp.broken is None]
-        pool._give_back(self._config, dead)
+        pool._give_back(self._spec, dead)
         if not self.channels:
-            self.channels = await pool._take_channels(self._config, 1, required=1)
+            self.channels = await pool._take_channels(self._spec, 1, required=1)
             self.grow_no_more_if_shared()  # for its next attempt's controller

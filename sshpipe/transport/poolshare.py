@@ -19,7 +19,7 @@ one makes it ordinary again.
 When even sharing finds no room (every channel at its cap, no connection left
 to open), a transfer waits in ``Room`` until something changes anywhere (a
 channel given back, a connection or channel opened, one lost), for at most
-``TransferConfig.queue_timeout``. The pool (``pool.ChannelPool``) keeps one of
+the lease's ``ChannelSpec.queue_timeout``. The pool (``pool.ChannelPool``) keeps one of
 each and asks them through their methods.
 """
 
@@ -28,19 +28,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from ..core.config import TransferConfig
 from ..core.servercaps import handle_cap
-from ..core.sizing import reply_cap
+from .lease import ChannelKey
 from .sftp import SFTPSession
-
-# (window, max_packet_size, longest reply) a channel was opened with
-ChannelKey = tuple[int, int, int]
-
-
-def channel_key(config: TransferConfig) -> ChannelKey:
-    """Channels are reused by (window, packet size, reply cap): what they were opened with."""
-    return (config.window, config.max_packet_size, reply_cap(config.block_size))
-
 
 # Light users one channel carries before the next gets a channel of its own:
 # four readers with the default 8 MiB read-ahead each ask 32 MiB of a 15 MiB
