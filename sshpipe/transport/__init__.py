@@ -40,7 +40,8 @@
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
   ``muxshell``: a remote shell through the master; ``muxmaster`` and
   ``muxconn``: the master that keeps connections for later
-  commands (``-o ControlMaster=auto``) and its socket;
+  commands (``-o ControlMaster=auto``) and its socket; ``muxsplice``: its
+  connections and the channels it splices to a client;
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename;
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
 - ``compressroute``: ``Compression auto``'s second, compressed pool and the
