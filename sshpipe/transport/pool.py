@@ -82,6 +82,13 @@ class ChannelPool:
 
     Idle channels are kept per (window, packet size, reply cap) and reused, so
     a second transfer pays no channel set-up.
+
+    Args:
+        connect_config: how every connection of the pool is opened.
+        spec: the client's own lease settings: its first connection's
+            log-in retries and channel cap (each lease brings its own).
+        client_bytes: the byte budget every transfer of the client shares
+            (Compression auto's second pool is given the first one's).
     """
 
     def __init__(
