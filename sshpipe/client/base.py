@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Self
 
 from ..core.config import ConnectConfig, TransferConfig
 from ..core.errors import ClosedError, UsageError
+from ..core.flight import SharedBytes
 from .choices import by_workers
 
 if TYPE_CHECKING:
     from ..transport.compressroute import CompressRoute
+    from ..transport.lease import ChannelSpec
     from ..transport.pool import ChannelPool
 
 # The engine (asyncssh, cryptography and the transfer modules: 0.3 s and more
@@ -52,7 +54,7 @@ class ClientBase:
         self._route: CompressRoute | None = None  # Compression auto's, made with the pool
         # The engine's import, one for every caller: they go on in the order
         # they asked (an early ``warm`` counts its channels before a call made
-        # meanwhile looks for them, ``poollease.leased``).
+        # meanwhile looks for them, ``ChannelPool._leased``).
         self._engine: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
@@ -118,10 +120,20 @@ class ClientBase:
             if self._pool is None:  # another task may have made it meanwhile
                 from .engine import CompressRoute, ledger
 
-                self._pool = ChannelPool(self.connect_config, self.config)
+                self._pool = ChannelPool(
+                    self.connect_config,
+                    self._spec(self.config),
+                    client_bytes=SharedBytes(self.config.max_bytes_in_flight),
+                )
                 ledger.record_remote(self._pool)
                 self._route = CompressRoute(self._pool)
         return self._pool
+
+    def _spec(self, config: TransferConfig) -> ChannelSpec:
+        """What a lease under ``config`` asks the pool for (the engine is imported)."""
+        from .engine import channel_spec
+
+        return channel_spec(config)
 
     async def _auto_route(self, config: TransferConfig | None = None) -> CompressRoute | None:
         """The compression route when compression is auto (the server may offer none).
@@ -152,7 +164,7 @@ class ClientBase:
         pool = await self._ready()
         async with self._opening:
             if self._route is not None:
-                self._route.speculate(self.config)  # beside this log-in, not after it
+                self._route.speculate()  # beside this log-in, not after it
             try:
                 await pool.open()
             except BaseException:
@@ -184,7 +196,9 @@ class ClientBase:
             as :meth:`open` (connecting).
         """
         pool = await self._ready()
-        await pool.warm(self.config, channels)  # it logs in first (``ChannelPool.open``)
+        await pool.warm(
+            self._spec(self.config), channels
+        )  # it logs in first (``ChannelPool.open``)
 
     async def aclose(self) -> None:
         """Close every channel and connection; calling it twice is fine.

@@ -172,7 +172,7 @@ class Client(RemoteOps):
                 at_start = channels_at_start(cfg, size=None, write=False)
                 route = await self._auto_route(cfg)
                 leasing = pool.lease if route is None else route.lease
-                async with leasing(cfg, at_start=at_start) as lease:
+                async with leasing(self._spec(cfg), at_start=at_start) as lease:
                     if preserve:
                         from ..tree.get import download_preserving
 
@@ -343,7 +343,7 @@ class Client(RemoteOps):
         at_start = channels_at_start(cfg, size=local_size(local), write=True)
         route = await self._auto_route(cfg)
         leasing = pool.lease if route is None else route.lease
-        async with leasing(cfg, at_start=at_start) as lease:
+        async with leasing(self._spec(cfg), at_start=at_start) as lease:
             await ledger.sweep(pool, lease.channels[0])
             if preserve:
                 from ..tree.preserving import upload_preserving
@@ -377,7 +377,7 @@ class Client(RemoteOps):
         pool = await self._ready()
         from .engine import remote_glob
 
-        async with pool.lease(self.config) as lease:
+        async with pool.lease(self._spec(self.config)) as lease:
             return await remote_glob(lease.channels[0], path)
 
     async def _tree(
@@ -399,7 +399,7 @@ class Client(RemoteOps):
         from .engine import RoutedPool, ledger
 
         pool = await self._ready()
-        async with pool.lease(config) as lease:
+        async with pool.lease(self._spec(config)) as lease:
             await lease.channels[0].learn_limits()  # the run is sized from them
             if uploads:
                 await ledger.sweep(pool, lease.channels[0])
@@ -438,7 +438,7 @@ class Client(RemoteOps):
         # now (its handles with it), not whenever the garbage collector gets to it.
         async with (
             reporting as reporter,
-            pool.lease(cfg) as lease,
+            pool.lease(self._spec(cfg)) as lease,
             contextlib.aclosing(stream(lease, path, cfg, tally)) as pieces,
         ):
             async for piece in pieces:
@@ -482,7 +482,7 @@ class Client(RemoteOps):
         cfg = in_order(cfg, pool.server_caps)  # a stream cannot be sent twice
 
         async def put_one(tally: FileTally | None) -> TransferStats:
-            async with pool.lease(cfg) as lease:
+            async with pool.lease(self._spec(cfg)) as lease:
                 await ledger.sweep(pool, lease.channels[0])
                 return await upload_stream(lease, chunks, path, cfg, mode, tally=tally)
 

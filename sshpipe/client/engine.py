@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..durability import ledger
 from ..local.source import is_pipe
+from ..transfer.channelspec import channel_spec
 from ..transfer.download import download
 from ..transfer.inorder import in_order, refused_out_of_order
 from ..transfer.lanes import channels_at_start
@@ -25,6 +26,7 @@ __all__ = [
     "ChannelPool",
     "CompressRoute",
     "RoutedPool",
+    "channel_spec",
     "channels_at_start",
     "download",
     "in_order",

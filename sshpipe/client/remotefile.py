@@ -92,11 +92,14 @@ class RemoteFile:
             raise UsageError(f"{self.name}: already opened")
         self._opening = True
         pool = await self._ready()
+        from ..transfer.channelspec import channel_spec
         from ..transfer.remotefile import open_file
 
         stack = contextlib.AsyncExitStack()
         try:
-            lease = await stack.enter_async_context(pool.lease(self._config, light=True))
+            lease = await stack.enter_async_context(
+                pool.lease(channel_spec(self._config), light=True)
+            )
             self._file = await open_file(
                 lease, self.name, self.mode, self._config, self._read_ahead
             )

@@ -31,7 +31,7 @@ class RemoteOps(ClientBase):
     async def _channel(self) -> AsyncIterator[SFTPSession]:
         """A channel for a few requests: shared with a remote file held open, if any."""
         pool = await self._ready()
-        async with pool.lease(self.config, light=True) as lease:
+        async with pool.lease(self._spec(self.config), light=True) as lease:
             yield lease.channels[0]
 
     @overload
@@ -319,9 +319,9 @@ class RemoteOps(ClientBase):
         pool = await self._ready()
         cfg = in_order(self.config, pool.server_caps)  # a stream cannot be sent twice
         async with (
-            pool.lease(self.config) as reading,
+            pool.lease(self._spec(self.config)) as reading,
             contextlib.aclosing(stream(reading, source, self.config)) as pieces,
-            pool.lease(cfg) as writing,
+            pool.lease(self._spec(cfg)) as writing,
         ):
             await upload_stream(writing, pieces, target, cfg, mode)
 

@@ -8,7 +8,7 @@ awkward on purpose: replies delayed and reordered, READs answered short, a
 READ or WRITE failed at an offset, the server gone silent, the channel cut.
 ``CheckFileOffer`` gives it the ``check-file`` extension, ProFTPD's way or
 paramiko's, truthful or lying.
-``FakeLease`` lends its channels the way ``transport.poollease.PoolLease`` does.
+``FakeLease`` lends its channels the way ``transport.pool.PoolLease`` does.
 
 Every reply is delivered from the event loop, never inside the ``write`` that
 sent its request, as over a real pipe.

@@ -22,6 +22,8 @@
 - ``blockprobe``: the block a server without limits@openssh.com takes whole;
 - ``inorder``: uploads in file order on one channel, where a server needs it;
 - ``progress``: a transfer's counts reported to the user's ``progress=`` callback;
+- ``channelspec``: a ``TransferConfig`` unpacked, once per lease, into the
+  ``transport.lease.ChannelSpec`` the pool reads;
 - ``compressswitch`` / ``compressauto`` / ``probetrain``: Compression auto's
   per-file route, the switch made for a routed lease, and the replies that
   measure a WAN link for it (first, and afresh).

@@ -27,19 +27,23 @@
   replies owed, the stall watchdog); ``replies``: the reply callback, ``quiet``
   for replies nobody reads, the connection's reply clock;
   ``wiring``: the protocols of what a session is wired to (pipe, shell);
+- ``remotehash``: the server's ``sha256sum`` run and read, one file's or a
+  batch's (the one runner: ``--verify``, trees, ``checksum``);
 - ``commands``: a tree's remote commands (``sync -f``, ``sha256sum``) with caps
   and timeouts;
 - ``settling``: channels a cancelled transfer left owing replies, kept from
   reuse until those are in (the pool's);
 - ``pool``: the client's connections and channels, handed out as a ``Lease``
-  (``poollease.PoolLease``, the pool's own half, opens a transfer's channels
-  at its start; ``poolopen`` opens channels on connections with room and on
-  new ones; ``poolshare`` counts them and shares busy ones);
+  (``PoolLease``, the pool's own half, in the same room); ``lease``: what a
+  lease is asked with (``ChannelSpec``: the pool never sees a
+  ``TransferConfig``) and the protocols a transfer and a tree see it
+  through; ``poolshare`` counts busy channels and shares them past the ceiling;
 - ``linkopen``: where the pool's links come from: a mux master's socket
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
   ``muxshell``: a remote shell through the master; ``muxmaster`` and
   ``muxconn``: the master that keeps connections for later
-  commands (``-o ControlMaster=auto``) and its socket;
+  commands (``-o ControlMaster=auto``) and its socket; ``muxsplice``: its
+  connections and the channels it splices to a client;
 - ``remotefs``: listings and globs; ``remoteplace``: temp name, checked rename;
 - ``checkfile``: the ``check-file`` extension's request (``--verify`` without exec).
 - ``compressroute``: ``Compression auto``'s second, compressed pool and the

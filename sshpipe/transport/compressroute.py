@@ -23,12 +23,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from ..core.compresspolicy import CompressionMode, Route, ZlibCost
-from ..core.config import TransferConfig
 from ..core.errors import SSHPipeError
 from ..core.stats import CompressionReport
+from .lease import ChannelSpec
 from .pacing import Pacer
-from .pool import ChannelPool
-from .poollease import PoolLease
+from .pool import ChannelPool, PoolLease
 from .sftp import SFTPSession
 from .zlibprobe import cached_zlib_cost, zlib_cost
 
@@ -76,7 +75,7 @@ class CompressRoute:
         on it from its start."""
         return self._early is not None and self.offered is not False
 
-    def speculate(self, transfer: TransferConfig) -> None:
+    def speculate(self) -> None:
         """Begin the compressed log-in beside the plain one, if the link is a WAN.
 
         Begun only once the data shrank, its ~8 round trips and key exchange
@@ -91,7 +90,8 @@ class CompressRoute:
         cfg = self.plain.connect_config
         if self._early is not None or self._zlib is not None or self.offered is False:
             return
-        if cfg.compression not in ("auto", None) or cfg.control_path or transfer.rate_limit:
+        limited = self.plain.spec.rate_limit is not None
+        if cfg.compression not in ("auto", None) or cfg.control_path or limited:
             return
         self._early = asyncio.get_running_loop().create_task(self._connect_early())
 
@@ -139,8 +139,8 @@ class CompressRoute:
                 return None
             if self._zlib is None:
                 cfg = replace(self.plain.connect_config, compression=True, control_path=None)
-                pool = ChannelPool(cfg, self.plain.config)
-                pool.client_bytes = self.plain.client_bytes  # the one memory budget
+                # The one memory budget, shared.
+                pool = ChannelPool(cfg, self.plain.spec, client_bytes=self.plain.client_bytes)
                 pool.server_caps = self.plain.server_caps
                 pool.auth_memory = self.plain.auth_memory
                 pool.temps = self.plain.temps
@@ -175,7 +175,7 @@ class CompressRoute:
 
     @contextlib.asynccontextmanager
     async def lease(
-        self, config: TransferConfig, *, at_start: Callable[[float], int] | None = None
+        self, spec: ChannelSpec, *, at_start: Callable[[float], int] | None = None
     ) -> AsyncIterator[RoutedLease]:
         """A plain lease that may move to the compressed pool (``RoutedLease.move``).
 
@@ -186,8 +186,8 @@ class CompressRoute:
         """
         await self.plain.open()
         async with contextlib.AsyncExitStack() as stack:
-            plain = await stack.enter_async_context(self.plain.lease(config, at_start=at_start))
-            yield RoutedLease(self, config, plain, stack)
+            plain = await stack.enter_async_context(self.plain.lease(spec, at_start=at_start))
+            yield RoutedLease(self, spec, plain, stack)
 
     async def connect(self) -> None:
         """Open the compressed connection ahead of a move (its errors: the move's to see)."""
@@ -208,11 +208,11 @@ class RoutedPool:
         self.route = route
         self.server_caps = route.plain.server_caps
 
-    def lease(self, config: TransferConfig) -> contextlib.AbstractAsyncContextManager[RoutedLease]:
-        return self.route.lease(config)
+    def lease(self, spec: ChannelSpec) -> contextlib.AbstractAsyncContextManager[RoutedLease]:
+        return self.route.lease(spec)
 
-    async def warm(self, config: TransferConfig, count: int) -> None:
-        await self.route.plain.warm(config, count)
+    async def warm(self, spec: ChannelSpec, count: int) -> None:
+        await self.route.plain.warm(spec, count)
 
 
 class RoutedLease:
@@ -221,12 +221,12 @@ class RoutedLease:
     def __init__(
         self,
         route: CompressRoute,
-        config: TransferConfig,
+        spec: ChannelSpec,
         plain: PoolLease,
         stack: contextlib.AsyncExitStack,
     ) -> None:
         self.route = route
-        self._config = config
+        self._spec = spec
         self._plain = plain
         self._zlib: PoolLease | None = None
         self._stack = stack
@@ -300,7 +300,7 @@ class RoutedLease:
         pool = await self.route.pool()
         if pool is None:
             return []
-        self._zlib = await self._stack.enter_async_context(pool.lease(self._config))
+        self._zlib = await self._stack.enter_async_context(pool.lease(self._spec))
         return list(self._zlib.channels)
 
     async def move(self, count: int, *, compressed: bool) -> list[SFTPSession] | None:

@@ -16,18 +16,17 @@ import logging
 import os
 import socket
 import struct
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Coroutine
+from typing import Any, Protocol, cast
 
 import asyncssh
 
 from ..core import codec
 from ..core.errors import ProtocolError, SSHPipeError
 from ..core.muxwire import MuxWireError, encode_header, split_header
+from .muxsplice import Splice, Upstream
 
-if TYPE_CHECKING:
-    from .muxmaster import Master, Splice, _Upstream
-
-__all__ = ["ClientConnection", "bind_socket"]
+__all__ = ["ClientConnection", "MasterSide", "bind_socket"]
 
 logger = logging.getLogger("sshpipe.mux")
 
@@ -67,10 +66,32 @@ def bind_socket(path: str) -> socket.socket:
     return sock
 
 
+class MasterSide(Protocol):
+    """What a client's connection asks of its master (``muxmaster.Master``)."""
+
+    def came(self, transport: asyncio.BaseTransport) -> None: ...
+
+    def joined(self) -> None: ...
+
+    def left(self, transport: asyncio.BaseTransport, joined: bool) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    def abort(self, slot: int) -> None: ...
+
+    def stop(self) -> None: ...
+
+    async def upstream(self, slot: int) -> Upstream: ...
+
+    async def take(self, up: Upstream, key: tuple[int, int]) -> tuple[Splice, bytes, int]: ...
+
+    def describe(self, up: Upstream) -> dict[str, Any]: ...
+
+
 class ClientConnection(asyncio.Protocol):
     """One connection from a client: its header, then a channel spliced, or one answer."""
 
-    def __init__(self, master: Master) -> None:
+    def __init__(self, master: MasterSide) -> None:
         self._master = master
         self._transport: asyncio.Transport | None = None
         self._buffer = b""
@@ -79,7 +100,7 @@ class ClientConnection(asyncio.Protocol):
         self._splice: Splice | None = None
         self._version = b""  # the spare's VERSION, to answer the client's INIT with
         self._pending = b""  # the client's first bytes while its INIT is looked for
-        self._up: _Upstream | None = None
+        self._up: Upstream | None = None
         self._lost = False
         self._more = asyncio.Event()  # bytes came after the header (a shell's commands)
 
@@ -189,7 +210,7 @@ class ClientConnection(asyncio.Protocol):
             with contextlib.suppress(Exception):
                 self._answer({"ok": False, "error": str(exc), "kind": kind}, close=True)
 
-    async def _shell(self, up: _Upstream) -> None:
+    async def _shell(self, up: Upstream) -> None:
         """A shell on the server kept for this client: one header per command, one answer each."""
         shell = await up.link.open_shell()
         if shell is None:
@@ -223,7 +244,7 @@ class ClientConnection(asyncio.Protocol):
         finally:
             shell.close()
 
-    async def _splice_channel(self, up: _Upstream, header: dict[str, Any]) -> None:
+    async def _splice_channel(self, up: Upstream, header: dict[str, Any]) -> None:
         key = (int(header["window"]), int(header["max_packet_size"]))
         splice, version, peer_window = await self._master.take(up, key)
         transport = self._transport

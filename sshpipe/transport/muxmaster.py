@@ -11,6 +11,10 @@ end). What a client would wait round trips for is done ahead:
   a new spare is opened as soon as one is taken;
 - the limits go in the header reply, so the client asks for none.
 
+Its SSH side (connections, and channels spliced to a client) is
+``muxsplice``; a client's connection on the socket, ``muxconn``, which sees
+the master through ``muxconn.MasterSide``.
+
 Slots: a client's first link is slot 0 (the connection the master started
 with), its next ones 1, 2...: a striped transfer's links map to SSH
 connections of their own, opened on first use and kept for the next command.
@@ -29,7 +33,6 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
 from typing import Any
 
 import asyncssh
@@ -41,11 +44,10 @@ from ..core.config import (
     DEFAULT_WINDOW,
     ConnectConfig,
 )
-from ..core.errors import ChannelRefused, ConnectionBroken, SSHPipeError, Stalled
+from ..core.errors import ConnectionBroken, SSHPipeError
 from ..core.replyparser import ReplyParser, decode_limits
-from ..core.text import clip
-from .asyncssh_patches import ChannelTuning
 from .muxconn import ClientConnection, bind_socket
+from .muxsplice import Spare, Splice, Upstream, open_splice
 from .ssh import open_link
 from .sshlink import SSHLink
 
@@ -65,126 +67,6 @@ SPARE_KEY = (DEFAULT_WINDOW, DEFAULT_MAX_PACKET_SIZE)
 # The master's own request on a spare: an id the client's requests, counted
 # up from 0 on a fresh session, do not reach for 4 billion requests.
 _LIMITS_ID = 0xFFFFFFFF
-
-
-class Splice(asyncssh.SSHClientSession[bytes]):
-    """One SSH SFTP channel, its bytes collected until a client takes it, then forwarded."""
-
-    def __init__(self, window: int, patches: frozenset[str]) -> None:
-        self.chan: asyncssh.SSHClientChannel[bytes] | None = None
-        self.client: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.lost = False
-        self.on_lost: Callable[[], None] | None = None
-        self._window = window
-        self._patches = patches
-        self._tuning: ChannelTuning | None = None
-        self._more: asyncio.Event = asyncio.Event()
-        self._filter_id: int | None = None
-        self._on_filtered: Callable[[bytes], None] | None = None
-        self._scan = bytearray()
-
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
-        self.chan = chan
-        self._tuning = ChannelTuning(chan, self._window, self._patches)
-
-    @property
-    def peer_window(self) -> int:
-        return self._tuning.peer_window if self._tuning is not None else 0
-
-    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        if datatype is None:
-            self._deliver(self._filtered(data) if self._filter_id is not None else data)
-        if self._tuning is not None:
-            self._tuning.after_data()
-
-    def _deliver(self, data: bytes) -> None:
-        if not data:
-            return
-        if self.client is not None:
-            self.client.write(data)
-        else:
-            self.buffer += data
-            self._more.set()
-
-    def expect_reply(self, request_id: int, answered: Callable[[bytes], None]) -> None:
-        """Take the reply to our own request ``request_id`` out of the stream, for ``answered``.
-
-        The spare's limits request is sent after INIT and not waited for: its
-        answer may come once a client holds the channel, and must not reach it.
-        """
-        self._filter_id = request_id
-        self._on_filtered = answered
-
-    def _filtered(self, data: bytes) -> bytes:
-        """``data`` less our reply, once whole packets show where it is."""
-        self._scan += data
-        out = bytearray()
-        while len(self._scan) >= 4:
-            end = 4 + int.from_bytes(self._scan[:4], "big")
-            if len(self._scan) < end:
-                break
-            packet = bytes(self._scan[:end])
-            del self._scan[:end]
-            if len(packet) >= 9 and int.from_bytes(packet[5:9], "big") == self._filter_id:
-                self._filter_id = None
-                if self._on_filtered is not None:
-                    self._on_filtered(packet)
-                out += self._scan  # past it, the stream is the client's alone
-                self._scan = bytearray()
-                break
-            out += packet
-        return bytes(out)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self._more.set()
-        if self.client is not None:
-            self.client.close()
-        if self.on_lost is not None:
-            self.on_lost()
-
-    def pause_writing(self) -> None:  # the SSH channel's send window is full
-        if self.client is not None:
-            self.client.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.client is not None:
-            self.client.resume_reading()
-
-    async def packet(self) -> bytes:
-        """The next whole SFTP packet (length included), before a client takes the channel."""
-        while True:
-            if len(self.buffer) >= 4:
-                end = 4 + int.from_bytes(self.buffer[:4], "big")
-                if len(self.buffer) >= end:
-                    raw = bytes(self.buffer[:end])
-                    del self.buffer[:end]
-                    return raw
-            if self.lost:
-                raise ConnectionError("SFTP channel closed by the server")
-            self._more.clear()
-            await self._more.wait()
-
-
-class _Spare:
-    """A channel opened ahead; ``version`` is the VERSION packet its INIT got (b"" if none)."""
-
-    def __init__(self, splice: Splice, key: tuple[int, int], version: bytes, peer_window: int):
-        self.splice = splice
-        self.key = key
-        self.version = version
-        self.peer_window = peer_window
-
-
-class _Upstream:
-    """One SSH connection of the master (a slot) and its spare channel."""
-
-    def __init__(self, link: SSHLink) -> None:
-        self.link = link
-        self.channels = 0  # open on it, spare included
-        self.spare: asyncio.Task[_Spare | None] | None = None
-        self.watchers: set[asyncio.Transport] = set()  # clients' links on it ("hello")
 
 
 class Master:
@@ -212,8 +94,8 @@ class Master:
         self._retries = retries
         self._path = path
         self._persist = persist
-        self._ups: dict[int, _Upstream] = {0: _Upstream(link)}
-        self._coming: dict[int, asyncio.Task[_Upstream | SSHPipeError]] = {}
+        self._ups: dict[int, Upstream] = {0: Upstream(link)}
+        self._coming: dict[int, asyncio.Task[Upstream | SSHPipeError]] = {}
         self._limits: codec.Limits | None = None
         self._clients = 0
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -287,7 +169,7 @@ class Master:
 
     # -- the SSH connections ----------------------------------------------------
 
-    async def upstream(self, slot: int) -> _Upstream:
+    async def upstream(self, slot: int) -> Upstream:
         """Slot ``slot``'s connection, opened now if it is not yet (or no longer) open.
 
         Raises:
@@ -309,10 +191,10 @@ class Master:
             raise result
         return result
 
-    async def _connect(self, slot: int) -> _Upstream | SSHPipeError:
+    async def _connect(self, slot: int) -> Upstream | SSHPipeError:
         logger.debug("mux: opening connection %d", slot)
         try:
-            up = _Upstream(await open_link(self._cfg, retries=self._retries))
+            up = Upstream(await open_link(self._cfg, retries=self._retries))
         except SSHPipeError as exc:
             return exc
         self._ups[slot] = up
@@ -320,7 +202,7 @@ class Master:
         self._group.create_task(self._watch(up, primary=False))
         return up
 
-    async def _watch(self, up: _Upstream, *, primary: bool) -> None:
+    async def _watch(self, up: Upstream, *, primary: bool) -> None:
         with contextlib.suppress(asyncssh.Error, OSError):
             await up.link.connection.wait_closed()
         logger.debug("mux: %s closed", up.link.label)
@@ -329,20 +211,20 @@ class Master:
         if primary:
             self.stop()
 
-    def _refill(self, up: _Upstream) -> None:
+    def _refill(self, up: Upstream) -> None:
         """A spare channel on ``up``, opened now, unless it carries nearly all it may."""
         if up.spare is None and up.channels < SPARE_BELOW and not up.link.closed:
             assert self._group is not None
             up.spare = self._group.create_task(self._prepare_quietly(up))
 
-    async def _prepare_quietly(self, up: _Upstream) -> _Spare | None:
+    async def _prepare_quietly(self, up: Upstream) -> Spare | None:
         try:
             return await self._prepare(up)
         except (SSHPipeError, OSError, asyncssh.Error, TimeoutError) as exc:
             logger.debug("mux: no spare channel on %s: %s", up.link.label, exc)
             return None
 
-    async def _prepare(self, up: _Upstream) -> _Spare:
+    async def _prepare(self, up: Upstream) -> Spare:
         key = SPARE_KEY
         splice = await self.open_channel(up, key)
         assert splice.chan is not None
@@ -364,7 +246,7 @@ class Master:
         except BaseException:
             splice.chan.close()
             raise
-        return _Spare(splice, key, version, peer_window)
+        return Spare(splice, key, version, peer_window)
 
     def _took_limits(self, packet: bytes) -> None:
         parser = ReplyParser()
@@ -376,7 +258,7 @@ class Master:
         except codec.CodecError as exc:
             logger.debug("mux: bad limits@openssh.com reply: %s", exc)
 
-    async def open_channel(self, up: _Upstream, key: tuple[int, int]) -> Splice:
+    async def open_channel(self, up: Upstream, key: tuple[int, int]) -> Splice:
         splice = Splice(key[0], up.link.patches)
         up.channels += 1
 
@@ -384,7 +266,7 @@ class Master:
             up.channels -= 1
 
         try:
-            await _open_raw(
+            await open_splice(
                 up.link, splice, window=key[0], max_packet_size=key[1], within=DEFAULT_STALL_TIMEOUT
             )
         except BaseException:
@@ -393,14 +275,14 @@ class Master:
         splice.on_lost = lost
         return splice
 
-    async def take(self, up: _Upstream, key: tuple[int, int]) -> tuple[Splice, bytes, int]:
+    async def take(self, up: Upstream, key: tuple[int, int]) -> tuple[Splice, bytes, int]:
         """A channel for a client: the spare if it fits, else a new one (no INIT sent).
 
         Returns:
             The channel, the VERSION its INIT got (b"": the client's INIT goes
             to the server), the send window the server granted it.
         """
-        spare: _Spare | None = None
+        spare: Spare | None = None
         if key == SPARE_KEY and up.spare is not None:
             spare_task, up.spare = up.spare, None
             spare = await asyncio.shield(spare_task)
@@ -413,7 +295,7 @@ class Master:
         self._refill(up)
         return splice, b"", splice.peer_window
 
-    def describe(self, up: _Upstream) -> dict[str, Any]:
+    def describe(self, up: Upstream) -> dict[str, Any]:
         limits = self._limits
         return {
             "ok": True,
@@ -435,42 +317,6 @@ class Master:
     def spawn(self, coro: Any) -> None:
         assert self._group is not None
         self._group.create_task(coro)
-
-
-async def _open_raw(
-    link: SSHLink,
-    session: Splice,
-    *,
-    window: int,
-    max_packet_size: int,
-    within: float,
-) -> None:
-    """Start the sftp subsystem on a new channel of ``link`` whose bytes go to ``session``.
-
-    Not ``SSHLink.open_sftp``: the master splices the channel's bytes to a
-    client's socket rather than speak SFTP on it.
-
-    Raises:
-        ChannelRefused, ConnectionBroken, Stalled: as ``open_sftp``.
-    """
-    try:
-        async with asyncio.timeout(within):
-            await link.connection.create_session(
-                lambda: session,
-                subsystem="sftp",
-                encoding=None,
-                window=window,
-                max_pktsize=max_packet_size,
-            )
-    except asyncssh.ChannelOpenError as exc:
-        raise ChannelRefused(
-            f"{link.label}: server refused an SFTP channel: {clip(exc.reason)}"
-        ) from exc
-    except TimeoutError as exc:
-        raise Stalled(f"{link.label}: no answer to an SFTP channel request") from exc
-    except (asyncssh.Error, OSError) as exc:
-        raise ConnectionBroken(f"connection lost: {exc}") from exc
-    link.channels_opened += 1
 
 
 class _Stop(Exception):

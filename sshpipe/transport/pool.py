@@ -8,11 +8,16 @@ when it ends. Bookkeeping is done before every await: transfers asking at
 the same moment see each other's reservations.
 
 - ``Lease``: what a transfer sees (its channels; ``add`` more; ``recover``
-  after a break), a protocol so the engine tests can pass a fake;
-- ``Pool``: what a tree sees (leases for its big files, ``warm`` channels);
-  both live in ``poollease``, beside the pool's implementation of a lease;
-- ``ChannelPool``: the implementation behind ``sshpipe.Client``;
-  ``PooledLink`` (in ``poolshare``) counts the channels on one of its SSH connections.
+  after a break), and ``Pool``, what a tree sees (leases for its big files,
+  ``warm`` channels): protocols, in ``lease``, imported from here too;
+- ``ChannelPool``: the implementation behind ``sshpipe.Client``, and
+  ``PoolLease``, its lease, which asks the pool's bookkeeping for channels
+  as the pool's own methods would; ``PooledLink`` counts the channels on
+  one of its SSH connections.
+
+What the pool uses of other rooms, each through its public methods:
+``poolshare`` (busy channels shared past the ceiling, transfers waiting for
+room) and ``settling`` (channels given back still owing replies).
 """
 
 from __future__ import annotations
@@ -20,33 +25,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from functools import partial
 
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
-from ..core.config import ConnectConfig, TransferConfig
-from ..core.errors import ChannelRefused, ClosedError, ConnectionBroken, PoolExhausted, Stalled
+from ..core.config import ConnectConfig
+from ..core.errors import (
+    ChannelRefused,
+    ClosedError,
+    ConnectionBroken,
+    PoolExhausted,
+    SSHPipeError,
+    Stalled,
+)
 from ..core.flight import SharedBytes
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.tempbook import TempBook
 from .authmemory import AuthMemory
-from .linkopen import LoginTurns, open_link
-from .poollease import Lease as Lease
-from .poollease import Pool as Pool
-from .poollease import PoolLease, leased
-from .poolopen import open_channels
-from .poolshare import BusyChannels, ChannelKey, PooledLink, Room, channel_key
+from .lease import ChannelKey, ChannelSpec
+from .lease import Lease as Lease
+from .lease import Pool as Pool
+from .linkopen import Link, LoginTurns, open_link
+from .pacing import Pacer
+from .poolshare import BusyChannels, Room
 from .settling import SETTLE_AT_CLOSE, WIND_DOWN, Settling, wind_down
 from .sftp import SFTPSession
 
 logger = logging.getLogger("sshpipe.client")
 
 
+@dataclass(slots=True, eq=False)
+class PooledLink:
+    """One SSH connection of the pool and how many channels it carries."""
+
+    link: Link
+    cap: int  # channels it may carry; lowered when the server refuses one
+    open: int = 0  # channels open on it (idle, busy, or being opened)
+
+    @property
+    def room(self) -> int:
+        return max(0, self.cap - self.open)
+
+
 def _capped(error: BaseException) -> bool:
     """A channel the server refused, or left unanswered: its connection takes no more
-    (``poolopen``), but it may still carry channels."""
+    (``_open_channels``), but it may still carry channels."""
     return isinstance(error, (ChannelRefused, Stalled))
 
 
@@ -55,11 +82,20 @@ class ChannelPool:
 
     Idle channels are kept per (window, packet size, reply cap) and reused, so
     a second transfer pays no channel set-up.
+
+    Args:
+        connect_config: how every connection of the pool is opened.
+        spec: the client's own lease settings: its first connection's
+            log-in retries and channel cap (each lease brings its own).
+        client_bytes: the byte budget every transfer of the client shares
+            (Compression auto's second pool is given the first one's).
     """
 
-    def __init__(self, connect_config: ConnectConfig, transfer_config: TransferConfig) -> None:
+    def __init__(
+        self, connect_config: ConnectConfig, spec: ChannelSpec, *, client_bytes: SharedBytes
+    ) -> None:
         self.connect_config = connect_config
-        self.config = transfer_config
+        self.spec = spec
         self._slots: list[PooledLink] = []
         self._slot_of: dict[SFTPSession, PooledLink] = {}
         self._idle: dict[ChannelKey, list[SFTPSession]] = {}
@@ -77,8 +113,8 @@ class ChannelPool:
         self.server_caps = ServerCaps()
         self.server_profile: ServerProfile | None = None  # from the first channel
         # Payload bytes every transfer of the client may hold at once, together
-        # (each channel carries it to the transfers on it: ``transfer.pump``).
-        self.client_bytes = SharedBytes(transfer_config.max_bytes_in_flight)
+        # (each channel carries it to the transfers on it: ``transfer.pumpsetup``).
+        self.client_bytes = client_bytes
         # Our temporary files on the server, for every channel (``core.tempbook``);
         # the client gives it its durable record (``durability.ledger``).
         self.temps = TempBook()
@@ -102,6 +138,8 @@ class ChannelPool:
             f"idle_channels={idle} busy_channels={len(self._busy)}{shared}{queued}"
         ) + (f" settling_channels={len(self._settling)}" if self._settling else "")
 
+    # -- the public face: open, lease, warm, close ---------------------------
+
     async def open(self) -> None:
         """Connect and authenticate (done by ``async with``).
 
@@ -116,13 +154,52 @@ class ChannelPool:
             if self._slots:
                 return
             # A server past its MaxStartups drops it: tried again within the retries.
-            link = await open_link(
-                self.connect_config, self.auth_memory, retries=self.config.retries
-            )
+            link = await open_link(self.connect_config, self.auth_memory, retries=self.spec.retries)
             if self._closed:  # closed while we connected
                 await link.close()
                 raise ClosedError("this client was closed")
-            self._slots.append(PooledLink(link, self.config.channels_per_connection))
+            self._slots.append(PooledLink(link, self.spec.channels_per_connection))
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self,
+        spec: ChannelSpec,
+        *,
+        at_start: Callable[[float], int] | None = None,
+        light: bool = False,
+    ) -> AsyncIterator[PoolLease]:
+        """Channels for one transfer, given back to the pool when it ends.
+
+        ``at_start(rtt)``: how many channels the transfer will want at once on
+        a link of that round trip (the flow controller's first guess). All of
+        them are opened together, with the first, on more connections if need
+        be: the transfer gets the first as soon as it is open and the others
+        as they are (``PoolLease.add``), so none waits for measured growth.
+
+        ``light``: a user asking little of its channel (a file held open, a
+        STAT) shares a busy light one before one is opened for it (``poolshare``).
+
+        From the moment it asks, the transfer is a member of the client's byte
+        budget (``core.flight.SharedBytes``): a block of it is kept for its start.
+        """
+        self.client_bytes.members += 1
+        try:
+            async with self._leased(spec, at_start, light) as lease:
+                yield lease
+        finally:
+            self.client_bytes.members -= 1
+
+    async def warm(self, spec: ChannelSpec, count: int) -> None:
+        """Open up to ``count`` idle channels now, if there is room; never wait for one.
+
+        A light lease asking meanwhile waits for them (``_leased``).
+        """
+        self.warming += 1
+        try:
+            self._give_back(spec, await self._take_channels(spec, count, required=0))
+        finally:
+            self.warming -= 1
+            self._room.wake()
 
     async def aclose(self) -> None:
         """Close every channel and connection; calling it twice is fine.
@@ -170,9 +247,81 @@ class ChannelPool:
         """SSH connections open now."""
         return len(self._slots)
 
+    @property
+    def rtt_estimate(self) -> float:
+        """The round trip the first connection's log-in took (0 if none is open)."""
+        return self._slots[0].link.rtt_estimate if self._slots else 0.0
+
+    def server(self) -> dict[str, object]:
+        """What the server is, offers and was found to allow (``--json``'s "server")."""
+        learned = self.server_caps.learned()
+        if any(slot.link.refuses_exec for slot in self._slots):
+            learned["runs_commands"] = False  # an exec was refused (--verify's sha256sum)
+        return describe_server(self.server_profile, self._server_limits, learned)
+
+    # -- leases: a transfer's channels, taken and given back -----------------
+
+    @contextlib.asynccontextmanager
+    async def _leased(
+        self, spec: ChannelSpec, at_start: Callable[[float], int] | None, light: bool
+    ) -> AsyncIterator[PoolLease]:
+        """The body of ``lease`` (see there), its byte budget's count aside."""
+        first = spec.channels or 1
+        if spec.channels is None and at_start is not None:
+            await self.open()
+            early = at_start(self.rtt_estimate) - first
+            if early > 0:
+                async with self._leased_with_spares(spec, first, early) as lease:
+                    yield lease
+                return
+        while light and self.warming:
+            # A warm-up's channels are on their way (an fsspec filesystem's early
+            # log-in): one of them will be idle, sooner than a channel of our own.
+            seen = self._room.epoch
+            await self._room.wait(seen, None)
+        taken = await self._take_channels(spec, first, required=first, light=light)
+        if light:
+            self._busy.mark_light(taken)
+        lease = PoolLease(self, spec, taken)
+        lease.grow_no_more_if_shared()
+        try:
+            yield lease
+        finally:
+            self._give_back(spec, lease.channels)
+
+    @contextlib.asynccontextmanager
+    async def _leased_with_spares(
+        self, spec: ChannelSpec, first: int, spares: int
+    ) -> AsyncIterator[PoolLease]:
+        """A lease of ``first`` channels, ``spares`` more being opened alongside.
+
+        The body's error is caught inside the TaskGroup (whose only task is
+        stopped first) and raised again outside it, as itself.
+        """
+        lease = PoolLease(self, spec, [])
+        failure: BaseException | None = None
+        async with asyncio.TaskGroup() as group:
+            lease.open_spares(group, spares)
+            try:
+                lease.channels = await self._take_channels(spec, first, required=first)
+                if lease.grow_no_more_if_shared():
+                    await lease.stop_spares()  # none will be wanted: others may need them
+                    self._give_back(spec, lease.spares)
+                    lease.spares = []
+                yield lease
+            except BaseException as exc:  # CancelledError and GeneratorExit too
+                failure = exc
+            await lease.stop_spares()
+        self._give_back(spec, lease.channels + lease.spares)
+        if failure is not None:
+            try:
+                raise failure
+            finally:
+                failure = None  # no reference cycle through the traceback
+
     async def _take_channels(
         self,
-        config: TransferConfig,
+        spec: ChannelSpec,
         count: int,
         *,
         required: int,
@@ -185,7 +334,7 @@ class ChannelPool:
         connections); fewer than ``required`` raises the first failure. When
         every connection the client may open is full, the ``required`` are
         busy channels shared (``poolshare``); when none has room either, the
-        call waits for room, at most ``config.queue_timeout``. ``light``
+        call waits for room, at most ``spec.queue_timeout``. ``light``
         (``lease``): busy light channels are joined before new ones open.
 
         Raises:
@@ -199,22 +348,22 @@ class ChannelPool:
             while True:
                 seen = self._room.epoch  # a wake-up while we look is not lost
                 taken = await self._try_take_channels(
-                    config, count, required=required, ready=ready, light=light
+                    spec, count, required=required, ready=ready, light=light
                 )
                 if taken is not None:
                     return taken
-                if self._evict_idle(keep=channel_key(config)):
+                if self._evict_idle(keep=spec.key):
                     continue  # idle channels of other settings made room
-                shared = self._share(config, required, ready)
+                shared = self._share(spec, required, ready)
                 if shared is not None:
                     return shared
                 if not queued:
                     queued, self._room.queued = True, self._room.queued + 1
-                    if config.queue_timeout is not None:
-                        deadline = asyncio.get_running_loop().time() + config.queue_timeout
+                    if spec.queue_timeout is not None:
+                        deadline = asyncio.get_running_loop().time() + spec.queue_timeout
                 if not await self._room.wait(seen, deadline):
                     raise PoolExhausted(
-                        f"no SFTP channel free for {config.queue_timeout:g} s: "
+                        f"no SFTP channel free for {spec.queue_timeout:g} s: "
                         f"{len(self._slots)} connection(s) and their {len(self._busy)} "
                         "channel(s) carry all the transfers the server allows (queue_timeout)"
                     )
@@ -222,17 +371,89 @@ class ChannelPool:
             if queued:
                 self._room.queued -= 1
 
+    async def _try_take_channels(
+        self,
+        spec: ChannelSpec,
+        count: int,
+        *,
+        required: int,
+        ready: Callable[[SFTPSession], None] | None,
+        light: bool = False,
+    ) -> list[SFTPSession] | None:
+        """One attempt of ``_take_channels``; None when no room is left anywhere yet."""
+        if self._closed:
+            raise ClosedError("this client was closed")
+        if not self._slots:
+            await self.open()
+        idle = self._idle.setdefault(spec.key, [])
+        taken: list[SFTPSession] = []
+        while idle and len(taken) < count:
+            sftp = idle.pop()
+            if sftp.broken is None:
+                sftp.stall_timeout = spec.stall_timeout  # this transfer's
+                taken.append(sftp)
+            else:
+                self._forget(sftp)
+        self._busy.add(spec.key, taken)
+        if light and len(taken) < count:
+            joined = self._busy.share(spec.key, count - len(taken), light=True)
+            taken += joined or []
+        if ready is not None:
+            for sftp in taken:
+                ready(sftp)
+        errors: list[BaseException] = []
+        try:
+            taken += await self._open_channels(spec, count - len(taken), errors, ready)
+            if len(taken) < count and any(_capped(e) for e in errors):
+                # A refusal (MaxSessions), or a channel the connection did not set
+                # up in time, capped that connection: what it would not open goes
+                # to other connections now, not never (the grower stops asking
+                # once a request brings nothing).
+                taken += await self._open_channels(spec, count - len(taken), errors, ready)
+        except BaseException:
+            if ready is None:  # else each went to ``ready``: its holder gives it back
+                self._give_back(spec, taken)
+            raise
+        if len(taken) < required:
+            self._give_back(spec, taken)
+            if self._closed:  # what failed was our own closing, not the server
+                raise ClosedError("this client was closed")
+            if errors and not (self._busy and all(_capped(e) for e in errors)):
+                raise errors[0]
+            # Connections that took no more (refused, or left a set-up unanswered)
+            # while others' channels are busy: room to wait for, or to share.
+            return None
+        return taken
+
     def _share(
-        self, config: TransferConfig, count: int, ready: Callable[[SFTPSession], None] | None
+        self, spec: ChannelSpec, count: int, ready: Callable[[SFTPSession], None] | None
     ) -> list[SFTPSession] | None:
         """``count`` busy channels to share, or None while connections are on their way."""
         if self._connecting:
             return None  # they bring channels of their own: wait for them (woken)
-        shared = self._busy.share(channel_key(config), count)
+        shared = self._busy.share(spec.key, count)
         if shared is not None and ready is not None:
             for sftp in shared:
                 ready(sftp)
         return shared
+
+    def _give_back(self, spec: ChannelSpec, channels: list[SFTPSession]) -> None:
+        key = spec.key
+        if channels:
+            self._room.wake()
+        for sftp in channels:
+            if not self._busy.leave(sftp):
+                continue  # other transfers still use it (shared): the last one gives it back
+            if sftp.broken is None and not self._closed and sftp.unsettled and sftp.pending:
+                self._settling.add(sftp, partial(self._give_back, spec, [sftp]))
+            elif sftp.broken is None and not self._closed:
+                sftp.unsettled = False  # owes nothing unwanted (a read's CLOSE at most)
+                self._idle.setdefault(key, []).append(sftp)
+            else:
+                sftp.close()
+                self._forget(sftp)
+
+    # -- connections and channels: bookkeeping -------------------------------
 
     def _evict_idle(self, *, keep: ChannelKey) -> bool:
         """Close idle channels opened with other settings; True if there were any."""
@@ -245,67 +466,6 @@ class ChannelPool:
                 evicted = evicted or bool(sessions)
                 sessions.clear()
         return evicted
-
-    async def _try_take_channels(
-        self,
-        config: TransferConfig,
-        count: int,
-        *,
-        required: int,
-        ready: Callable[[SFTPSession], None] | None,
-        light: bool = False,
-    ) -> list[SFTPSession] | None:
-        """One attempt of ``_take_channels``; None when no room is left anywhere yet."""
-        if self._closed:
-            raise ClosedError("this client was closed")
-        if not self._slots:
-            await self.open()
-        idle = self._idle.setdefault(channel_key(config), [])
-        taken: list[SFTPSession] = []
-        while idle and len(taken) < count:
-            sftp = idle.pop()
-            if sftp.broken is None:
-                sftp.stall_timeout = config.stall_timeout  # this transfer's
-                taken.append(sftp)
-            else:
-                self._forget(sftp)
-        self._busy.add(channel_key(config), taken)
-        if light and len(taken) < count:
-            joined = self._busy.share(channel_key(config), count - len(taken), light=True)
-            taken += joined or []
-        if ready is not None:
-            for sftp in taken:
-                ready(sftp)
-        errors: list[BaseException] = []
-        try:
-            taken += await open_channels(self, config, count - len(taken), errors, ready)
-            if len(taken) < count and any(_capped(e) for e in errors):
-                # A refusal (MaxSessions), or a channel the connection did not set
-                # up in time, capped that connection: what it would not open goes
-                # to other connections now, not never (the grower stops asking
-                # once a request brings nothing).
-                taken += await open_channels(self, config, count - len(taken), errors, ready)
-        except BaseException:
-            if ready is None:  # else each went to ``ready``: its holder gives it back
-                self._give_back(config, taken)
-            raise
-        if len(taken) < required:
-            self._give_back(config, taken)
-            if self._closed:  # what failed was our own closing, not the server
-                raise ClosedError("this client was closed")
-            if errors and not (self._busy and all(_capped(e) for e in errors)):
-                raise errors[0]
-            # Connections that took no more (refused, or left a set-up unanswered)
-            # while others' channels are busy: room to wait for, or to share.
-            return None
-        return taken
-
-    def server(self) -> dict[str, object]:
-        """What the server is, offers and was found to allow (``--json``'s "server")."""
-        learned = self.server_caps.learned()
-        if any(slot.link.refuses_exec for slot in self._slots):
-            learned["runs_commands"] = False  # an exec was refused (--verify's sha256sum)
-        return describe_server(self.server_profile, self._server_limits, learned)
 
     def _learned(self, limits: Limits) -> None:
         self._server_limits = self._server_limits or limits
@@ -344,67 +504,281 @@ class ChannelPool:
         if slot is not None:
             slot.open -= 1
 
-    def _give_back(self, config: TransferConfig, channels: list[SFTPSession]) -> None:
-        key = channel_key(config)
-        if channels:
-            self._room.wake()
-        for sftp in channels:
-            if not self._busy.leave(sftp):
-                continue  # other transfers still use it (shared): the last one gives it back
-            if sftp.broken is None and not self._closed and sftp.unsettled and sftp.pending:
-                self._settling.add(sftp, partial(self._give_back, config, [sftp]))
-            elif sftp.broken is None and not self._closed:
-                sftp.unsettled = False  # owes nothing unwanted (a read's CLOSE at most)
-                self._idle.setdefault(key, []).append(sftp)
-            else:
-                sftp.close()
-                self._forget(sftp)
-
     def _connections_of(self, channels: list[SFTPSession]) -> int:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
 
-    @contextlib.asynccontextmanager
-    async def lease(
+    def _reserve(
+        self, spec: ChannelSpec, count: int, per_new: int
+    ) -> tuple[list[PooledLink], list[int]]:
+        """Room for ``count`` channels, reserved before any await: on each connection
+        with room (one entry per channel), then the channels of each new connection
+        (``per_new`` at most on each).
+
+        Transfers asking at the same moment must see these connections as
+        already coming (64 concurrent gets opened 55 connections when each
+        counted only the ones under way).
+        """
+        learned = self.server_caps.channels  # channels the server sets up per connection
+        plan: list[PooledLink] = []  # a channel to open on each existing connection listed
+        for slot in self._slots:
+            if learned is not None:
+                slot.cap = min(slot.cap, max(learned, slot.open))
+            take = min(slot.room, count - len(plan))
+            slot.open += take
+            plan += [slot] * take
+        new_links = min(
+            -(-(count - len(plan)) // per_new),
+            spec.max_connections - len(self._slots) - self._connecting,
+        )
+        new_counts = [
+            min(per_new, count - len(plan) - i * per_new) for i in range(max(new_links, 0))
+        ]
+        self._connecting += len(new_counts)
+        return plan, new_counts
+
+    # -- connections and channels: I/O ---------------------------------------
+
+    async def _open_channels(
         self,
-        config: TransferConfig,
-        *,
-        at_start: Callable[[float], int] | None = None,
-        light: bool = False,
-    ) -> AsyncIterator[PoolLease]:
-        """Channels for one transfer, given back to the pool when it ends.
+        spec: ChannelSpec,
+        count: int,
+        errors: list[BaseException],
+        ready: Callable[[SFTPSession], None] | None = None,
+    ) -> list[SFTPSession]:
+        """Open ``count`` channels concurrently over the connections with room and new ones.
 
-        ``at_start(rtt)``: how many channels the transfer will want at once on
-        a link of that round trip (the flow controller's first guess). All of
-        them are opened together, with the first, on more connections if need
-        be: the transfer gets the first as soon as it is open and the others
-        as they are (``PoolLease.add``), so none waits for measured growth.
-
-        ``light``: a user asking little of its channel (a file held open, a
-        STAT) shares a busy light one before one is opened for it (``poolshare``).
-
-        From the moment it asks, the transfer is a member of the client's byte
-        budget (``core.flight.SharedBytes``): a block of it is kept for its start.
+        Room is reserved first (``_reserve``), then everything is opened at
+        once in one TaskGroup; what fails is added to ``errors``.
         """
-        self.client_bytes.members += 1
+        if count <= 0 or self._closed:  # closed meanwhile: no new connection for nobody
+            return []
+        learned = self.server_caps.channels  # channels the server sets up per connection
+        per_new = min(spec.channels_per_connection, learned or spec.channels_per_connection)
+        plan, new_counts = self._reserve(spec, count, per_new)
+        unsettled = [len(new_counts)]  # reservations not yet given back
+        opened: list[SFTPSession] = []
+
+        async def on_slot(slot: PooledLink) -> None:
+            try:
+                await open_on(slot)
+            finally:
+                self._room.wake()  # a channel to share came, or its room is free again
+
+        async def open_on(slot: PooledLink) -> None:
+            began = time.monotonic()
+            try:
+                sftp = await slot.link.open_sftp(
+                    window=spec.window,
+                    max_packet_size=spec.max_packet_size,
+                    max_reply=spec.max_reply,
+                    stall_timeout=spec.stall_timeout,
+                    known_limits=self._server_limits,
+                )
+            except (ChannelRefused, Stalled) as exc:
+                # Refused: the server said how many it allows. Not set up in the
+                # stall timeout: it answers no more here (a server that opens each
+                # connection's first channels only), or the connection is dead, and
+                # its channels' own watchdogs find that out. Either way this
+                # connection takes no more: what it would not open goes elsewhere.
+                slot.open -= 1
+                slot.cap = slot.open
+                errors.append(exc)
+                if isinstance(exc, Stalled) and slot.link.replies.at > began:
+                    # It answered its other channels meanwhile: the silence was
+                    # aimed at this one. Each new connection then opens no more.
+                    self.server_caps.channel_unanswered(slot.open)
+                if slot.cap == 0:
+                    self._drop_unused(slot)  # it may carry nothing: of no use
+                return
+            except SSHPipeError as exc:
+                slot.open -= 1
+                errors.append(exc)
+                return
+            except BaseException:
+                slot.open -= 1
+                raise
+            if self._closed:
+                sftp.close()
+                slot.open -= 1
+                return
+            sftp.on_limits = self._learned
+            sftp.caps = self.server_caps
+            sftp.temps = self.temps
+            sftp.client_bytes = self.client_bytes
+            self.peer = self.peer or sftp.peer
+            self.server_profile = self.server_profile or sftp.profile
+            self._slot_of[sftp] = slot
+            self._busy.add(spec.key, [sftp])
+            opened.append(sftp)
+            if ready is not None:
+                ready(sftp)
+
+        async def on_new_link(channels: int) -> None:
+            try:
+                link = await open_link(self.connect_config, self.auth_memory, retries=spec.retries)
+            except SSHPipeError as exc:
+                errors.append(exc)
+                return
+            finally:
+                self._connecting -= 1
+                unsettled[0] -= 1
+                self._room.wake()  # waiters for it may share now, or find its room
+            if self._closed:
+                await link.close()
+                return
+            slot = PooledLink(link, per_new, open=channels)
+            self._slots.append(slot)
+            async with asyncio.TaskGroup() as group:
+                for _ in range(channels):
+                    group.create_task(on_slot(slot))
+
         try:
-            async with leased(self, config, at_start, light) as lease:
-                yield lease
+            async with asyncio.TaskGroup() as group:
+                for slot in plan:
+                    group.create_task(on_slot(slot))
+                for channels in new_counts:
+                    group.create_task(on_new_link(channels))
+        except BaseException:
+            # Cancelled (or failed) midway: what opened is closed, unless it was
+            # already handed to ``ready`` (a grower's lane, a lease's spare):
+            # that is its holder's to give back.
+            if ready is None:
+                for sftp in opened:
+                    self._busy.discard(sftp)
+                    self._forget(sftp)
+                    sftp.close()
+            raise
         finally:
-            self.client_bytes.members -= 1
+            self._connecting -= unsettled[0]  # tasks cancelled before they started
+        if errors:
+            logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
+        return opened
 
-    @property
-    def rtt_estimate(self) -> float:
-        """The round trip the first connection's log-in took (0 if none is open)."""
-        return self._slots[0].link.rtt_estimate if self._slots else 0.0
 
-    async def warm(self, config: TransferConfig, count: int) -> None:
-        """Open up to ``count`` idle channels now, if there is room; never wait for one.
+class PoolLease:
+    """The channels of one transfer; the engine asks it for more as the controller wants.
 
-        A light lease asking meanwhile waits for them (``poollease.leased``).
+    The pool's own half: it takes and gives back channels through the pool's
+    bookkeeping, as the pool's methods would.
+    """
+
+    def __init__(self, pool: ChannelPool, spec: ChannelSpec, channels: list[SFTPSession]):
+        self._pool = pool
+        self._spec = spec
+        self.channels = channels
+        self.max_channels = spec.channels or min(
+            64, spec.channels_per_connection * spec.max_connections
+        )
+        self.can_grow = spec.channels is None
+        self.pacer = Pacer.for_rate(spec.rate_limit)
+        # Channels opened at the start, before anyone asked (``ChannelPool.lease``):
+        # open and not yet handed out, and still being opened.
+        self.spares: list[SFTPSession] = []
+        self._spares_opening = 0
+        self._spare_came = asyncio.Event()
+        self._spare_task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<PoolLease channels={len(self.channels)}/{self.max_channels}>"
+
+    def open_spares(self, group: asyncio.TaskGroup, count: int) -> None:
+        """Start opening ``count`` channels that ``add`` hands out first."""
+        count = min(count, self.max_channels - 1)
+        if count <= 0:
+            return
+        self._spares_opening = count
+
+        def came(sftp: SFTPSession) -> None:
+            self._spares_opening -= 1
+            self.spares.append(sftp)
+            self._spare_came.set()
+
+        async def open_them() -> None:
+            try:
+                await self._pool._take_channels(self._spec, count, required=0, ready=came)
+            except SSHPipeError as exc:  # only the head start is lost
+                logger.debug("channels opened at the start: %s", exc)
+            finally:
+                self._spares_opening = 0
+                self._spare_came.set()
+
+        self._spare_task = group.create_task(open_them())
+
+    async def stop_spares(self) -> None:
+        """Stop opening spares and wait for it (those open stay in ``spares``)."""
+        task, self._spare_task = self._spare_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    def grow_no_more_if_shared(self) -> bool:
+        """A lease given a shared channel grows no more; True if it was.
+
+        Sharing starts only once every channel the client may open is busy:
+        any channel such a transfer grew onto would be another's, and it
+        already has one's worth. Its controller then wants no more lanes
+        (``max_channels``) but still sizes its byte budget (adaptive).
         """
-        self.warming += 1
-        try:
-            self._give_back(config, await self._take_channels(config, count, required=0))
-        finally:
-            self.warming -= 1
-            self._room.wake()
+        if not self._pool._busy.is_shared(self.channels):
+            return False
+        self.max_channels = len(self.channels)
+        return True
+
+    def connections_of(self, channels: list[SFTPSession]) -> int:
+        """How many connections these channels (of this lease) belong to."""
+        return self._pool._connections_of(channels)
+
+    async def add(
+        self, count: int, ready: Callable[[SFTPSession], None] | None = None
+    ) -> list[SFTPSession]:
+        """Up to ``count`` more channels (fewer, or none, if the server says no).
+
+        ``ready(channel)`` is called for each as soon as it is open, before the
+        rest are; the channel already belongs to this lease then.
+        """
+        count = min(count, self.max_channels - len(self.channels))
+        if count <= 0 or not self.can_grow:
+            return []
+
+        def arrived(sftp: SFTPSession) -> None:
+            self.channels.append(sftp)
+            if ready is not None:
+                ready(sftp)
+
+        added: list[SFTPSession] = []
+        while len(added) < count and (self.spares or self._spares_opening):
+            if not self.spares:  # opened at the start: sooner here than a new one
+                self._spare_came.clear()
+                await self._spare_came.wait()
+                continue
+            sftp = self.spares.pop(0)
+            if sftp.broken is None:
+                added.append(sftp)
+                arrived(sftp)
+            else:
+                self._pool._give_back(self._spec, [sftp])
+        if len(added) < count:
+            added += await self._pool._take_channels(
+                self._spec, count - len(added), required=0, ready=arrived
+            )
+        return added
+
+    async def recover(self, *, stalled: bool) -> None:
+        """After a dropped (or, ``stalled``, silent) connection: fresh channels.
+
+        Channels whose connection is gone are given back (closed); if none is
+        left, one is opened, on a new connection if need be.
+
+        Raises:
+            ConnectError: no connection could be made (the caller retries).
+        """
+        pool = self._pool
+        if stalled:
+            pool._abort_links_of(self.channels)
+        pool._prune()
+        dead = [sftp for sftp in self.channels if sftp.broken is not None]
+        self.channels = [sftp for sftp in self.channels if sftp.broken is None]
+        pool._give_back(self._spec, dead)
+        if not self.channels:
+            self.channels = await pool._take_channels(self._spec, 1, required=1)
+            self.grow_no_more_if_shared()  # for its next attempt's controller

@@ -19,30 +19,18 @@ one makes it ordinary again.
 When even sharing finds no room (every channel at its cap, no connection left
 to open), a transfer waits in ``Room`` until something changes anywhere (a
 channel given back, a connection or channel opened, one lost), for at most
-``TransferConfig.queue_timeout``. ``PooledLink`` is the pool's count of the
-channels on one connection. Split out of ``pool.py``, whose methods call it.
+the lease's ``ChannelSpec.queue_timeout``. The pool (``pool.ChannelPool``) keeps one of
+each and asks them through their methods.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from ..core.config import TransferConfig
 from ..core.servercaps import handle_cap
-from ..core.sizing import reply_cap
-from .linkopen import Link
+from .lease import ChannelKey
 from .sftp import SFTPSession
-
-# (window, max_packet_size, longest reply) a channel was opened with
-ChannelKey = tuple[int, int, int]
-
-
-def channel_key(config: TransferConfig) -> ChannelKey:
-    """Channels are reused by (window, packet size, reply cap): what they were opened with."""
-    return (config.window, config.max_packet_size, reply_cap(config.block_size))
-
 
 # Light users one channel carries before the next gets a channel of its own:
 # four readers with the default 8 MiB read-ahead each ask 32 MiB of a 15 MiB
@@ -51,19 +39,6 @@ LIGHT_SHARE = 4
 # Replies a light channel may owe and still take a light user: a CLOSE not
 # waited for, a STAT or two; not a reader's read-ahead (16 READs for 4 MiB).
 QUIET = 4
-
-
-@dataclass(slots=True, eq=False)
-class PooledLink:
-    """One SSH connection of the pool and how many channels it carries."""
-
-    link: Link
-    cap: int  # channels it may carry; lowered when the server refuses one
-    open: int = 0  # channels open on it (idle, busy, or being opened)
-
-    @property
-    def room(self) -> int:
-        return max(0, self.cap - self.open)
 
 
 def share_cap(sftp: SFTPSession) -> int:

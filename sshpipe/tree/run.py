@@ -56,6 +56,7 @@ from ..core.untrusted import MAX_LISTED_FAILURES, NameBudget, safe_mode
 from ..durability.treejournal import TreeJournal, tree_header
 from ..local.dirfd import LocalDir, LocalFile
 from ..local.target import run_blocking
+from ..transfer.channelspec import channel_spec
 from ..transfer.lanes import sizing_of
 from ..transfer.progress import Reporter, Tally
 from ..transfer.verify import RemoteHash
@@ -460,7 +461,9 @@ class TreeRun(abc.ABC):
             while True:
                 seen = self.recovery.generation
                 try:
-                    lease = await stack.enter_async_context(self.pool.lease(self.big_config))
+                    lease = await stack.enter_async_context(
+                        self.pool.lease(channel_spec(self.big_config))
+                    )
                     break
                 except ConnectionBroken as exc:
                     broken = exc
@@ -481,7 +484,7 @@ class TreeRun(abc.ABC):
         """
         if self.options.recursive:
             with contextlib.suppress(SSHPipeError):
-                await self.pool.warm(self.big_config, BIG_ACTIVE)
+                await self.pool.warm(channel_spec(self.big_config), BIG_ACTIVE)
 
     async def _grow(self) -> None:
         """The first channel starts the work; the others join as they open.

@@ -33,6 +33,7 @@ from ..core.stripes import others
 from ..local.source import LocalSource
 from ..local.target import InlineWriter
 from ..transfer.blocksource import FileBlocks
+from ..transfer.channelspec import channel_spec
 from ..transfer.lanes import sizing_for
 from ..transfer.readpump import ReadPump, reading
 from ..transfer.retrying import Retrying
@@ -119,7 +120,7 @@ async def _get(client: Client, job: wire.Job, reports: _Reports) -> wire.Done:
     writer = InlineWriter(
         job.fd, Path(job.local), on_written, reports.written if job.journal else None
     )
-    async with pool.lease(config) as lease:
+    async with pool.lease(channel_spec(config)) as lease:
         retry = Retrying(lease, RetryBudget(attempts=config.retries), path=job.remote)
         plan: ReadPlan | None = None
         pump: ReadPump | None = None
@@ -154,7 +155,7 @@ async def _put(client: Client, job: wire.Job, reports: _Reports) -> wire.Done:
         if changed is not None:
             raise IntegrityError(job.local, f"changed while it was uploaded: {changed}")
         started = time.perf_counter()
-        async with pool.lease(config) as lease:
+        async with pool.lease(channel_spec(config)) as lease:
             sizing = await sizing_for(config, lease.channels[0], write=True)
             blocks = FileBlocks(source, in_thread=False)
             sending = Sending(config, sizing, blocks, job.size, source.mode, None, None, reports)

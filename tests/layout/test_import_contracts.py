@@ -37,7 +37,6 @@ PACKAGE_DIR = Path(sshpipe.__file__).parent
 CIRCLES_LEFT = {
     "fsspec": "the filesystem and the helpers it hands itself to name it for types only",
     "testing": "the link emulator's proxy, its connections and their pipes (a test tool)",
-    "transport": "the pool's files, and the mux master with its client connections",
 }
 _DECLARED = re.compile(r"``([\w.]+)``")
 

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from sshpipe.core import codec
-from sshpipe.transport.muxmaster import Splice
+from sshpipe.transport.muxsplice import Splice
 
 OURS = 0xFFFFFFFF
 

@@ -8,6 +8,7 @@ import pytest
 
 import sshpipe
 from sshpipe.core.errors import IncompleteTransfer
+from sshpipe.core.flight import SharedBytes
 from sshpipe.core.readplan import Range
 from sshpipe.workers import wire
 
@@ -63,7 +64,7 @@ def test_frames_round_trip_and_refuse_a_huge_length() -> None:
 
 
 def test_a_worker_gets_its_share_of_the_limit_and_of_the_byte_budget_and_asks_nobody() -> None:
-    from sshpipe.client.engine import ChannelPool
+    from sshpipe.client.engine import ChannelPool, channel_spec
     from sshpipe.workers.common import hello_for
 
     def ask(prompt: sshpipe.Prompt) -> str:
@@ -73,7 +74,11 @@ def test_a_worker_gets_its_share_of_the_limit_and_of_the_byte_budget_and_asks_no
     config = sshpipe.TransferConfig(
         workers=3, rate_limit=1000, max_bytes_in_flight=30 * 2**20, min_bytes_in_flight=16 * 2**20
     )
-    pool = ChannelPool(client.connect_config, config)
+    pool = ChannelPool(
+        client.connect_config,
+        channel_spec(config),
+        client_bytes=SharedBytes(config.max_bytes_in_flight),
+    )
     pool.auth_memory.password = "learnt"
     hello = hello_for(client.connect_config, pool, config, 3)
     assert hello.config.rate_limit == 334 and hello.config.workers == 1
@@ -86,11 +91,15 @@ def test_a_worker_gets_its_share_of_the_limit_and_of_the_byte_budget_and_asks_no
 
 
 def test_a_known_hosts_callable_cannot_cross_to_a_worker() -> None:
-    from sshpipe.client.engine import ChannelPool
+    from sshpipe.client.engine import ChannelPool, channel_spec
     from sshpipe.workers.common import hello_for
 
     client = sshpipe.connect("u@h", known_hosts=lambda host, port, key: True)
-    pool = ChannelPool(client.connect_config, client.config)
+    pool = ChannelPool(
+        client.connect_config,
+        channel_spec(client.config),
+        client_bytes=SharedBytes(client.config.max_bytes_in_flight),
+    )
     with pytest.raises(sshpipe.UsageError, match="cannot be handed to a worker process"):
         hello_for(client.connect_config, pool, sshpipe.TransferConfig(workers=2), 2)
 

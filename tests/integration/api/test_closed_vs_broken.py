@@ -15,9 +15,10 @@ import pytest
 
 import sshpipe
 from sshpipe.core import codec
+from sshpipe.transfer.channelspec import channel_spec
 from tests.support.peers import Peer
 
-ONE_CHANNEL = sshpipe.TransferConfig(channels=1)
+ONE_CHANNEL = channel_spec(sshpipe.TransferConfig(channels=1))
 
 
 def stat(path: str) -> Any:

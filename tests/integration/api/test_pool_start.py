@@ -11,12 +11,14 @@ from __future__ import annotations
 import pytest
 
 import sshpipe
+from sshpipe.transfer.channelspec import channel_spec
 from sshpipe.transfer.lanes import channels_at_start
 from tests.support.peers import Peer
 from tests.support.waits import eventually
 
 MiB = 1024 * 1024
 CONFIG = sshpipe.TransferConfig()
+SPEC = channel_spec(CONFIG)  # what the pool reads of it
 
 
 async def test_the_channels_wanted_at_the_start_open_alongside_the_first(
@@ -29,7 +31,7 @@ async def test_the_channels_wanted_at_the_start_open_alongside_the_first(
         return 4
 
     async with openssh_peer.client() as client:
-        async with client._pool.lease(CONFIG, at_start=at_start) as lease:
+        async with client._pool.lease(SPEC, at_start=at_start) as lease:
             assert len(lease.channels) == 1
             await eventually(lambda: len(lease.spares) == 3)  # nobody asked for them
             added = await lease.add(3)
@@ -44,7 +46,7 @@ async def test_more_than_a_connection_carries_opens_a_second_at_the_start(
 ) -> None:
     per_connection = CONFIG.channels_per_connection
     async with openssh_peer.client() as client:
-        async with client._pool.lease(CONFIG, at_start=lambda _: per_connection + 3) as lease:
+        async with client._pool.lease(SPEC, at_start=lambda _: per_connection + 3) as lease:
             await eventually(lambda: len(lease.spares) == per_connection + 2)
             assert client.connections == 2
         assert f"idle_channels={per_connection + 3}" in client._pool.state
@@ -55,7 +57,7 @@ async def test_a_failed_transfer_raises_its_own_error_and_keeps_no_channel(
 ) -> None:
     async with openssh_peer.client() as client:
         with pytest.raises(KeyError):  # itself, not an ExceptionGroup
-            async with client._pool.lease(CONFIG, at_start=lambda _: 3):
+            async with client._pool.lease(SPEC, at_start=lambda _: 3):
                 raise KeyError("the transfer's own")
         assert "busy_channels=0" in client._pool.state
 

@@ -8,16 +8,19 @@ from collections.abc import AsyncIterator
 import pytest
 
 import sshpipe
+from sshpipe.transfer.channelspec import channel_spec
 from sshpipe.transport.commands import RemoteCommands
 from sshpipe.transport.sftp import SFTPSession
 from tests.support.peers import Peer
+
+DEFAULTS = channel_spec(sshpipe.TransferConfig())  # the channels of the default config
 
 BOUNDS = {"within": 30.0, "max_output": 4096}
 
 
 @pytest.fixture
 async def channel(openssh_peer: Peer) -> AsyncIterator[SFTPSession]:
-    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+    async with openssh_peer.client() as sp, sp._pool.lease(DEFAULTS) as lease:
         yield lease.channels[0]
 
 

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 
 import sshpipe
+from sshpipe.transfer.channelspec import channel_spec
 from sshpipe.transport.wiring import RunCommand, Shell
 from tests.support.peers import Peer
+
+DEFAULTS = channel_spec(sshpipe.TransferConfig())  # the channels of the default config
 
 BOUNDS: dict[str, Any] = {"within": 30.0, "max_output": 4096}
 
 
 async def test_commands_run_in_order_with_their_status_and_output(openssh_peer: Peer) -> None:
-    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+    async with openssh_peer.client() as sp, sp._pool.lease(DEFAULTS) as lease:
         sftp = lease.channels[0]
         assert sftp.open_shell is not None
         shell = await sftp.open_shell()
@@ -43,7 +46,7 @@ async def test_commands_run_in_order_with_their_status_and_output(openssh_peer: 
 
 
 async def test_a_shell_that_exits_is_reported_gone(openssh_peer: Peer) -> None:
-    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+    async with openssh_peer.client() as sp, sp._pool.lease(DEFAULTS) as lease:
         assert lease.channels[0].open_shell is not None
         shell = await lease.channels[0].open_shell()
         assert shell is not None
@@ -54,7 +57,7 @@ async def test_a_shell_that_exits_is_reported_gone(openssh_peer: Peer) -> None:
 @pytest.fixture
 async def commands(openssh_peer: Peer) -> AsyncIterator[tuple[Shell, RunCommand]]:
     """A shell kept open on sshd, and the exec of one command, on one connection."""
-    async with openssh_peer.client() as sp, sp._pool.lease(sshpipe.TransferConfig()) as lease:
+    async with openssh_peer.client() as sp, sp._pool.lease(DEFAULTS) as lease:
         sftp = lease.channels[0]
         assert sftp.open_shell is not None and sftp.run_command is not None
         shell = await sftp.open_shell()

@@ -18,8 +18,11 @@ import pytest
 import sshpipe
 from sshpipe.testing.attacks import Scenario, attack_server, populate
 from sshpipe.testing.embedded import embedded_server
+from sshpipe.transfer.channelspec import channel_spec
 from sshpipe.transport.remoteplace import Landing, rename_into_place
 from tests.support.peers import Peer, from_embedded
+
+DEFAULTS = channel_spec(sshpipe.TransferConfig())  # the channels of the default config
 
 TIMES = (1_000_000_000, 1_000_000_007)
 
@@ -43,7 +46,7 @@ async def hostile(tmp_path: Path) -> AsyncIterator[Peer]:
 
 async def _rename(peer: Peer, temp: str, dest: str) -> None:
     """``rename_into_place`` as an upload calls it, told what it replaces and what it wrote."""
-    async with peer.client() as client, client._pool.lease(sshpipe.TransferConfig()) as lease:
+    async with peer.client() as client, client._pool.lease(DEFAULTS) as lease:
         sftp = lease.channels[0]
         landing = Landing(5000, await sftp.stat(dest), await sftp.lstat(temp))
         await rename_into_place(sftp, temp, dest, landing)
