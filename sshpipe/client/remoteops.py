@@ -14,7 +14,9 @@ import contextlib
 from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ..core.errors import RemoteError, RemoteIsADirectory, UsageError
+from ..core.checkfile import DIGEST_SIZES
+from ..core.codec import FX_OP_UNSUPPORTED, AttrsReply
+from ..core.errors import RemoteError, RemoteIsADirectory, RemoteNotFound, UsageError
 from ..core.paths import StrPath, fspath
 from ..core.remotestat import RemoteStat, remote_stat
 from .base import ClientBase, imported
@@ -173,8 +175,6 @@ class RemoteOps(ClientBase):
         Raises:
             RemoteError: other than not found (permission denied on a parent...).
         """
-        from ..core.errors import RemoteNotFound
-
         try:
             await self.stat(path)
         except RemoteNotFound:
@@ -287,7 +287,6 @@ class RemoteOps(ClientBase):
             is a directory. RemoteError, ConnectionBroken, ProtocolError.
         """
         source, target = fspath(src), fspath(dst)
-        from ..core.codec import AttrsReply
         from ..transport import remoteops
         from ..transport.replies import quiet
 
@@ -306,8 +305,6 @@ class RemoteOps(ClientBase):
                     await remoteops.copy_data(sftp, source, target, attrs.size or 0, mode)
                     return
                 except RemoteError as exc:
-                    from ..core.codec import FX_OP_UNSUPPORTED
-
                     if exc.status != FX_OP_UNSUPPORTED:
                         raise
                     # Listed, not done: the copy goes through the client instead.
@@ -345,7 +342,6 @@ class RemoteOps(ClientBase):
             file. RemoteIsADirectory. UsageError: an algorithm not listed above.
         """
         where = fspath(path)
-        from ..core.checkfile import DIGEST_SIZES
 
         if algorithm not in DIGEST_SIZES:
             raise UsageError(f"checksum: unknown algorithm {algorithm!r}")
