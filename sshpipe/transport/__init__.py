@@ -50,11 +50,8 @@
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
 above this package sees them. May import: ``core``, ``_config``, ``_errors``,
 ``_keys``, ``_prompt``.
-``loading`` has asyncssh, when a module here first imports it, load without
-ctypes' slow search for a library it rarely finds; a command run over a mux
-master (``linkopen``, ``muxclient``) imports it not at all.
+``loading``: asyncssh's import made quick and quiet for sshpipe's own
+processes (the command line, its workers), never for a library user's:
+importing this package changes nothing in its host process. A command run
+over a mux master (``linkopen``, ``muxclient``) imports asyncssh not at all.
 """
-
-from .loading import load_on_first_import
-
-load_on_first_import()
