@@ -74,7 +74,7 @@ def test_unknown_storage_option_refused() -> None:
 def test_entry_point_is_declared() -> None:
     import tomllib
 
-    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    project = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
     target = project["project"]["entry-points"]["fsspec.specs"]["sshpipe"]
     module, _, name = target.partition(":")
     assert getattr(__import__(module, fromlist=[name]), name) is SSHPipeFileSystem
