@@ -10,6 +10,12 @@ uses, so ``-m`` selects by what a test needs rather than by file: ``openssh``,
 ``asyncssh_server``, ``proftpd``, ``greenend``, ``linkemu``, ``root``. A test
 that starts a server or an emulator in its own body gets the marker from its
 module's ``pytestmark``.
+
+``needs_patches`` (set by hand) marks a test that asserts what one of
+sshpipe's asyncssh patches does (a canary, a round-trip count): it skips,
+saying why, where asyncssh runs stock (``SSHPIPE_ASYNCSSH_PATCHES=off``, as
+scripts/test-as-user.sh runs, or a release the patches were not checked
+against). Every other test must pass either way.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from tests.support.peers import (
 pytest_plugins = ["sshpipe.testing.plugin", "tests.support.hangs"]
 
 __all__ = [
+    "asyncssh_patched",
     "asyncssh_peer",
     "emulated_link",
     "faulty_server",
@@ -80,9 +87,21 @@ SERIAL_GROUP = "serial"
 
 # tryfirst: xdist's own hook turns the group mark into the node id's "@group"
 # suffix, so the mark must be there before it runs.
+# Why a ``needs_patches`` test skips where asyncssh runs stock.
+STOCK_REASON = (
+    "asserts an asyncssh patch's effect; asyncssh runs stock here "
+    "(SSHPIPE_ASYNCSSH_PATCHES=off, or a release the patches were not checked against)"
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from sshpipe.transport.asyncssh_patches import patches_enabled
+
+    stock = not patches_enabled()
     for item in items:
+        if stock and item.get_closest_marker("needs_patches"):
+            item.add_marker(pytest.mark.skip(reason=STOCK_REASON))
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in used:
@@ -208,6 +227,16 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     return tmp_path / "state" / "sshpipe" / "resume"
+
+
+@pytest.fixture
+def asyncssh_patched() -> bool:
+    """Whether sshpipe's asyncssh patches are in force in this run: for a test
+    that checks a patch's effect in one line of many (a whole test that is about
+    a patch is marked ``needs_patches`` instead)."""
+    from sshpipe.transport.asyncssh_patches import patches_enabled
+
+    return patches_enabled()
 
 
 @pytest.fixture

@@ -261,6 +261,7 @@ async def test_on_loopback_the_default_logs_in_once_and_stays_plain(
     assert not any("compressed connection up" in m for m in said), said
 
 
+@pytest.mark.needs_patches  # pipelined_auth times it; stock, the early log-in waits for a file
 async def test_the_log_in_measures_the_links_round_trip(
     openssh_peer: Peer, emulated_link: EmulatedLink
 ) -> None:
