@@ -21,6 +21,7 @@ against). Every other test must pass either way.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -217,6 +218,19 @@ def _state_home_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iter
         del os.environ["XDG_STATE_HOME"]
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the command line's ``main`` in this process leaves its
+    verbosity behind (``cli.verbosity``: sshpipe's logger at WARNING, asyncssh's
+    at CRITICAL); a later test on the same worker that reads the log saw nothing."""
+    loggers = [logging.getLogger(name) for name in ("", "sshpipe", "asyncssh")]
+    before = [(log, log.level, list(log.handlers)) for log in loggers]
+    yield
+    for log, level, handlers in before:
+        log.setLevel(level)
+        log.handlers[:] = handlers
 
 
 @pytest.fixture
