@@ -6,13 +6,13 @@ Example::
         stats = await sp.get("/var/log/big.log", "big.log")
         print(stats.throughput)
 
-Nothing is done at import time but one warnings filter (below); uvloop is
-loaded only by the command line.
+Nothing is done at import time: no import hook, no warnings filter (the
+command line sets its own, ``transport.loading``); uvloop is loaded only by
+the command line.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from .core.config import DEFAULT_REQUESTS, ConnectConfig, TransferConfig, VerifyLevel
@@ -63,12 +63,6 @@ from .core.stats import (
     TreeStats,
     Verified,
 )
-
-# cryptography 51 warns that DSA is deprecated whenever asyncssh (2.24.1 and
-# older) names its DSA classes, which it does as it is imported: two lines on
-# every command's stderr about a key type nobody chose. That warning alone,
-# from asyncssh's own modules alone, is not shown.
-warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
 
 if TYPE_CHECKING:
     from .client.client import Client

@@ -10,11 +10,18 @@ uses, so ``-m`` selects by what a test needs rather than by file: ``openssh``,
 ``asyncssh_server``, ``proftpd``, ``greenend``, ``linkemu``, ``root``. A test
 that starts a server or an emulator in its own body gets the marker from its
 module's ``pytestmark``.
+
+``needs_patches`` (set by hand) marks a test that asserts what one of
+sshpipe's asyncssh patches does (a canary, a round-trip count): it skips,
+saying why, where asyncssh runs stock (``SSHPIPE_ASYNCSSH_PATCHES=off``, as
+scripts/test-as-user.sh runs, or a release the patches were not checked
+against). Every other test must pass either way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -41,6 +48,7 @@ from tests.support.peers import (
 pytest_plugins = ["sshpipe.testing.plugin", "tests.support.hangs"]
 
 __all__ = [
+    "asyncssh_patched",
     "asyncssh_peer",
     "emulated_link",
     "faulty_server",
@@ -80,9 +88,21 @@ SERIAL_GROUP = "serial"
 
 # tryfirst: xdist's own hook turns the group mark into the node id's "@group"
 # suffix, so the mark must be there before it runs.
+# Why a ``needs_patches`` test skips where asyncssh runs stock.
+STOCK_REASON = (
+    "asserts an asyncssh patch's effect; asyncssh runs stock here "
+    "(SSHPIPE_ASYNCSSH_PATCHES=off, or a release the patches were not checked against)"
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from sshpipe.transport.asyncssh_patches import patches_enabled
+
+    stock = not patches_enabled()
     for item in items:
+        if stock and item.get_closest_marker("needs_patches"):
+            item.add_marker(pytest.mark.skip(reason=STOCK_REASON))
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in used:
@@ -200,6 +220,19 @@ def _state_home_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iter
         os.environ["XDG_STATE_HOME"] = before
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the command line's ``main`` in this process leaves its
+    verbosity behind (``cli.verbosity``: sshpipe's logger at WARNING, asyncssh's
+    at CRITICAL); a later test on the same worker that reads the log saw nothing."""
+    loggers = [logging.getLogger(name) for name in ("", "sshpipe", "asyncssh")]
+    before = [(log, log.level, list(log.handlers)) for log in loggers]
+    yield
+    for log, level, handlers in before:
+        log.setLevel(level)
+        log.handlers[:] = handlers
+
+
 @pytest.fixture
 def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Journals go to a throwaway state directory (CLI subprocesses inherit it).
@@ -208,6 +241,16 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     return tmp_path / "state" / "sshpipe" / "resume"
+
+
+@pytest.fixture
+def asyncssh_patched() -> bool:
+    """Whether sshpipe's asyncssh patches are in force in this run: for a test
+    that checks a patch's effect in one line of many (a whole test that is about
+    a patch is marked ``needs_patches`` instead)."""
+    from sshpipe.transport.asyncssh_patches import patches_enabled
+
+    return patches_enabled()
 
 
 @pytest.fixture

@@ -54,14 +54,11 @@
 asyncssh's exceptions are translated here (``raise X(...) from exc``); nothing
 above this package sees them.
 
+``loading``: asyncssh's import made quick and quiet for sshpipe's own
+processes (the command line, its workers), never for a library user's:
+importing this package changes nothing in its host process. A command run
+over a mux master (``linkopen``, ``muxclient``) imports asyncssh not at all.
+
 May import: ``core``, and outside the standard library ``asyncssh`` and
 ``cryptography`` (what asyncssh's keys are made of).
-
-``loading`` has asyncssh, when a module here first imports it, load without
-ctypes' slow search for a library it rarely finds; a command run over a mux
-master (``linkopen``, ``muxclient``) imports it not at all.
 """
-
-from .loading import load_on_first_import
-
-load_on_first_import()

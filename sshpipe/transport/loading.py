@@ -16,10 +16,16 @@ package (and the email package it brings) was loaded for nothing, 15-20 ms of
 every command. Where the module would fail so, it is not tried
 (``_without_dead_x509``): the same outcome as asyncssh's, sooner.
 
-``load_on_first_import`` puts both in force for whichever module imports
+``quick_asyncssh_import`` puts both in force for whichever module imports
 asyncssh first, and imports nothing itself: a command that runs over a mux
 master (``muxclient``) never needs asyncssh, and does not pay the 0.2-0.3 s
-of importing it and cryptography.
+of importing it and cryptography. It also hides cryptography's DSA
+deprecation warning, which asyncssh's import sets off. It is for sshpipe's
+own processes alone: the command line's start (``sshpipe.__main__``) and its
+workers' (``workers.child``) call it before anything imports asyncssh. A
+library changes nothing in its host process on import: an application that
+imports sshpipe gets asyncssh's stock import (and the warning, in its own
+process, to filter as it likes).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import importlib.util
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 
@@ -138,8 +145,19 @@ class _FirstImport:
         return spec
 
 
-def load_on_first_import() -> None:
-    """Have asyncssh, when something first imports it, load the quick way (``_loading``)."""
+def quick_asyncssh_import() -> None:
+    """Have asyncssh, when something first imports it, load the quick way (``_loading``)
+    and quietly (no DSA deprecation warning from its modules).
+
+    For sshpipe's own processes only (the command line, its workers), called at
+    their start; twice is fine. Never called on import.
+    """
+    # cryptography 51 warns that DSA is deprecated whenever asyncssh (2.24.1 and
+    # older) names its DSA classes, which it does as it is imported: lines on
+    # every command's stderr about a key type nobody chose. That warning alone,
+    # from asyncssh's own modules alone, is not shown (an identical filter set
+    # again replaces the first: no duplicate).
+    warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh\.")
     if "asyncssh" not in sys.modules and not any(
         isinstance(finder, _FirstImport) for finder in sys.meta_path
     ):

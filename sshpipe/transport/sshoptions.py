@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -156,10 +157,15 @@ def read_options(cfg: ConnectConfig, memory: AuthMemory | None = None) -> Prepar
         kwargs["password_auth"] = False
         kwargs["kbdint_auth"] = False
     files = [str(path) for path in config_files(cfg.ssh_config)]
-    read_compression_auto()  # else asyncssh refuses our "Compression auto" in a file
+    # Else asyncssh refuses our "Compression auto" in a file: where its reader
+    # stays stock, it is handed copies saying "no" there (``_stock_readable``).
+    taught = read_compression_auto()
     bound_zlib()  # a compressed packet is inflated only up to what a packet may hold
-    with _options_file(cfg.ssh_options) as first:
-        kwargs["config"] = [first, *files] if first else files
+    with (
+        _options_file(cfg.ssh_options, taught) as first,
+        _stock_readable(files, taught) as readable,
+    ):
+        kwargs["config"] = [first, *readable] if first else readable
         try:
             options = asyncssh.SSHClientConnectionOptions(host=cfg.host, **kwargs)
             offered = offered_keys(
@@ -265,23 +271,80 @@ def _connect_timeout(cfg: ConnectConfig, own: dict[str, str]) -> float:
 
 
 @contextlib.contextmanager
-def _options_file(options: tuple[tuple[str, str], ...]) -> Any:
+def _options_file(options: tuple[tuple[str, str], ...], taught: bool = True) -> Any:
     """A private file holding the ``-o`` lines while asyncssh reads it (None for none).
 
     asyncssh reads configs by path only. Its options keep what they read, so
-    the file is gone before the connection opens.
+    the file is gone before the connection opens. ``taught``: asyncssh's
+    reader takes ``Compression auto``; else the file says ``no`` there
+    (``_for_stock_reader``).
     """
     if not options:
         yield None
         return
+    text = options_text(options)
     fd, name = tempfile.mkstemp(prefix="sshpipe-o-", suffix=".conf")  # 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(options_text(options))
+            out.write(text if taught else _for_stock_reader(text))
         yield name
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+# A ``Compression auto`` line, as ssh_config spells one ("=" or blanks, any case).
+_COMPRESSION_AUTO = re.compile(
+    r"^([ \t]*compression(?:[ \t]*=[ \t]*|[ \t]+))auto([ \t]*)$", re.IGNORECASE | re.MULTILINE
+)
+
+
+def _for_stock_reader(text: str) -> str:
+    """ssh_config text as stock asyncssh reads it: ``Compression auto`` written as ``no``.
+
+    asyncssh's own reading of Compression is never used (``compression_algs``
+    is always handed to it; ``compression_mode`` reads the word itself), but
+    its reader refuses any word but yes/no, and ``configwords`` teaches it
+    ``auto`` only where the patches apply. Lines stay where they were, so
+    asyncssh's line numbers in an error still match the user's file.
+    """
+    return _COMPRESSION_AUTO.sub(r"\1no\2", text)
+
+
+@contextlib.contextmanager
+def _stock_readable(files: list[str], taught: bool) -> Any:
+    """``files``, each that says ``Compression auto`` replaced by a private copy
+    saying ``no`` (``_for_stock_reader``), while asyncssh reads them; ``files``
+    unchanged where its reader was ``taught`` the word.
+
+    A relative ``Include`` in a copy still finds its files: asyncssh reads it
+    from ~/.ssh, wherever the including file is (as OpenSSH does). A file
+    that cannot be read is handed on as it is, for asyncssh to say so.
+    """
+    if taught:
+        yield files
+        return
+    readable: list[str] = []
+    copies: list[str] = []
+    try:
+        for path in files:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = ""
+            if not _COMPRESSION_AUTO.search(text):
+                readable.append(path)
+                continue
+            fd, name = tempfile.mkstemp(prefix="sshpipe-config-", suffix=".conf")  # 0600
+            copies.append(name)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(_for_stock_reader(text))
+            readable.append(name)
+        yield readable
+    finally:
+        for name in copies:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
 
 
 def _port_of(options: asyncssh.SSHClientConnectionOptions) -> int:

@@ -233,4 +233,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # A process of sshpipe's own, as the command's (``sshpipe.__main__``): asyncssh,
+    # imported at the log-in, loads quickly and keeps its warning off our stderr.
+    from ..transport.loading import quick_asyncssh_import
+
+    quick_asyncssh_import()
     main()

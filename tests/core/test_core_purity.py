@@ -94,3 +94,30 @@ def test_import_sshpipe_does_nothing() -> None:
         "root_level_changed": False,
         "new_threads": 0,
     }
+
+
+def test_importing_the_library_changes_nothing_in_its_host_process() -> None:
+    """No import hook, no warnings filter, no ctypes swapped, no module marked missing:
+    the command line's quick asyncssh import is its own start's (``sshpipe.__main__``)."""
+    result = run_fresh("""
+        import ctypes.util, json, sys, warnings
+        m = list(sys.meta_path); f = list(warnings.filters); find = ctypes.util.find_library
+        import sshpipe, sshpipe.fsspec, sshpipe.transport, sshpipe.client.engine
+        assert sys.meta_path == m and warnings.filters == f
+        import sshpipe.transport.ssh  # asyncssh itself, as the engine's first connect imports it
+        print(json.dumps({
+            "meta_path": sys.meta_path == m,
+            "filters": warnings.filters == f,
+            "find_library": ctypes.util.find_library is find,
+            "x509_none": "asyncssh.crypto.x509" in sys.modules
+            and sys.modules["asyncssh.crypto.x509"] is None,
+            "asyncssh": "asyncssh" in sys.modules,
+        }))
+    """)
+    assert result == {
+        "meta_path": True,
+        "filters": True,
+        "find_library": True,
+        "x509_none": False,
+        "asyncssh": True,
+    }

@@ -35,17 +35,18 @@ CLI_LIMIT = 60.0
 
 # Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
 # by argv[1] as it exits, whatever the exit, and when it had imported what a
-# command that connects imports (CLOCK_MONOTONIC, the same in every process).
-# With "stock" as argv[2], every asyncssh release counts as unchecked: no patch
-# applies (``asyncssh_patches``).
+# command that connects imports (CLOCK_MONOTONIC, the same in every process),
+# asyncssh loaded as the command's start has it loaded (``sshpipe.__main__``).
+# With "stock" as argv[2], no patch applies (SSHPIPE_ASYNCSSH_PATCHES=off).
 _LAUNCHER = """
-import atexit, runpy, sys, time
+import atexit, os, runpy, sys, time
+from sshpipe.transport.loading import quick_asyncssh_import
+quick_asyncssh_import()
 import sshpipe.cli.main, sshpipe.transport.ssh
 ready = time.monotonic()
 out = sys.argv.pop(1)
 if sys.argv.pop(1) == "stock":
-    import sshpipe.transport.asyncssh_patches as patches
-    patches.CHECKED_TO = (0, 0, 0)
+    os.environ["SSHPIPE_ASYNCSSH_PATCHES"] = "off"
 def peak():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -173,8 +174,8 @@ async def run_sshpipe(
 ) -> Run:
     """Run ``python -m sshpipe ARGS``; with ``interrupt_after``, send SIGINT then.
 
-    ``stock_asyncssh``: with none of sshpipe's asyncssh patches (as on a
-    release they were not checked against).
+    ``stock_asyncssh``: with none of sshpipe's asyncssh patches
+    (``SSHPIPE_ASYNCSSH_PATCHES=off``, as on a release they were not checked against).
 
     ``workdir``: where the child leaves its peak RSS (default: the temp directory).
 

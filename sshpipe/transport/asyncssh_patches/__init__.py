@@ -45,17 +45,22 @@ Two read what asyncssh negotiated and does not tell (for ``-v``):
 - ``auth_method``: the log-in method that succeeded, read as it ends.
 
 They rest on asyncssh's private attributes, so they are gated twice. By
-version: only the releases whose source was read for them (``CHECKED_FROM``
-to ``CHECKED_TO``) get any; any other runs stock asyncssh. By shape: each
-patch first checks that the attribute it replaces is there as expected, and
-is skipped alone (a debug line says so) if not. ``tune_connection`` returns
-the names of the patches in force, which ``SSHLink.patches`` shows.
+version (``patches_enabled``, the one gate every patch asks): only the
+releases whose source was read for them (``CHECKED_FROM`` to ``CHECKED_TO``)
+get any, and none at all with ``SSHPIPE_ASYNCSSH_PATCHES=off``; otherwise
+stock asyncssh runs, which a debug line says once. None of them is needed
+for a transfer to be right: each caller copes with stock asyncssh (slower,
+or a hostile server bounded later: the stall watchdog, a clean ConnectError).
+By shape: each patch first checks that the attribute it replaces is there as
+expected, and is skipped alone (a debug line says so) if not. ``tune_connection``
+returns the names of the patches in force, which ``SSHLink.patches`` shows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -92,6 +97,12 @@ PROMPT_ACK = "prompt_ack"
 CHANNEL_PATCHES = frozenset({WINDOW_TOP_UP, PEER_WINDOW})
 
 
+# The environment variable that turns every patch off (README, "Environment").
+PATCHES_VARIABLE = "SSHPIPE_ASYNCSSH_PATCHES"
+# What the debug line about running stock has said already: once per reason.
+_STOCK_SAID: set[str] = set()
+
+
 def version_checked(version: str) -> bool:
     """Whether ``version`` is one of the asyncssh releases the patches were checked against."""
     try:
@@ -101,10 +112,35 @@ def version_checked(version: str) -> bool:
     return CHECKED_FROM <= release <= CHECKED_TO
 
 
+def patches_enabled(version: str | None = None) -> bool:
+    """Whether any patch may touch asyncssh ``version`` (the installed one by default).
+
+    False where ``SSHPIPE_ASYNCSSH_PATCHES=off`` (read at each call, so a
+    process's own setting counts) or the release was not checked
+    (``version_checked``). Every gate in this package asks here; the first
+    time stock asyncssh is chosen for a reason, a debug line says why.
+    """
+    version = asyncssh.__version__ if version is None else version
+    if os.environ.get(PATCHES_VARIABLE, "").strip().lower() == "off":
+        why = f"{PATCHES_VARIABLE}=off"
+    elif not version_checked(version):
+        why = (
+            f"asyncssh {version} is outside the checked releases "
+            f"{'.'.join(map(str, CHECKED_FROM))} to {'.'.join(map(str, CHECKED_TO))}"
+        )
+    else:
+        return True
+    if why not in _STOCK_SAID:
+        _STOCK_SAID.add(why)
+        logger.debug("%s: running asyncssh stock, no patch applied", why)
+    return False
+
+
 def read_compression_auto(version: str | None = None) -> bool:
     """Let asyncssh's ssh_config reader take ``Compression auto`` (see ``configwords``)."""
-    version = version or asyncssh.__version__
-    applied = accept_compression_auto(version_checked(version))
+    if not patches_enabled(version):
+        return False
+    applied = accept_compression_auto(True)
     if not applied:
         _skipped(COMPRESSION_AUTO)
     return applied
@@ -113,8 +149,9 @@ def read_compression_auto(version: str | None = None) -> bool:
 def bound_zlib(version: str | None = None) -> bool:
     """Inflate a server's compressed packets only up to what a packet may hold
     (see ``zlibbound``)."""
-    version = version or asyncssh.__version__
-    applied = bound_inflation(version_checked(version))
+    if not patches_enabled(version):
+        return False
+    applied = bound_inflation(True)
     if not applied:
         _skipped(ZLIB_BOUND)
     return applied
@@ -189,14 +226,7 @@ def tune_connection(
     Args:
         version: asyncssh's (the installed one unless a test says otherwise).
     """
-    version = asyncssh.__version__ if version is None else version
-    if not version_checked(version):
-        logger.debug(
-            "asyncssh %s is outside the checked releases %s to %s: running it stock",
-            version,
-            ".".join(map(str, CHECKED_FROM)),
-            ".".join(map(str, CHECKED_TO)),
-        )
+    if not patches_enabled(version):
         return frozenset()
     applied = set(CHANNEL_PATCHES)
     buffer: InputBuffer | None = None
@@ -307,8 +337,7 @@ def prepare_handshake(
     Args:
         heard: given each line the server sends before its version line.
     """
-    version = asyncssh.__version__ if version is None else version
-    if not version_checked(version):
+    if not patches_enabled(version):
         return set()
     applied = set()
     if read_version_leniently(conn, heard):
@@ -477,9 +506,8 @@ def watch_key_exchange(
     (the client's ``connection_made``); empty if it does not fit.
     """
     chosen: dict[str, str] = {}
-    version = asyncssh.__version__ if version is None else version
     choose: Any = getattr(conn, "_choose_alg", None)
-    if not version_checked(version) or not callable(choose):
+    if not patches_enabled(version) or not callable(choose):
         return chosen
 
     def choose_alg(alg_type: str, local_algs: Any, remote_algs: Any) -> bytes:
@@ -499,9 +527,8 @@ def auth_method(conn: asyncssh.SSHClientConnection, version: str | None = None) 
     the client's ``auth_completed`` the first is the one that succeeded; None
     if the list is not there as expected.
     """
-    version = asyncssh.__version__ if version is None else version
     methods = getattr(conn, "_auth_methods", None)
-    if not version_checked(version) or not isinstance(methods, list) or not methods:
+    if not patches_enabled(version) or not isinstance(methods, list) or not methods:
         return None
     first = methods[0]
     return first.decode("ascii", "replace") if isinstance(first, bytes) else None

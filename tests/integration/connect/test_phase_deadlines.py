@@ -220,6 +220,7 @@ async def flood(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
 
 
 @pytest.mark.timing
+@pytest.mark.needs_patches  # flood_cap; stock, the watchdog ends it (the next test)
 async def test_a_flood_of_requests_drops_the_connection_at_once(flood: Target) -> None:
     """GLOBAL_REQUESTs and CHANNEL_OPENs without end, the server reading nothing: past
     the cap (``flood_cap``) the connection is dropped, each attempt in a fraction of a

@@ -16,7 +16,7 @@ import pytest
 import sshpipe
 from sshpipe.testing.badtext import bad_text
 from sshpipe.testing.embedded import embedded_server
-from sshpipe.transport import asyncssh_patches
+from sshpipe.transport.asyncssh_patches import PATCHES_VARIABLE
 from tests.support.cli import assert_one_line_error, run_cli_async
 from tests.support.peers import from_embedded
 
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.asyncssh_server
 CAFE = b"Caf\xe9_9.9"
 
 
+@pytest.mark.needs_patches  # lenient_version reads it; stock asyncssh refuses it (below)
 async def test_a_version_line_past_ascii_is_read_and_shown_escaped(tmp_path: Path) -> None:
     async with embedded_server(tmp_path / "s", connection_factory=bad_text(version=CAFE)) as s:
         peer = from_embedded(s)
@@ -42,18 +43,21 @@ async def test_a_version_line_past_ascii_is_read_and_shown_escaped(tmp_path: Pat
 async def test_stock_asyncssh_meeting_it_is_one_clean_connect_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the patch does not apply (another asyncssh), the error asyncssh lets out
-    is translated: exit 5, one escaped line, not an internal error."""
-    monkeypatch.setattr(asyncssh_patches, "read_version_leniently", lambda conn, heard: False)
+    """Where the patch does not apply (another asyncssh, or the patches off), the error
+    asyncssh lets out is translated: exit 5, one escaped line, not an internal error."""
+    monkeypatch.setenv(PATCHES_VARIABLE, "off")  # this process's client and the command's
+    said = "the server sent what SSH does not allow as text: 'SSH-2.0-Caf\\xe9_9.9'"
     async with embedded_server(tmp_path / "s", connection_factory=bad_text(version=CAFE)) as s:
         peer = from_embedded(s)
         with pytest.raises(sshpipe.ConnectError) as raised:
             async with peer.client() as sp:
                 await sp.ls(".")
+        result = await run_cli_async(*peer.cli_options(), "get", peer.spec("f"), str(tmp_path))
     error = raised.value
     assert type(error) is sshpipe.ConnectError and error.exit_code == 5
-    assert "the server sent what SSH does not allow as text: 'SSH-2.0-Caf\\xe9_9.9'" in str(error)
+    assert said in str(error)
     assert (error.host, error.port) == (peer.host, peer.port)
+    assert_one_line_error(result, 5, said)
 
 
 async def test_a_banner_and_a_debug_message_not_in_utf8_do_not_stop_the_log_in(
