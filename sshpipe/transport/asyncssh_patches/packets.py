@@ -163,42 +163,47 @@ class ViewWriter:
     def flush(self) -> None:
         """Send what the window takes, each packet cut across the waiting pieces."""
         chan = self._chan
+        if chan._send_chan is None:
+            # Closed for sending: asyncssh dropped what was unsent, and a writer
+            # parked by the backlog may be flushed after that. asyncssh's own
+            # flush would then fail its assertion on the closed channel's
+            # session, inside the transport's resume_writing.
+            return
         pending = chan._send_buf
         backlog = self._backlog
-        if chan._send_chan is not None:
-            head = chan._send_chan.to_bytes(4, "big")
-            send = chan._conn.send_packet
-            while pending and chan._send_window and pending[0][1] is None:
-                room = min(chan._send_window, chan._send_pktsize)
-                if backlog is not None and backlog.full:
-                    if self._sent_end == self._taken:  # between two requests
-                        # Waits as views of the payload (charged until acknowledged),
-                        # not as packets encrypted ahead; asyncssh's flush below would
-                        # send the views its own way.
-                        backlog.park(self)
-                        return
-                    room = min(room, self._ends[0] - self._taken)  # the request's rest first
-                pieces: list[bytes | bytearray | memoryview] = []
-                size = 0
-                while pending and size < room and pending[0][1] is None:
-                    buf = pending[0][0]
-                    take = room - size
-                    if take >= len(buf):
-                        pieces.append(buf)
-                        del pending[0]
-                        size += len(buf)
-                    elif type(buf) is memoryview:
-                        pieces.append(buf[:take])
-                        pending[0] = (buf[take:], None)
-                        size += take
-                    else:  # asyncssh's own bytearray (written the stock way)
-                        pieces.append(bytes(buf[:take]))
-                        del buf[:take]  # O(1) off a bytearray's front
-                        size += take
-                chan._send_buf_len -= size
-                chan._send_window -= size
-                self._cut(size)
-                send(MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), *pieces, handler=chan)
+        head = chan._send_chan.to_bytes(4, "big")
+        send = chan._conn.send_packet
+        while pending and chan._send_window and pending[0][1] is None:
+            room = min(chan._send_window, chan._send_pktsize)
+            if backlog is not None and backlog.full:
+                if self._sent_end == self._taken:  # between two requests
+                    # Waits as views of the payload (charged until acknowledged),
+                    # not as packets encrypted ahead; asyncssh's flush below would
+                    # send the views its own way.
+                    backlog.park(self)
+                    return
+                room = min(room, self._ends[0] - self._taken)  # the request's rest first
+            pieces: list[bytes | bytearray | memoryview] = []
+            size = 0
+            while pending and size < room and pending[0][1] is None:
+                buf = pending[0][0]
+                take = room - size
+                if take >= len(buf):
+                    pieces.append(buf)
+                    del pending[0]
+                    size += len(buf)
+                elif type(buf) is memoryview:
+                    pieces.append(buf[:take])
+                    pending[0] = (buf[take:], None)
+                    size += take
+                else:  # asyncssh's own bytearray (written the stock way)
+                    pieces.append(bytes(buf[:take]))
+                    del buf[:take]  # O(1) off a bytearray's front
+                    size += take
+            chan._send_buf_len -= size
+            chan._send_window -= size
+            self._cut(size)
+            send(MSG_CHANNEL_DATA, head, size.to_bytes(4, "big"), *pieces, handler=chan)
         self._stock_flush()
 
 

@@ -494,6 +494,24 @@ async def test_channel_data_waits_while_a_megabyte_waits_for_the_kernel(
         sftp.close()
 
 
+async def test_a_writer_flushed_after_its_channel_closed_sends_nothing(link: SSHLink) -> None:
+    """A writer held back by the backlog is flushed again as the backlog drains,
+    which may be after its channel closed (a tree's channel dropped mid-run).
+    asyncssh has by then dropped the channel's unsent data and its session, and
+    its own flush of a channel whose writing was paused failed an assertion
+    inside the transport's resume_writing: a traceback on the command's stderr."""
+    conn: Any = link._conn  # type: ignore[attr-defined]
+    chan, _ = await conn.create_session(asyncssh.SSHClientSession, subsystem="sftp")
+    writer = packets.accept_views(chan)
+    assert writer is not None
+    chan.close()
+    await chan.wait_closed()
+    # Closed by the server while its writing was paused (a window ran out with
+    # data waiting, in a busy put): asyncssh leaves the channel paused so.
+    chan._send_paused = True
+    writer.flush()  # as the backlog drains: nothing to send, nothing raised
+
+
 @pytest.mark.proftpd
 async def test_proftpd_gets_each_request_whole_while_channels_are_held_back(
     proftpd_peer: Peer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
