@@ -28,6 +28,7 @@ from ..core.config import (
     DEFAULT_WINDOW,
 )
 from ..core.errors import UsageError
+from ..core.quirks import PROFILE_SETTINGS
 from .words import arrange
 
 __all__ = ["VERIFY_LEVELS", "build_parser", "parse_args", "version_line"]
@@ -296,6 +297,12 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="upload in file order on one channel, for servers that refuse other writes "
         "(detected without it, at the cost of one attempt)",
+    )
+    parser.add_argument(
+        "--server-profile",
+        choices=PROFILE_SETTINGS,
+        help="a cloud SFTP server's quirks to expect: aws-transfer, azure-blob, mailbox "
+        "(read-once files), standard (none); auto, the default, reads the banner",
     )
     parser.add_argument(
         "-q", dest="quiet", action="store_true", help="print nothing but errors (no progress)"

@@ -24,6 +24,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``status``: the ``RemoteError`` a failure STATUS stands for;
 - ``serverprofile``: which server this is (banner, VERSION extensions): SYMLINK
   order, what it offers;
+- ``quirks``: cloud SFTP servers' quirks as named profiles (AWS Transfer, Azure Blob,
+  read-once mailboxes), from the banner or forced;
 - ``servercaps``: what a server was found to refuse (handles, block, requests
   in flight, out-of-order writes), and the rules that learn it;
 - ``sshconfig``: ssh_config read as OpenSSH reads it (Host, Match, Include,

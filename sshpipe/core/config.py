@@ -17,6 +17,7 @@ from .errors import UsageError
 from .keys import HostKeyCheck, PrivateKey
 from .paths import usable
 from .prompt import PromptCallback
+from .quirks import PROFILE_SETTINGS
 from .sshconfig import parse_jump
 
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
@@ -195,6 +196,11 @@ class TransferConfig:
             channel, for servers that refuse any other (object-store backed
             ones: Azure Blob SFTP). Without it, a server that refuses a WRITE
             gets the upload again this way, once, and keeps it for the client.
+        server_profile: the cloud SFTP server's quirks to expect (``core.quirks``):
+            "auto" (the default) reads them from the server's banner (AWS
+            Transfer Family, Azure Blob); "aws-transfer", "azure-blob",
+            "mailbox" (read-once files) force one; "standard" expects none.
+            Quirks met at run time are learned whatever this says.
         rate_limit: most bytes per second the transfer asks for, over all its
             channels and connections (a tree's files share it); None: no
             limit. A token bucket meters each READ/WRITE before it leaves
@@ -229,6 +235,7 @@ class TransferConfig:
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
     sequential_writes: bool = False
+    server_profile: str = "auto"
     rate_limit: int | None = None
     workers: int | Literal["auto"] = "auto"
     max_depth: int = DEFAULT_MAX_DEPTH
@@ -242,6 +249,11 @@ class TransferConfig:
             raise UsageError(f"queue_timeout must be positive or None, not {self.queue_timeout!r}")
         if self.resume and self.inplace:
             raise UsageError("resume keeps a partial file beside the target; inplace has none")
+        if self.server_profile not in PROFILE_SETTINGS:
+            raise UsageError(
+                f"server_profile must be one of {', '.join(PROFILE_SETTINGS)}, "
+                f"not {self.server_profile!r}"
+            )
         if self.verify not in VERIFY_LEVELS:
             raise UsageError(
                 f"verify must be one of {', '.join(VERIFY_LEVELS)}, not {self.verify!r}"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .quirks import STANDARD, Quirks
+
 # Handles per channel when the server states none: Green End's sftpserver has a
 # 128-slot table and crashes past it; half leaves room for its other users.
 DEFAULT_HANDLES_PER_CHANNEL = 64
@@ -44,6 +46,12 @@ class ServerCaps:
             unanswered while it answered the others).
         sequential_writes: the server refused a WRITE that was not at the end of
             the file: uploads go in order on one channel.
+        quirks: the cloud profile in force (``core.quirks``): from the banner,
+            or forced by ``TransferConfig.server_profile``; set by the pool
+            when the first channel is open.
+        adapted: what the client changed for this server, one line each, in
+            the order met (``adapt``): the profile's changes, and each quirk
+            learned at run time. ``-v`` logs each once; ``--json`` lists them.
     """
 
     handles: int | None = None
@@ -52,6 +60,8 @@ class ServerCaps:
     requests: int | None = None
     channels: int | None = None
     sequential_writes: bool = False
+    quirks: Quirks = STANDARD
+    adapted: list[str] = field(default_factory=list)
     # The stall being learned from (``stalled``).
     _stall_at: float | None = field(default=None, repr=False)
     _before_stall: int | None = field(default=None, repr=False)
@@ -80,6 +90,13 @@ class ServerCaps:
         a connection always tries its first channel.
         """
         self.channels = max(1, min(self.channels or opened, opened))
+
+    def adapt(self, change: str) -> bool:
+        """Note one thing done differently for this server; True the first time it is said."""
+        if change in self.adapted:
+            return False
+        self.adapted.append(change)
+        return True
 
     def learned(self) -> dict[str, object]:
         """What was found, for ``--json`` and ``-v`` (only what is set)."""

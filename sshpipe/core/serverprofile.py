@@ -11,6 +11,7 @@ its handle cap, whether it runs commands) is kept next to it by the pool
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -106,12 +107,23 @@ def profile_of(server_version: str, extensions: dict[str, bytes]) -> ServerProfi
 
 
 def describe_server(
-    profile: ServerProfile | None, limits: Limits | None, learned: dict[str, object]
+    profile: ServerProfile | None,
+    limits: Limits | None,
+    learned: dict[str, object],
+    *,
+    quirks: str = "standard",
+    adapted: Sequence[str] = (),
 ) -> dict[str, object]:
-    """What the server is, offers, states and was found to allow (``--json``'s "server")."""
+    """What the server is, offers, states and was found to allow (``--json``'s "server").
+
+    ``quirks`` names the cloud profile in force (``core.quirks``), ``adapted``
+    what the client changed for this server (``ServerCaps.adapted``).
+    """
     shown: dict[str, object] = {}
     if profile is not None:
         shown.update(profile.as_dict())
+    shown["profile"] = quirks
+    shown["adapted"] = list(adapted)
     if limits is not None:
         shown["limits"] = {
             "max_read_len": limits.max_read_len,

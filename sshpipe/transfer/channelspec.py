@@ -27,4 +27,5 @@ def channel_spec(config: TransferConfig) -> ChannelSpec:
         max_connections=config.max_connections,
         retries=config.retries,
         rate_limit=config.rate_limit,
+        server_profile=config.server_profile,
     )

@@ -31,7 +31,7 @@ class ChannelSpec:
     For example ``ChannelSpec(window=15 * 2**20, max_packet_size=255 * 1024,
     max_reply=257 * 1024, stall_timeout=60.0, queue_timeout=300.0,
     channels=None, channels_per_connection=9, max_connections=4, retries=5,
-    rate_limit=None)``: the defaults, whose reasons ``core.config`` gives.
+    rate_limit=None, server_profile="auto")``: the defaults, whose reasons ``core.config`` gives.
 
     Attributes:
         window: SSH receive window of each channel opened (RFC 4254 §5.2).
@@ -45,6 +45,8 @@ class ChannelSpec:
         max_connections: most connections the pool opens.
         retries: tries of a log-in the server dropped (``MaxStartups``).
         rate_limit: bytes/s the lease's requests share (None: unlimited).
+        server_profile: the cloud profile forced, or "auto" (``core.quirks``);
+            the pool reads its own spec's, for every channel.
     """
 
     window: int
@@ -57,6 +59,7 @@ class ChannelSpec:
     max_connections: int
     retries: int
     rate_limit: int | None
+    server_profile: str = "auto"
 
     @property
     def key(self) -> ChannelKey:

@@ -42,6 +42,7 @@ from ..core.errors import (
     Stalled,
 )
 from ..core.flight import SharedBytes
+from ..core.quirks import quirks_for
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.tempbook import TempBook
@@ -257,7 +258,14 @@ class ChannelPool:
         learned = self.server_caps.learned()
         if any(slot.link.refuses_exec for slot in self._slots):
             learned["runs_commands"] = False  # an exec was refused (--verify's sha256sum)
-        return describe_server(self.server_profile, self._server_limits, learned)
+        caps = self.server_caps
+        return describe_server(
+            self.server_profile,
+            self._server_limits,
+            learned,
+            quirks=caps.quirks.name,
+            adapted=caps.adapted,
+        )
 
     # -- leases: a transfer's channels, taken and given back -----------------
 
@@ -467,6 +475,15 @@ class ChannelPool:
                 sessions.clear()
         return evicted
 
+    def _take_profile(self, profile: ServerProfile) -> None:
+        """The first channel's server: its cloud profile put in force, and said once."""
+        self.server_profile = profile
+        quirks = quirks_for(self.spec.server_profile, profile.software)
+        self.server_caps.quirks = quirks
+        for change in quirks.changes():
+            if self.server_caps.adapt(change):
+                logger.info("%s (%s server profile)", change, quirks.name)
+
     def _learned(self, limits: Limits) -> None:
         self._server_limits = self._server_limits or limits
 
@@ -606,7 +623,8 @@ class ChannelPool:
             sftp.temps = self.temps
             sftp.client_bytes = self.client_bytes
             self.peer = self.peer or sftp.peer
-            self.server_profile = self.server_profile or sftp.profile
+            if self.server_profile is None and sftp.profile is not None:
+                self._take_profile(sftp.profile)
             self._slot_of[sftp] = slot
             self._busy.add(spec.key, [sftp])
             opened.append(sftp)

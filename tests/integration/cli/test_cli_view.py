@@ -91,7 +91,7 @@ COMPRESSION_KEYS = {
 }  # fmt: skip
 # errno: the POSIX errno the failure is (ENOENT...), null where none says it.
 FAILURE_KEYS = {"path": str, "error": str, "exit_code": int, "errno": (int, type(None))}
-SERVER_KEYS = {"software", "symlink_order", "offers", "limits", "learned"}
+SERVER_KEYS = {"software", "symlink_order", "offers", "limits", "learned", "profile", "adapted"}
 
 
 def _check_schema(shown: dict[str, Any], schema: dict[str, Any]) -> None:

@@ -1,0 +1,114 @@
+"""Cloud SFTP servers' known quirks, as named profiles: read from the banner or forced (pure).
+
+Some servers are not file systems behind SFTP but object stores or mailboxes
+in front of one, and refuse what every POSIX-backed server does. Each quirk
+below is one users reported; a profile is the set one product has:
+
+- ``aws-transfer`` (AWS Transfer Family, banner ``AWS_SFTP_*``): no SETSTAT
+  or FSETSTAT; OPEN with CREAT|TRUNC together with READ|WRITE refused.
+- ``azure-blob`` (Azure Blob Storage's SFTP endpoint, banner ``AzureSSH_*``):
+  writes only at the end of the file, at most 50,000 WRITEs per file (a
+  block blob's block count), no symlinks, no SETSTAT, and a connection idle
+  for 4 minutes dropped.
+- ``mailbox`` (IBM Sterling-style mailboxes; no banner to tell them by, so
+  only forced): a file may be read once, and a STAT by name may consume it
+  (rclone's ``use_fstat``): attributes come from FSTAT on the open handle, no
+  read-back verify, no second OPEN for striping.
+- ``standard``: none of these; ``auto`` (the default) takes the profile the
+  banner names, else ``standard``.
+
+Whatever the profile, a quirk met at run time (a SETSTAT refused, a WRITE out
+of order) is learned by ``servercaps.ServerCaps`` for the rest of the run; a
+profile only saves the failed attempt, and says up front what it changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Azure Blob's cap on the blocks of one blob: one WRITE is one block.
+AZURE_MAX_WRITE_BLOCKS = 50_000
+# Azure drops a connection idle for 4 minutes; ours close a margin before.
+AZURE_IDLE_TIMEOUT = 240.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quirks:
+    """What one kind of server refuses, so the client does not ask.
+
+    Attributes:
+        name: the profile's name ("standard", "aws-transfer", "azure-blob", "mailbox").
+        no_setstat: SETSTAT and FSETSTAT refused: times and modes are not set
+            (and the copy says so once) instead of failing the copy.
+        split_open: OPEN with CREAT|TRUNC and READ|WRITE together refused: a
+            file to write is opened CREAT|WRITE, then truncated apart.
+        sequential_writes: WRITEs only at the file's current end.
+        max_write_blocks: most WRITEs one file may take (None: no cap); the
+            block size is chosen so the file fits.
+        no_symlinks: SYMLINK refused: a link is copied as what it points to, or skipped.
+        idle_timeout: seconds after which the server drops an idle connection
+            (None: never); idle connections are closed before it.
+        read_once: a file may be read once; a STAT by name may consume it.
+    """
+
+    name: str
+    no_setstat: bool = False
+    split_open: bool = False
+    sequential_writes: bool = False
+    max_write_blocks: int | None = None
+    no_symlinks: bool = False
+    idle_timeout: float | None = None
+    read_once: bool = False
+
+    def changes(self) -> list[str]:
+        """One line per quirk in force, for ``-v`` and ``--json`` ("what it changed")."""
+        said: list[str] = []
+        if self.no_setstat:
+            said.append("times and modes are not set (no SETSTAT)")
+        if self.split_open:
+            said.append("files are opened, then truncated (no combined OPEN flags)")
+        if self.sequential_writes:
+            said.append("uploads are written in order on one channel")
+        if self.max_write_blocks is not None:
+            said.append(f"at most {self.max_write_blocks:,} WRITEs per file")
+        if self.no_symlinks:
+            said.append("no symlinks are made")
+        if self.idle_timeout is not None:
+            said.append(f"idle connections closed before {self.idle_timeout:g} s")
+        if self.read_once:
+            said.append("each file is opened once (read-once): no STAT by name, no read-back")
+        return said
+
+
+STANDARD = Quirks(name="standard")
+PROFILES: dict[str, Quirks] = {
+    "standard": STANDARD,
+    "aws-transfer": Quirks(name="aws-transfer", no_setstat=True, split_open=True),
+    "azure-blob": Quirks(
+        name="azure-blob",
+        no_setstat=True,
+        sequential_writes=True,
+        max_write_blocks=AZURE_MAX_WRITE_BLOCKS,
+        no_symlinks=True,
+        idle_timeout=AZURE_IDLE_TIMEOUT,
+    ),
+    "mailbox": Quirks(name="mailbox", read_once=True, no_setstat=True),
+}
+# What ``TransferConfig.server_profile`` takes.
+PROFILE_SETTINGS = ("auto", *PROFILES)
+
+# The software field of a banner (``serverprofile.software_of``), by prefix.
+_BANNERS = (("AWS_SFTP", "aws-transfer"), ("AzureSSH", "azure-blob"))
+
+
+def detected(software: str) -> Quirks:
+    """The profile a server's banner software names, else ``STANDARD``."""
+    for prefix, name in _BANNERS:
+        if software.startswith(prefix):
+            return PROFILES[name]
+    return STANDARD
+
+
+def quirks_for(setting: str, software: str) -> Quirks:
+    """The profile in force: the one ``setting`` forces, or (``auto``) the banner's."""
+    return detected(software) if setting == "auto" else PROFILES[setting]
