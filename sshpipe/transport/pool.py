@@ -426,10 +426,12 @@ class ChannelPool:
             self._give_back(spec, taken)
             if self._closed:  # what failed was our own closing, not the server
                 raise ClosedError("this client was closed")
-            if errors and not (self._busy and all(_capped(e) for e in errors)):
+            if errors and not (self._carrying() and all(_capped(e) for e in errors)):
                 raise errors[0]
             # Connections that took no more (refused, or left a set-up unanswered)
-            # while others' channels are busy: room to wait for, or to share.
+            # while channels are open or on their way elsewhere: room to wait
+            # for (one given back, idle), or to share. A refusal is the
+            # server's MaxSessions speaking, not a failure of the transfer.
             return None
         return taken
 
@@ -520,6 +522,11 @@ class ChannelPool:
         slot = self._slot_of.pop(sftp, None)
         if slot is not None:
             slot.open -= 1
+
+    def _carrying(self) -> bool:
+        """Whether any channel is open (idle, busy, settling) or being opened, or a
+        connection is on its way: a refused transfer has something to wait for."""
+        return self._connecting > 0 or any(slot.open > 0 for slot in self._slots)
 
     def _connections_of(self, channels: list[SFTPSession]) -> int:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
