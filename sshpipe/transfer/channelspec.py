@@ -28,4 +28,5 @@ def channel_spec(config: TransferConfig) -> ChannelSpec:
         retries=config.retries,
         rate_limit=config.rate_limit,
         server_profile=config.server_profile,
+        max_connections_per_host=config.max_connections_per_host,
     )
