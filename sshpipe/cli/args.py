@@ -304,7 +304,7 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="N",
         help="most connections all of this process's clients hold to one server before "
-        f"they stop growing (default {DEFAULT_MAX_CONNECTIONS_PER_HOST})",
+        f"they stop growing (default {DEFAULT_MAX_CONNECTIONS_PER_HOST}, or --connections if more)",
     )
     parser.add_argument(
         "--server-profile",

@@ -44,6 +44,16 @@ DEFAULT_MAX_CONNECTIONS = 4
 # before they stop growing (each keeps its first): two clients' default growth.
 # sshd's default MaxStartups (10:30:100) starts dropping log-ins past 10.
 DEFAULT_MAX_CONNECTIONS_PER_HOST = 8
+
+
+def connections_per_host(max_connections_per_host: int | None, max_connections: int) -> int:
+    """The per-process budget in force: the one set, else the default or the
+    client's own cap if that is more."""
+    if max_connections_per_host is not None:
+        return max_connections_per_host
+    return max(DEFAULT_MAX_CONNECTIONS_PER_HOST, max_connections)
+
+
 # Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT),
 # which caps a channel at 2 MiB per round trip. OpenSSH buffers at most 16 MiB
 # per channel (CHAN_INPUT_MAX) and HPN-SSH advertises at most 15 MiB to
@@ -150,7 +160,10 @@ class TransferConfig:
             process together holds to one server before they stop growing
             (``transport.hostlimits``): each client keeps its first, so a Dask
             worker's or a web app's many clients stay under the server's
-            ``MaxStartups`` and ``MaxSessions`` as one client would.
+            ``MaxStartups`` and ``MaxSessions`` as one client would. None
+            (the default): ``DEFAULT_MAX_CONNECTIONS_PER_HOST`` (8), or the
+            client's own ``max_connections`` if more (one client alone is
+            never held below what it was told it may open).
         window: SSH receive window of each channel we open (RFC 4254 §5.2).
         max_packet_size: largest SSH data packet we ask the server to send.
         local_io_in_thread: read and write the local file in a worker thread so
@@ -234,7 +247,7 @@ class TransferConfig:
     channels: int | None = None
     channels_per_connection: int = DEFAULT_CHANNELS_PER_CONNECTION
     max_connections: int = DEFAULT_MAX_CONNECTIONS
-    max_connections_per_host: int = DEFAULT_MAX_CONNECTIONS_PER_HOST
+    max_connections_per_host: int | None = None
     window: int = DEFAULT_WINDOW
     max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
     local_io_in_thread: bool = True

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gc
 
-from sshpipe.core.config import ConnectConfig
+from sshpipe.core.config import ConnectConfig, TransferConfig
+from sshpipe.transfer.channelspec import channel_spec
 from sshpipe.transport.hostlimits import ConnectionBudget, HostLimits, host_limits
 
 
@@ -58,3 +59,10 @@ def test_one_server_is_one_entry_per_host_port_and_user() -> None:
     one = host_limits(ConnectConfig(host="h.example", port=2222, username="u"))
     assert one is host_limits(ConnectConfig(host="h.example", port=2222, username="u"))
     assert one is not host_limits(ConnectConfig(host="h.example", port=2222, username="v"))
+
+
+def test_one_client_alone_is_never_held_below_its_own_cap() -> None:
+    assert channel_spec(TransferConfig()).max_connections_per_host == 8
+    assert channel_spec(TransferConfig(max_connections=16)).max_connections_per_host == 16
+    told = TransferConfig(max_connections=16, max_connections_per_host=2)
+    assert channel_spec(told).max_connections_per_host == 2
