@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.quirks import Quirks
 from ..core.servercaps import ServerCaps
 from .pacing import Pacer
 from .sftp import SFTPSession
@@ -45,7 +46,8 @@ class ChannelSpec:
         max_connections: most connections the pool opens.
         retries: tries of a log-in the server dropped (``MaxStartups``).
         rate_limit: bytes/s the lease's requests share (None: unlimited).
-        server_profile: the cloud profile forced, or "auto" (``core.quirks``);
+        server_profile: the cloud profile forced (a name or a ``Quirks``), or
+            "auto" (``core.quirks``);
             the pool reads its own spec's, for every channel.
     """
 
@@ -59,7 +61,7 @@ class ChannelSpec:
     max_connections: int
     retries: int
     rate_limit: int | None
-    server_profile: str = "auto"
+    server_profile: str | Quirks = "auto"
 
     @property
     def key(self) -> ChannelKey:
