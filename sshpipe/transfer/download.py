@@ -16,9 +16,8 @@ from dataclasses import replace
 
 from ..core import codec
 from ..core.config import TransferConfig
-from ..core.errors import ConnectionBroken, HashUnavailable, UsageError
+from ..core.errors import ConnectionBroken, UsageError
 from ..core.flight import SharedBytes
-from ..core.quirks import READ_ONCE_UNVERIFIABLE, read_once_verify
 from ..core.readplan import ReadPlan
 from ..core.retry import RetryBudget
 from ..core.stats import TransferStats
@@ -34,7 +33,7 @@ from .pumpsetup import setup_phases, take_setup
 from .readpump import Piece, ReadPump, reading
 from .retrying import Retrying
 from .stream import Stream
-from .verify import OrderedHash, RemoteHash, plan_for, verify_copy
+from .verify import OrderedHash, RemoteHash, plan_for, read_once_level, verify_copy
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -195,11 +194,7 @@ def read_once(lease: Lease, config: TransferConfig, remote: str) -> bool:
     caps = lease.channels[0].caps
     if not caps.quirks.read_once:
         return False
-    level = read_once_verify(config.verify)
-    if level is None:
-        raise HashUnavailable(remote, READ_ONCE_UNVERIFIABLE)
-    if level != config.verify and caps.adapt(f"--verify={config.verify} checks the size only"):
-        logger.info("--verify=%s checks the size only (read-once server)", config.verify)
+    read_once_level(caps, config.verify, remote)
     if config.resume and caps.adapt("--resume cannot continue a copy cut short"):
         logger.warning(
             "--resume: a read-once file cannot be opened again: a copy cut short "

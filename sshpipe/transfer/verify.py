@@ -19,6 +19,7 @@ that cannot be read is not a match, and never a reason to settle for less.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ from functools import partial
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
 from ..core.config import TransferConfig
 from ..core.errors import HashUnavailable, IntegrityError
-from ..core.quirks import read_once_verify
+from ..core.quirks import READ_ONCE_UNVERIFIABLE, read_once_verify
 from ..core.reorder import ReorderBuffer
+from ..core.servercaps import ServerCaps
 from ..core.stats import Verified
 from ..local.dirfd import LocalFile, open_regular
 from ..local.target import run_blocking
@@ -42,6 +44,8 @@ NO_HASH = "no hash check possible on this server: it runs no sha256sum and offer
 CHECK_FILE_REFUSED = (
     "no hash check possible on this server: it runs no sha256sum and its check-file refused"
 )
+logger = logging.getLogger("sshpipe.verify")
+
 Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes them
 
 
@@ -61,6 +65,22 @@ class RemoteHash:
 
     of: Callable[[str, int], Awaitable[ServerSha256]]
     usable: bool = True
+
+
+def read_once_level(caps: ServerCaps, level: str, shown: str) -> str:
+    """The ``--verify`` level a download from a read-once server can have; said once.
+
+    Raises:
+        HashUnavailable: naming ``shown``: a hash or a read-back was asked,
+            which a file read once cannot have. Said before any file is
+            opened, so none is consumed for nothing.
+    """
+    allowed = read_once_verify(level)
+    if allowed is None:
+        raise HashUnavailable(shown, READ_ONCE_UNVERIFIABLE)
+    if allowed != level and caps.adapt(f"--verify={level} checks the size only"):
+        logger.info("--verify=%s checks the size only (read-once server)", level)
+    return allowed
 
 
 def plan_for(
