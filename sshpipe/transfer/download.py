@@ -148,11 +148,18 @@ async def download(
                 tally.sized(plan.final_size)
             await writer.close()
             written = True
+            # A read-once server's size is the one its handle stated: a STAT by name
+            # would find the file gone. Where it stated none, there is nothing to check.
+            unsized = once and plan.first_size is None and config.verify != "none"
+            if unsized:
+                logger.warning(
+                    "%s: not verified: the read-once server stated no size", printable(remote)
+                )
             verified = await verify_copy(
                 lease.channels[0],
                 lease,
                 remote,
-                config,
+                replace(config, verify="none") if unsized else config,
                 size=plan.final_size,
                 local=target.temp,
                 streamed=consumer.digest,

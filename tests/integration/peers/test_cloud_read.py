@@ -10,9 +10,11 @@ what was asked, say so in one line with the documented exit code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,23 @@ def assert_same_tree(source: Path, copy: Path, *sides: Path) -> None:
 # -- the restrictions bite ------------------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def asyncssh_sftp(server: EmbeddedServer) -> AsyncIterator[asyncssh.SFTPClient]:
+    """asyncssh's own SFTP client at ``server``."""
+    async with (
+        asyncssh.connect(
+            server.host,
+            port=server.port,
+            username=server.username,
+            client_keys=[str(server.client_key)],
+            known_hosts=str(server.known_hosts),
+            config=None,
+        ) as conn,
+        conn.start_sftp_client() as sftp,
+    ):
+        yield sftp
+
+
 async def test_a_read_once_file_opens_once_and_a_stat_by_name_may_consume_it(
     tmp_path: Path,
 ) -> None:
@@ -88,7 +107,7 @@ async def test_a_read_once_file_opens_once_and_a_stat_by_name_may_consume_it(
     async with restricted_server(tmp_path, cap) as server:
         for name in ("a", "b"):
             (server.root / name).write_bytes(b"x" * 10)
-        async with sshpipe_free_sftp(server) as sftp:
+        async with asyncssh_sftp(server) as sftp:
             async with sftp.open("/a") as file:
                 assert (await file.stat()).size == 10  # FSTAT: answered, consumes nothing
                 assert await file.read() == "x" * 10  # asyncssh's default: text
@@ -108,40 +127,16 @@ async def test_a_read_once_file_opens_once_and_a_stat_by_name_may_consume_it(
 
 
 async def test_a_connection_without_a_request_is_dropped(tmp_path: Path) -> None:
-    cap = DropsIdle(0.5)
-    async with restricted_server(tmp_path, cap) as server, sshpipe_free_sftp(server) as sftp:
-        for _ in range(4):  # requests every 0.3 s keep it up
+    cap = DropsIdle(1.0)
+    async with restricted_server(tmp_path, cap) as server, asyncssh_sftp(server) as sftp:
+        for _ in range(5):  # requests every 0.3 s keep it up
             await asyncio.sleep(0.3)
             await sftp.stat("/")
         assert cap.dropped == 0
-        await asyncio.sleep(0.8)
+        await asyncio.sleep(1.5)
         assert cap.dropped == 1
         with pytest.raises((asyncssh.Error, OSError)):
             await sftp.stat("/")
-
-
-def sshpipe_free_sftp(server: EmbeddedServer) -> Any:
-    """asyncssh's own SFTP client at ``server``."""
-
-    class _Client:
-        async def __aenter__(self) -> asyncssh.SFTPClient:
-            self.conn = await asyncssh.connect(
-                server.host,
-                port=server.port,
-                username=server.username,
-                client_keys=[str(server.client_key)],
-                known_hosts=str(server.known_hosts),
-                config=None,
-            )
-            self.sftp = await self.conn.start_sftp_client()
-            return self.sftp
-
-        async def __aexit__(self, *exc: object) -> None:
-            self.sftp.exit()
-            self.conn.close()
-            await self.conn.wait_closed()
-
-    return _Client()
 
 
 # -- read-once files (--server-profile mailbox) ----------------------------------------
