@@ -17,7 +17,7 @@ from .errors import UsageError
 from .keys import HostKeyCheck, PrivateKey
 from .paths import usable
 from .prompt import PromptCallback
-from .quirks import PROFILE_SETTINGS
+from .quirks import PROFILE_SETTINGS, Quirks
 from .sshconfig import parse_jump
 
 # 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
@@ -223,7 +223,9 @@ class TransferConfig:
             "auto" (the default) reads them from the server's banner (AWS
             Transfer Family, Azure Blob); "aws-transfer", "azure-blob",
             "mailbox" (read-once files) force one; "standard" expects none.
-            Quirks met at run time are learned whatever this says.
+            Quirks met at run time are learned whatever this says. A
+            ``core.quirks.Quirks`` object forces itself: a server of a known
+            kind configured otherwise (a shorter idle timeout).
         rate_limit: most bytes per second the transfer asks for, over all its
             channels and connections (a tree's files share it); None: no
             limit. A token bucket meters each READ/WRITE before it leaves
@@ -259,7 +261,7 @@ class TransferConfig:
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     queue_timeout: float | None = DEFAULT_QUEUE_TIMEOUT
     sequential_writes: bool = False
-    server_profile: str = "auto"
+    server_profile: str | Quirks = "auto"
     rate_limit: int | None = None
     workers: int | Literal["auto"] = "auto"
     max_depth: int = DEFAULT_MAX_DEPTH
@@ -273,7 +275,8 @@ class TransferConfig:
             raise UsageError(f"queue_timeout must be positive or None, not {self.queue_timeout!r}")
         if self.resume and self.inplace:
             raise UsageError("resume keeps a partial file beside the target; inplace has none")
-        if self.server_profile not in PROFILE_SETTINGS:
+        forced = isinstance(self.server_profile, Quirks)
+        if not forced and self.server_profile not in PROFILE_SETTINGS:
             raise UsageError(
                 f"server_profile must be one of {', '.join(PROFILE_SETTINGS)}, "
                 f"not {self.server_profile!r}"

@@ -17,6 +17,11 @@ below is one users reported; a profile is the set one product has:
 - ``standard``: none of these; ``auto`` (the default) takes the profile the
   banner names, else ``standard``.
 
+A ``Quirks`` object may stand for a setting (``TransferConfig(server_profile=
+Quirks(name="azure-blob", idle_timeout=30.0, ...))``): a server of a known kind
+configured otherwise (a shorter idle timeout), or a test that cannot wait
+four minutes.
+
 Whatever the profile, a quirk met at run time (a SETSTAT refused, a WRITE out
 of order) is learned by ``servercaps.ServerCaps`` for the rest of the run; a
 profile only saves the failed attempt, and says up front what it changes.
@@ -30,6 +35,13 @@ from dataclasses import dataclass
 AZURE_MAX_WRITE_BLOCKS = 50_000
 # Azure drops a connection idle for 4 minutes; ours close a margin before.
 AZURE_IDLE_TIMEOUT = 240.0
+# The margin: the server's idle clock starts at the last request it read, ours
+# when the last channel came back idle (a reply's trip later); 30 s covers a
+# slow link's round trips and timers firing late on a loaded machine.
+IDLE_MARGIN = 30.0
+
+# What a read-once file cannot have: a second read, so no hash of it but ours.
+READ_ONCE_UNVERIFIABLE = "not verified: read-once server (the file cannot be read a second time)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +121,32 @@ def detected(software: str) -> Quirks:
     return STANDARD
 
 
-def quirks_for(setting: str, software: str) -> Quirks:
-    """The profile in force: the one ``setting`` forces, or (``auto``) the banner's."""
+def quirks_for(setting: str | Quirks, software: str) -> Quirks:
+    """The profile in force: the one ``setting`` forces (a name, or itself), or
+    (``auto``) the banner's."""
+    if isinstance(setting, Quirks):
+        return setting
     return detected(software) if setting == "auto" else PROFILES[setting]
+
+
+def idle_close_after(idle_timeout: float) -> float:
+    """Seconds after which our idle connection is closed, before the server drops it.
+
+    ``IDLE_MARGIN`` before the server's timeout, and never more than a
+    quarter of a short one.
+    """
+    return idle_timeout - min(IDLE_MARGIN, idle_timeout / 4)
+
+
+def read_once_verify(level: str) -> str | None:
+    """The ``--verify`` level a read-once file allows instead of ``level``; None: none.
+
+    A hash needs the server to read the file again (``sha256sum``,
+    ``check-file``, a read-back): a read-once file is gone by then. The size
+    needs no second read: the handle's FSTAT stated it ("best" settles for
+    it, as where a server cannot hash). "hash" and "read-back" asked by name
+    cannot be had at all.
+    """
+    if level in ("none", "size"):
+        return level
+    return "size" if level == "best" else None

@@ -67,14 +67,19 @@ class ServerCaps:
     _before_stall: int | None = field(default=None, repr=False)
     _most_owed: int = field(default=0, repr=False)
 
-    def stalled(self, outstanding: int, now: float) -> None:
+    def stalled(self, outstanding: int, now: float, owed_since: float | None = None) -> None:
         """A channel of the server left ``outstanding`` requests unanswered too long.
 
         The channels of a connection stall together: those within
         ``STALL_INCIDENT`` seconds are one stall, judged by the most any of
         them owed, from the cap in force before it (not cut once per channel).
+        A channel owing only since the last stall (``owed_since``: a
+        reconnect's, asking under the cap that stall set) stalls anew: with a
+        short stall timeout, the next attempt's stall comes within the window.
         """
-        if self._stall_at is None or now - self._stall_at > STALL_INCIDENT:
+        last = self._stall_at
+        fresh = owed_since is not None and last is not None and owed_since >= last
+        if self._stall_at is None or now - self._stall_at > STALL_INCIDENT or fresh:
             self._before_stall = self.requests
             self._most_owed = 0
         self._stall_at = now
@@ -135,9 +140,14 @@ def after_stall(outstanding: int, current: int) -> int:
     A quarter of what it left unanswered, down to a power of two (servers'
     caps are round numbers: answering only the first 32 prefetched reads is
     one seen in the field), never above the cap in force: met after one stall
-    from 128. A stall is also what a dead link looks like, so the cut stops at
-    a floor that still fills a link (8 x 255 KiB per channel).
+    from 128. A stall is also what a dead link looks like, so the first cut
+    stops at a floor that still fills a link (8 x 255 KiB per channel). A
+    stall again at or below the floor is the server's: its cap is lower
+    still (paramiko-based servers answer 4 outstanding reads), and each
+    stall there halves the requests, down to one.
     """
+    if current <= MIN_REQUESTS_AFTER_STALL:
+        return max(1, current // 2)
     quarter = min(current, outstanding) // 4
     if quarter <= MIN_REQUESTS_AFTER_STALL:
         return MIN_REQUESTS_AFTER_STALL

@@ -30,6 +30,14 @@ and reads afterwards: each counts the times its cap bit (``refused``,
   not there), a RENAME, MKDIR or SETSTAT there fails with EROFS, which the
   server answers FX_FAILURE, as OpenSSH's does on a read-only bind mount.
 
+- ``ReadOnce(stat_consumes=False)``: each file may be opened for reading once
+  (IBM Sterling-style mailboxes): a second OPEN of the same path for reading
+  is answered NO_SUCH_FILE, and so is a STAT or LSTAT by name of a file read;
+  with ``stat_consumes``, a STAT or LSTAT by name of a file consumes it too
+  (rclone's ``use_fstat``). FSTAT on the open handle is always answered.
+- ``DropsIdle(seconds)``: a connection on which no SFTP request came for
+  ``seconds`` is closed by the server (Azure Blob's SFTP endpoint: 4 minutes).
+
 Caps out of reach of asyncssh's ``SFTPServer`` (extensions, directory
 handles, requests waiting in the channel) are imposed by a tap in front of it
 (``sshpipe.testing.tap``).
@@ -42,6 +50,8 @@ import collections
 import contextlib
 import errno
 import os
+import posixpath
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
@@ -69,8 +79,10 @@ __all__ = [
     "ChannelCap",
     "DiesMidTree",
     "DropsChannelMidTree",
+    "DropsIdle",
     "HandleCap",
     "NoExtensions",
+    "ReadOnce",
     "ReadOnlyMount",
     "Restriction",
     "SequentialWritesOnly",
@@ -154,9 +166,10 @@ class HandleCap(Restriction):
     fails), a CLOSE frees its handle at its arrival.
     """
 
-    def __init__(self, n: int = 16) -> None:
+    def __init__(self, n: int = 16, *, message: str = "too many open handles") -> None:
         self.n = n
-        self.refused = 0  # OPEN/OPENDIR answered "too many open handles"
+        self.message = message  # the refusal's text (servers word it each their own way)
+        self.refused = 0  # OPEN/OPENDIR answered FX_FAILURE with ``message``
         self.peak = 0  # most handles one session held (or was opening) at once
 
     def session(self, sftp: ChannelSFTP) -> SFTPOnlySession:
@@ -174,7 +187,7 @@ class _HandleTap(Tap):
             assert packet.id is not None
             if len(self.handles) + len(self.opening) >= self.cap.n:
                 self.cap.refused += 1
-                session.answer(packet.id, asyncssh.FX_FAILURE, "too many open handles")
+                session.answer(packet.id, asyncssh.FX_FAILURE, self.cap.message)
                 return False
             self.opening.add(packet.id)
             self.cap.peak = max(self.cap.peak, len(self.handles) + len(self.opening))
@@ -479,3 +492,100 @@ class _ReadOnly(_Served):
     def setstat(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> Any:
         self.cap.check("setstat", path)
         return super().setstat(path, attrs)
+
+
+# -- mailboxes and cloud endpoints ---------------------------------------------------
+
+
+class ReadOnce(Restriction):
+    """Each file may be opened for reading once; with ``stat_consumes``, a STAT by name eats it.
+
+    A file read (or, with ``stat_consumes``, STATed by name) is consumed: an
+    OPEN for reading, a STAT or an LSTAT of its path is NO_SUCH_FILE from
+    then on, as the mailbox has handed it out. Paths are compared as the
+    client spells them, made absolute and normalised.
+    """
+
+    def __init__(self, *, stat_consumes: bool = False) -> None:
+        self.stat_consumes = stat_consumes
+        self.opens: collections.Counter[bytes] = collections.Counter()  # OPENs for reading granted
+        self.stats: collections.Counter[bytes] = collections.Counter()  # STAT/LSTAT of a file
+        self.refused: collections.Counter[bytes] = collections.Counter()  # answered NO_SUCH_FILE
+        self.consumed: set[bytes] = set()
+
+    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
+        return _ReadOnceServer(chan, root, self)
+
+    def check(self, path: bytes) -> bytes:
+        """The path's key; NO_SUCH_FILE if it was consumed."""
+        key = posixpath.normpath(posixpath.join(b"/", path))
+        if key in self.consumed:
+            self.refused[key] += 1
+            raise asyncssh.SFTPNoSuchFile("No such file (read once)")
+        return key
+
+
+class _ReadOnceServer(_Served):
+    def __init__(self, chan: Any, root: Path, cap: ReadOnce) -> None:
+        super().__init__(chan, root)
+        self.cap = cap
+
+    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
+        if not pflags & asyncssh.FXF_READ:
+            return super().open(path, pflags, attrs)
+        key = self.cap.check(path)
+        file_obj = super().open(path, pflags, attrs)
+        self.cap.opens[key] += 1
+        self.cap.consumed.add(key)
+        return file_obj
+
+    def stat(self, path: bytes) -> Any:
+        return self._by_name(path, super().stat(path))
+
+    def lstat(self, path: bytes) -> Any:
+        return self._by_name(path, super().lstat(path))
+
+    def _by_name(self, path: bytes, attrs: Any) -> Any:
+        key = self.cap.check(path)
+        mode = attrs.st_mode if isinstance(attrs, os.stat_result) else attrs.permissions
+        if mode is not None and stat.S_ISREG(mode):
+            self.cap.stats[key] += 1
+            if self.cap.stat_consumes:
+                self.cap.consumed.add(key)
+        return attrs
+
+
+class DropsIdle(Restriction):
+    """A connection without an SFTP request for ``seconds`` is closed by the server."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.dropped = 0  # connections closed for idling
+        self._timers: dict[asyncssh.SSHServerConnection, asyncio.TimerHandle] = {}
+
+    def session(self, sftp: ChannelSFTP) -> SFTPOnlySession:
+        return TappedSession(sftp, _IdleTap(self))
+
+    def active(self, conn: asyncssh.SSHServerConnection) -> None:
+        """A request came on ``conn``: its idle clock starts again."""
+        timer = self._timers.pop(conn, None)
+        if timer is not None:
+            timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timers[conn] = loop.call_later(self.seconds, self._drop, conn)
+
+    def _drop(self, conn: asyncssh.SSHServerConnection) -> None:
+        del self._timers[conn]
+        if conn.is_closed():
+            return  # the client closed it first
+        self.dropped += 1
+        conn.close()
+
+
+class _IdleTap(Tap):
+    def __init__(self, cap: DropsIdle) -> None:
+        self.cap = cap
+
+    def request(self, session: TappedSession, packet: Packet) -> bool:
+        self.cap.active(session.channel.get_connection())
+        return True

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from ..core import codec
 from ..core.config import TransferConfig
-from ..core.errors import UsageError
+from ..core.errors import ConnectionBroken, UsageError
 from ..core.flight import SharedBytes
 from ..core.readplan import ReadPlan
 from ..core.retry import RetryBudget
@@ -33,7 +33,7 @@ from .pumpsetup import setup_phases, take_setup
 from .readpump import Piece, ReadPump, reading
 from .retrying import Retrying
 from .stream import Stream
-from .verify import OrderedHash, RemoteHash, plan_for, verify_copy
+from .verify import OrderedHash, RemoteHash, plan_for, read_once_level, verify_copy
 
 logger = logging.getLogger("sshpipe.download")
 
@@ -83,6 +83,7 @@ async def download(
             )
         started = time.perf_counter()
         began, opened = time.monotonic(), take_setup(lease.channels[0])
+        once = read_once(lease, config, remote)  # before anything is made locally
         resuming = DownloadResume(remote, file) if config.resume else None
         target = LocalTarget(
             file,
@@ -100,37 +101,46 @@ async def download(
             after_write=resuming.journal.record if resuming is not None else None,
         )
         written = False
-        checks = plan_for(config.verify, lease.channels[0], remote_hash)
+        checks = plan_for(config.verify, lease.channels[0], remote_hash, read_once=once)
         # A resumed copy's kept bytes do not flow through this run: it is hashed from disk.
         hashing = bool(checks.specs) and resuming is None
         consumer = _ToDisk(config, digest=OrderedHash(checks.specs) if hashing else None)
         consumer.on_tail = on_tail
         try:
-            retry = Retrying(lease, RetryBudget(attempts=config.retries), path=remote)
+            # A read-once file cannot be opened again: a break ends the copy.
+            retries = 0 if once else config.retries
+            retry = Retrying(lease, RetryBudget(attempts=retries), path=remote)
             plan: ReadPlan | None = None
 
             def received() -> int:
                 return plan.received if plan is not None else 0
 
-            async for attempt in retry.attempts(received):
-                with attempt:
-                    async with reading(
-                        lease,
-                        remote,
-                        config,
-                        shared=shared,
-                        known=known,
-                        plan=plan,
-                        plan_for=resuming.plan_for if resuming is not None else None,
-                    ) as pump:
-                        sink.pump = pump
-                        if tally is not None:
-                            if plan is None:  # the first attempt: the file is open
-                                tally.sized(pump.plan.size_hint)
-                                tally.kept(resuming.kept if resuming is not None else 0)
-                            pump.on_moved = tally.moved
-                        plan = pump.plan
-                        await consumer.run(pump, writer)
+            try:
+                async for attempt in retry.attempts(received):
+                    with attempt:
+                        async with reading(
+                            lease,
+                            remote,
+                            config,
+                            shared=shared,
+                            known=known,
+                            plan=plan,
+                            plan_for=resuming.plan_for if resuming is not None else None,
+                        ) as pump:
+                            sink.pump = pump
+                            if tally is not None:
+                                if plan is None:  # the first attempt: the file is open
+                                    tally.sized(pump.plan.size_hint)
+                                    tally.kept(resuming.kept if resuming is not None else 0)
+                                pump.on_moved = tally.moved
+                            plan = pump.plan
+                            await consumer.run(pump, writer)
+            except ConnectionBroken as exc:
+                if not once:
+                    raise
+                raise ConnectionBroken(
+                    f"{printable(remote)}: {exc}: a read-once file cannot be opened again"
+                ) from exc
             assert plan is not None  # the attempts end with an error or a done plan
             if plan.changed:
                 _say_changed(remote, plan)
@@ -138,17 +148,25 @@ async def download(
                 tally.sized(plan.final_size)
             await writer.close()
             written = True
+            # A read-once server's size is the one its handle stated: a STAT by name
+            # would find the file gone. Where it stated none, there is nothing to check.
+            unsized = once and plan.first_size is None and config.verify != "none"
+            if unsized:
+                logger.warning(
+                    "%s: not verified: the read-once server stated no size", printable(remote)
+                )
             verified = await verify_copy(
                 lease.channels[0],
                 lease,
                 remote,
-                config,
+                replace(config, verify="none") if unsized else config,
                 size=plan.final_size,
                 local=target.temp,
                 streamed=consumer.digest,
                 plan=checks,
                 shown=remote,
                 remote_hash=remote_hash,
+                stated_size=plan.first_size if once else None,
             )
             committing = time.monotonic()
             await target.commit(plan.final_size, in_thread=config.local_io_in_thread, attrs=attrs)
@@ -170,6 +188,26 @@ async def download(
                 resuming.finish(committed)
             if not committed:
                 target.discard()
+
+
+def read_once(lease: Lease, config: TransferConfig, remote: str) -> bool:
+    """Whether ``remote`` is on a read-once server; what that changes is said once.
+
+    Raises:
+        HashUnavailable: ``--verify`` asks for a hash or a read-back, which a
+            file read once cannot have; said before the file is opened, so
+            it is not consumed for nothing.
+    """
+    caps = lease.channels[0].caps
+    if not caps.quirks.read_once:
+        return False
+    read_once_level(caps, config.verify, remote)
+    if config.resume and caps.adapt("--resume cannot continue a copy cut short"):
+        logger.warning(
+            "--resume: a read-once file cannot be opened again: a copy cut short "
+            "keeps its partial file, but cannot continue from this server"
+        )
+    return True
 
 
 def _say_changed(remote: str, plan: ReadPlan) -> None:

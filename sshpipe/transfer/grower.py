@@ -28,13 +28,18 @@ logger = logging.getLogger("sshpipe.flow")
 
 
 def make_controller(
-    config: TransferConfig, lease: Lease, sizing: Sizing, *, size: int | None
+    config: TransferConfig,
+    lease: Lease,
+    sizing: Sizing,
+    *,
+    size: int | None,
+    one_lane: bool = False,
 ) -> FlowController:
     limits = FlowLimits(
         memory_budget=config.max_bytes_in_flight,
         min_in_flight=config.min_bytes_in_flight,
         channel_capacity=max(1, sizing.channel_capacity),
-        max_channels=lease.max_channels,
+        max_channels=1 if one_lane else lease.max_channels,
         size=size,
         block=sizing.block,
         rate_limit=config.rate_limit,
@@ -56,8 +61,9 @@ class Grower:
     be opened only stops the growth: the transfer goes on with what it has.
     """
 
-    def __init__(self, lease: Lease, controller: FlowController) -> None:
+    def __init__(self, lease: Lease, controller: FlowController, *, grow: bool = True) -> None:
         self.lease = lease
+        self.grow = grow  # False: the file has one handle (a read-once server's)
         self.controller = controller
         self.want = asyncio.Event()
         self.want.set()  # the first guess may already want more than one channel
@@ -70,7 +76,7 @@ class Grower:
         self._side = 0  # channels of the lease taken for other work than lanes
 
     def start(self, group: asyncio.TaskGroup) -> None:
-        if self.lease.can_grow:
+        if self.lease.can_grow and self.grow:
             self._task = group.create_task(self._run())
 
     async def stop(self) -> None:
@@ -162,12 +168,14 @@ class Grower:
 
 
 @contextlib.asynccontextmanager
-async def growing(lease: Lease, controller: FlowController) -> AsyncIterator[Grower]:
+async def growing(
+    lease: Lease, controller: FlowController, *, grow: bool = True
+) -> AsyncIterator[Grower]:
     """A grower running for the duration of the block (stopped, and awaited, on leaving).
 
     Its task runs ``alongside`` the block: the block's error comes out as it was raised.
     """
-    grower = Grower(lease, controller)
+    grower = Grower(lease, controller, grow=grow)
     async with alongside(grower.start, grower.stop):
         yield grower
     grower.check()

@@ -170,6 +170,7 @@ async def pumping(
     size: int | None = None,
     shared: SharedBytes | None = None,
     sample: Sampler | None = None,
+    one_lane: bool = False,
 ) -> AsyncIterator[Setup]:
     """Set a pump up (sizing -> controller -> grower -> handles -> pump) and take it down.
 
@@ -178,14 +179,15 @@ async def pumping(
     OPEN goes out with the server's limits request, which sizes the pump).
     ``size``: the transfer's, when known before the file is open (an
     upload's); ``shared``: a byte cap shared with other transfers (a tree's
-    big files); ``sample``: a put's blocks of its data for Compression auto.
+    big files); ``sample``: a put's blocks of its data for Compression auto;
+    ``one_lane``: the file is opened once (a read-once server's): no growth.
     """
-    controller = make_controller(config, lease, sizing, size=size)
+    controller = make_controller(config, lease, sizing, size=size, one_lane=one_lane)
     # A tree's big files share the tree's bytes; other transfers the client's.
     shared = shared or lease.channels[0].client_bytes
     async with (
         switching(lease, sample, shared) as switch,
-        growing(lease, controller) as grower,
+        growing(lease, controller, grow=not one_lane) as grower,
     ):
         setup = Setup(lease, config, sizing, controller, grower, shared)
         setup.switch = switch

@@ -211,11 +211,16 @@ async def open_for_read(
     The attributes come from a STAT sent with the OPEN: both answers take one
     round trip, where an FSTAT of the handle would take a second. (sftp's own
     get STATs first, too.) The size is a hint either way: the read plan's probe
-    past it finds the real end.
+    past it finds the real end. On a read-once server (``Quirks.read_once``) a
+    STAT by name may consume the file: they come from an FSTAT of the handle,
+    and the file is opened on the first channel alone.
     """
     first = channels[0]
+    once = first.caps.quirks.read_once
+    if once:
+        channels = channels[:1]
     stat: asyncio.Future[codec.Reply] | None = None
-    if known is None or known.kind != "file":
+    if (known is None or known.kind != "file") and not once:
         stat = first.stat_request(path)
         stat.add_done_callback(quiet)
     try:
@@ -223,14 +228,21 @@ async def open_for_read(
     except RemoteError as exc:
         # Some servers refuse to open a directory with a bare FAILURE (asyncssh
         # does, OpenSSH opens it and fails the reads): say what it really is.
-        if type(exc) in (RemoteError, RemoteOpenFailed) and await _is_dir(stat, first, path):
+        # Not asked of a read-once server: a STAT could consume the file.
+        if (
+            type(exc) in (RemoteError, RemoteOpenFailed)
+            and not once
+            and await _is_dir(stat, first, path)
+        ):
             raise RemoteIsADirectory(path, "is a directory") from exc
         raise
-    if stat is None:
-        assert known is not None
+    if known is not None and known.kind == "file":
         return handles, known
     try:
-        attrs = await _attrs(stat, first, handles.lanes[0].handle, path)
+        if stat is None:
+            attrs = await first.fstat(handles.lanes[0].handle, path)
+        else:
+            attrs = await _attrs(stat, first, handles.lanes[0].handle, path)
         if attrs.is_dir():
             raise RemoteIsADirectory(path, "is a directory")
     except BaseException as exc:
@@ -290,6 +302,7 @@ async def reading(
     block)`` makes the first plan (a resumed download's).
     """
     channels = initial_channels(lease)
+    once = channels[0].caps.quirks.read_once  # one handle: no second OPEN, no growth
     handles, attrs = await open_for_read(channels, remote, known)
     started = False
     try:
@@ -297,7 +310,7 @@ async def reading(
             if needs_probe(config, channels[0], write=False, size=attrs.size or 0):
                 await probe_read(channels[0], handles.lanes[0].handle, remote)
             sizing = await sizing_for(config, channels[0], write=False)
-        async with pumping(lease, config, sizing, shared=shared) as setup:
+        async with pumping(lease, config, sizing, shared=shared, one_lane=once) as setup:
             setup.controller.set_size(attrs.size)
             if plan is None and plan_for is not None:
                 plan = plan_for(attrs, sizing.block)

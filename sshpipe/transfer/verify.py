@@ -19,6 +19,7 @@ that cannot be read is not a match, and never a reason to settle for less.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ from functools import partial
 from ..core.checkfile import SHA256, Hasher, HashSpec, VerifyPlan, choose_check_file, plan_verify
 from ..core.config import TransferConfig
 from ..core.errors import HashUnavailable, IntegrityError
+from ..core.quirks import READ_ONCE_UNVERIFIABLE, read_once_verify
 from ..core.reorder import ReorderBuffer
+from ..core.servercaps import ServerCaps
 from ..core.stats import Verified
 from ..local.dirfd import LocalFile, open_regular
 from ..local.target import run_blocking
@@ -41,6 +44,8 @@ NO_HASH = "no hash check possible on this server: it runs no sha256sum and offer
 CHECK_FILE_REFUSED = (
     "no hash check possible on this server: it runs no sha256sum and its check-file refused"
 )
+logger = logging.getLogger("sshpipe.verify")
+
 Digests = Mapping[HashSpec, bytes]  # the copy's hashes, each as its spec makes them
 
 
@@ -62,8 +67,36 @@ class RemoteHash:
     usable: bool = True
 
 
-def plan_for(level: str, sftp: SFTPSession, remote_hash: RemoteHash | None = None) -> VerifyPlan:
-    """The checks one copy on ``sftp``'s server will try, chosen before its bytes flow."""
+def read_once_level(caps: ServerCaps, level: str, shown: str) -> str:
+    """The ``--verify`` level a download from a read-once server can have; said once.
+
+    Raises:
+        HashUnavailable: naming ``shown``: a hash or a read-back was asked,
+            which a file read once cannot have. Said before any file is
+            opened, so none is consumed for nothing.
+    """
+    allowed = read_once_verify(level)
+    if allowed is None:
+        raise HashUnavailable(shown, READ_ONCE_UNVERIFIABLE)
+    if allowed != level and caps.adapt(f"--verify={level} checks the size only"):
+        logger.info("--verify=%s checks the size only (read-once server)", level)
+    return allowed
+
+
+def plan_for(
+    level: str,
+    sftp: SFTPSession,
+    remote_hash: RemoteHash | None = None,
+    *,
+    read_once: bool = False,
+) -> VerifyPlan:
+    """The checks one copy on ``sftp``'s server will try, chosen before its bytes flow.
+
+    ``read_once``: a download from a read-once server, which can have no
+    second read of the file: the size at most (``core.quirks.read_once_verify``).
+    """
+    if read_once:
+        return plan_verify(read_once_verify(level) or "none", None, runs_commands=False)
     runs = remote_hash.usable if remote_hash is not None else sftp.run_command is not None
     return plan_verify(
         level, choose_check_file(sftp.extensions, sftp.profile.software), runs_commands=runs
@@ -156,6 +189,7 @@ async def check(
     remote_sha256: Callable[[], Awaitable[ServerSha256]],
     read_back: Callable[[HashSpec], Awaitable[bytes | None]],
     shown: str,
+    stated_size: int | None = None,
 ) -> Verified:
     """Compare the copy with the server's file at ``path``; the level achieved.
 
@@ -168,6 +202,9 @@ async def check(
         read_back: hashes the server's file as read again over SFTP (None: it
             is longer than the copy).
         shown: the path named in errors (the user's, not a temporary one).
+        stated_size: the size the server stated on the open handle (FSTAT),
+            checked instead of a STAT by name: a read-once server's file may
+            be gone by now, or consumed by the STAT.
 
     Raises:
         IntegrityError: they differ, or the server's ``sha256sum`` printed no
@@ -199,7 +236,8 @@ async def check(
         return "read-back"
     if plan.level == "hash":  # asked by name: a size is not what was asked ("best" is)
         raise HashUnavailable(shown, NO_HASH if check_file is None else CHECK_FILE_REFUSED)
-    same(shown, "size", str((await sftp.stat(path)).size), str(size))
+    stated = stated_size if stated_size is not None else (await sftp.stat(path)).size
+    same(shown, "size", str(stated), str(size))
     return "size"
 
 
@@ -213,6 +251,7 @@ async def check_copy(
     read_back: Callable[[HashSpec], Awaitable[bytes | None]],
     shown: str,
     remote_hash: RemoteHash | None = None,
+    stated_size: int | None = None,
 ) -> Verified:
     """``check`` for one file of the engine's: the server's SHA-256 by an exec of its
     own, unless ``remote_hash`` says how else."""
@@ -230,6 +269,7 @@ async def check_copy(
         remote_sha256=hashed,
         read_back=read_back,
         shown=shown,
+        stated_size=stated_size,
     )
 
 
@@ -245,6 +285,7 @@ async def verify_copy(
     plan: VerifyPlan | None = None,
     shown: str,
     remote_hash: RemoteHash | None = None,
+    stated_size: int | None = None,
 ) -> Verified:
     """Check a finished copy against the server's file at ``path`` (``config.verify``).
 
@@ -260,6 +301,8 @@ async def verify_copy(
             (a worker-shared copy, which hashes nothing as it goes).
         shown: the path named in errors (the user's, not a temporary one).
         remote_hash: how the server's SHA-256 is had (default: an exec).
+        stated_size: the size the open handle's FSTAT stated, checked in
+            place of a STAT by name (a read-once server's file).
 
     Returns:
         The level achieved; "none" when ``config.verify`` asks for no check.
@@ -279,6 +322,7 @@ async def verify_copy(
         read_back=partial(read_back, lease, path, config),
         shown=shown,
         remote_hash=remote_hash,
+        stated_size=stated_size,
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..core.config import DEFAULT_MAX_CONNECTIONS_PER_HOST
+from ..core.quirks import Quirks
 from ..core.servercaps import ServerCaps
 from .pacing import Pacer
 from .sftp import SFTPSession
@@ -48,7 +49,8 @@ class ChannelSpec:
             server before a client with one stops growing (``hostlimits``).
         retries: tries of a log-in the server dropped (``MaxStartups``).
         rate_limit: bytes/s the lease's requests share (None: unlimited).
-        server_profile: the cloud profile forced, or "auto" (``core.quirks``);
+        server_profile: the cloud profile forced (a name or a ``Quirks``), or
+            "auto" (``core.quirks``);
             the pool reads its own spec's, for every channel.
     """
 
@@ -62,7 +64,7 @@ class ChannelSpec:
     max_connections: int
     retries: int
     rate_limit: int | None
-    server_profile: str = "auto"
+    server_profile: str | Quirks = "auto"
     max_connections_per_host: int = DEFAULT_MAX_CONNECTIONS_PER_HOST
 
     @property

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from ..core.codec import Limits
@@ -42,7 +42,7 @@ from ..core.errors import (
     Stalled,
 )
 from ..core.flight import SharedBytes
-from ..core.quirks import quirks_for
+from ..core.quirks import idle_close_after, quirks_for
 from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.tempbook import TempBook
@@ -67,6 +67,8 @@ class PooledLink:
     link: Link
     cap: int  # channels it may carry; lowered when the server refuses one
     open: int = 0  # channels open on it (idle, busy, or being opened)
+    # When a channel of it last came back (or it was made): its idle clock.
+    used: float = field(default_factory=time.monotonic)
 
     @property
     def room(self) -> int:
@@ -138,6 +140,8 @@ class ChannelPool:
         self.swept = False  # the temps an earlier run left were looked for
         self._room = Room()  # transfers waiting for a channel, woken when room appears
         self.auth_memory = AuthMemory()  # what log-ins learnt: reconnects ask nothing again
+        # Closes connections idle past the server's idle timeout (``_close_idle``).
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         return f"<ChannelPool {self.connect_config.host} {self.state}>"
@@ -237,6 +241,8 @@ class ChannelPool:
         settling get ``SETTLE_AT_CLOSE`` (``settling.py``).
         """
         self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self._room.wake()  # transfers waiting for a channel see the client closed
         await wind_down(self._busy, self._room, WIND_DOWN)
         await self._settling.wait(SETTLE_AT_CLOSE)
@@ -419,6 +425,7 @@ class ChannelPool:
         """One attempt of ``_take_channels``; None when no room is left anywhere yet."""
         if self._closed:
             raise ClosedError("this client was closed")
+        self._prune()  # a connection the server closed while idle (Azure's, after 4 minutes)
         if not self._slots:
             await self.open()
         idle = self._idle.setdefault(spec.key, [])
@@ -454,6 +461,13 @@ class ChannelPool:
             self._give_back(spec, taken)
             if self._closed:  # what failed was our own closing, not the server
                 raise ClosedError("this client was closed")
+            if any(slot.link.closed for slot in self._slots) and all(
+                isinstance(e, ConnectionBroken) for e in errors
+            ):
+                # Its connection closed as the channel was asked for (dropped idle,
+                # its close not yet seen at the prune above): another try opens one.
+                self._prune()
+                return None
             if errors and not (self._carrying() and all(_capped(e) for e in errors)):
                 raise errors[0]
             # Connections that took no more (refused, or left a set-up unanswered)
@@ -479,9 +493,14 @@ class ChannelPool:
         key = spec.key
         if channels:
             self._room.wake()
+            self._arm_idle()
+        now = time.monotonic()
         for sftp in channels:
             if not self._busy.leave(sftp):
                 continue  # other transfers still use it (shared): the last one gives it back
+            slot = self._slot_of.get(sftp)
+            if slot is not None:
+                slot.used = now
             if sftp.broken is None and not self._closed and sftp.unsettled and sftp.pending:
                 self._settling.add(sftp, partial(self._give_back, spec, [sftp]))
             elif sftp.broken is None and not self._closed:
@@ -490,6 +509,61 @@ class ChannelPool:
             else:
                 sftp.close()
                 self._forget(sftp)
+
+    # -- connections idle past the server's timeout ----------------------------
+
+    def _arm_idle(self, delay: float | None = None) -> None:
+        """Look for idle connections once the server's idle timeout (less a margin) is near.
+
+        Only where the profile in force states one (``Quirks.idle_timeout``:
+        Azure drops a connection idle for 4 minutes). A long-lived client (an
+        fsspec filesystem, a Dask worker) then never meets a dead connection
+        on its next call: a closed one is opened again on demand. ``delay``:
+        when the next connection is due (default: the whole idle time).
+        """
+        timeout = self.server_caps.quirks.idle_timeout
+        if timeout is None or self._closed or self._idle_timer is not None:
+            return  # a look already due comes sooner than this one would
+        loop = asyncio.get_running_loop()
+        due = idle_close_after(timeout) if delay is None else delay
+        self._idle_timer = loop.call_later(due, self._close_idle)
+
+    def _close_idle(self) -> None:
+        """Close every connection whose channels have all been idle too long; look again later."""
+        self._idle_timer = None
+        timeout = self.server_caps.quirks.idle_timeout
+        if timeout is None or self._closed:
+            return
+        after, now = idle_close_after(timeout), time.monotonic()
+        idle = {sftp for sessions in self._idle.values() for sftp in sessions}
+        held: dict[int, int] = {}  # idle channels per connection
+        for sftp, slot in self._slot_of.items():
+            if sftp in idle:
+                held[id(slot)] = held.get(id(slot), 0) + 1
+        soonest: float | None = None  # the next idle connection due
+        for slot in list(self._slots):
+            if slot.open != held.get(id(slot), 0):
+                continue  # busy (its channels' return arms the next look)
+            if now - slot.used < after:
+                due = slot.used + after - now
+                soonest = due if soonest is None else min(soonest, due)
+                continue
+            logger.info(
+                "closed a connection idle for %.1f s: the server drops it at %g s (%s)",
+                now - slot.used,
+                timeout,
+                self.server_caps.quirks.name,
+            )
+            for sessions in self._idle.values():
+                for sftp in [s for s in sessions if self._slot_of.get(s) is slot]:
+                    sessions.remove(sftp)
+                    sftp.close()
+                    self._forget(sftp)
+            self._slots.remove(slot)
+            self.budget.give_back()
+            slot.link.abort()  # nothing in flight on it: no need to wait for the server
+        if soonest is not None:
+            self._arm_idle(soonest)
 
     # -- connections and channels: bookkeeping -------------------------------
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import posixpath
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
@@ -45,6 +46,26 @@ Lister = Callable[[str, Entry, Callable[[], None]], Awaitable[None]]
 Match = Callable[[str, codec.Attrs | None], Awaitable[None]]
 
 READDIRS_IN_FLIGHT = 4  # a 400-name head start per round trip; past EOF they cost one reply each
+
+
+async def stat_by_name(sftp: SFTPSession, path: str) -> codec.Attrs:
+    """``path``'s attributes, a symlink followed: its STAT, or on a read-once server
+    (``Quirks.read_once``) its entry in its directory's listing.
+
+    A read-once server may count a STAT by name of a file as its one read
+    (rclone's ``use_fstat``); listing the directory consumes nothing. A
+    name the listing does not hold, a link, or a directory is STATed: there
+    is no mailbox file to consume there.
+    """
+    parent, name = posixpath.split(path.rstrip("/"))
+    if not sftp.caps.quirks.read_once or not name:
+        return await sftp.stat(path)
+    async with contextlib.aclosing(read_dir(sftp, parent or ".")) as batches:
+        async for batch in batches:
+            for entry, attrs in batch:
+                if entry == name and attrs.kind == "file":
+                    return attrs
+    return await sftp.stat(path)
 
 
 async def read_dir(sftp: SFTPSession, path: str) -> AsyncGenerator[Listing, None]:

@@ -208,7 +208,8 @@ class RequestChannel:
             return
         owed = len(self._pending) - len(self._held)
         logger.debug("%s: no reply for %.1f s with %d owed: stalled", self.name, silent, owed)
-        self.caps.stalled(owed, time.monotonic())  # the next attempt asks for fewer at once
+        # The next attempt asks for fewer at once.
+        self.caps.stalled(owed, time.monotonic(), owed_since=self._owed_since)
         self._fail(Stalled(f"{self.name}: no reply from the server for {timeout:g} s"))
         if self.on_stalled is not None:
             # Now, not at the reconnect after the backoff: a server that went

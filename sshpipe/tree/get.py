@@ -44,6 +44,7 @@ from ..transfer.download import download
 from ..transfer.progress import Tally
 from ..transfer.verify import Digests
 from ..transport.pool import Lease
+from ..transport.remotefs import stat_by_name
 from ..transport.sftp import SFTPSession
 from .groupcommit import GroupCommit
 from .item import Folder, Item
@@ -205,6 +206,8 @@ class TreeGet(TreeRun):
             size=size,
             read_back=partial(read_back_small, sftp, item.source, size, self.block),
             shown=item.source,
+            # A read-once file may be gone after its read: the size its listing stated.
+            stated_size=item.size if sftp.caps.quirks.read_once else None,
         )
 
     async def move_big(
@@ -288,7 +291,7 @@ async def download_preserving(
     """One file with ``-p``: the single-file engine, the remote mode and times set before
     the rename (no setuid or setgid bit, no write for others unless the umask keeps
     one: ``safe_mode``)."""
-    attrs = await lease.channels[0].stat(remote)
+    attrs = await stat_by_name(lease.channels[0], remote)
     if attrs.is_dir():
         raise RemoteIsADirectory(remote, "is a directory (use -r)")
     permissions = attrs.permissions if attrs.permissions is not None else 0o644

@@ -59,7 +59,7 @@ from ..local.target import run_blocking
 from ..transfer.channelspec import channel_spec
 from ..transfer.lanes import sizing_of
 from ..transfer.progress import Reporter, Tally
-from ..transfer.verify import RemoteHash
+from ..transfer.verify import RemoteHash, read_once_level
 from ..transport.commands import RemoteCommands
 from ..transport.compressroute import RoutedLease
 from ..transport.pool import Lease, Pool
@@ -167,9 +167,11 @@ class TreeRun(abc.ABC):
         self.commands = RemoteCommands(lambda: self.channels.slots[0].sftp)
         verifying = config.verify != "none"
         check_file = choose_check_file(channels[0].extensions, channels[0].profile.software)
-        self.verifier = (
-            TreeVerifier(config.verify, self.commands, check_file) if verifying else None
-        )
+        level: str = config.verify
+        if verifying and not self.writes and channels[0].caps.quirks.read_once:
+            # Before any file is opened: a hash would need a second read.
+            level = read_once_level(channels[0].caps, level, sources[0] if sources else dest)
+        self.verifier = TreeVerifier(level, self.commands, check_file) if verifying else None
         # -r --resume: the files an earlier run finished are skipped.
         header = tree_header(channels[0].peer, upload=self.writes, sources=sources, dest=dest)
         self.journal = TreeJournal(header) if config.resume else None

@@ -39,7 +39,7 @@ from ..core.treeplan import Landings, TreeAccount, elided, has_magic, landings
 from ..core.untrusted import ListingCheck, NameBudget, is_temporary_name
 from ..durability.treejournal import TreeJournal
 from ..local.dirfd import LocalDir, LocalFile, local_error
-from ..transport.remotefs import Entry, glob_walk, read_dir
+from ..transport.remotefs import Entry, glob_walk, read_dir, stat_by_name
 from ..transport.sftp import SFTPSession
 from .channels import stepping_aside
 from .item import Folder, Identity, Item, TreeOptions, aborts_tree
@@ -135,7 +135,7 @@ class RemoteSide:
         return posixpath.join(directory, name)
 
     async def stat(self, path: str) -> codec.Attrs:
-        return await self._on_channel(lambda sftp: sftp.stat(path))
+        return await self._on_channel(lambda sftp: stat_by_name(sftp, path))
 
     async def identity(self, item: Item) -> tuple[Identity, str]:
         real = await self._on_channel(lambda sftp: sftp.realpath(item.source))

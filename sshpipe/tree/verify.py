@@ -80,8 +80,12 @@ class TreeVerifier:
         size: int,
         read_back: Callable[[HashSpec], Awaitable[bytes | None]],
         shown: str,
+        stated_size: int | None = None,
     ) -> None:
         """Compare the copy (``digests`` as ``plan`` chose, ``size``) with the server's file.
+
+        ``stated_size``: the size the server stated (its listing), checked
+        in place of a STAT by name (a read-once server's file).
 
         Raises:
             IntegrityError: naming ``shown``: they differ.
@@ -96,6 +100,7 @@ class TreeVerifier:
             remote_sha256=partial(self.remote_sha256, path, size),
             read_back=read_back,
             shown=shown,
+            stated_size=stated_size,
         )
         self.passed(level)
 

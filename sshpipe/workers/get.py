@@ -11,6 +11,7 @@ existing commit renames it; any failure discards it (a resume's is kept).
 
 from __future__ import annotations
 
+import logging
 import stat
 import time
 
@@ -31,6 +32,8 @@ from . import wire
 from .common import count_for, hello_for, merged, split
 from .crew import Crew
 
+logger = logging.getLogger("sshpipe.workers")
+
 
 async def shared_download(
     connect: ConnectConfig,
@@ -43,7 +46,8 @@ async def shared_download(
 ) -> TransferStats | None:
     """``remote`` to ``local`` by ``config.workers`` processes; None: not a file worth it.
 
-    None (a file too small for a second worker, or not a regular file: the
+    None (a file too small for a second worker, on a read-once server, or
+    not a regular file: the
     single download says what is wrong with it; a FIFO or device to write
     into, in order) leaves the caller to copy it in one process.
 
@@ -51,6 +55,11 @@ async def shared_download(
         as ``download``; UsageError from ``hello_for``.
     """
     sftp = lease.channels[0]
+    if sftp.caps.quirks.read_once:
+        # Each worker would open the file again, and the STAT could consume it.
+        if sftp.caps.adapt("one process: a read-once file is opened once (--workers)"):
+            logger.info("--workers: one process: a read-once file is opened once")
+        return None
     try:
         attrs = await sftp.stat(remote)
     except RemoteError:

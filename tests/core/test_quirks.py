@@ -6,7 +6,15 @@ import pytest
 
 from sshpipe.core.config import TransferConfig
 from sshpipe.core.errors import UsageError
-from sshpipe.core.quirks import PROFILES, STANDARD, detected, quirks_for
+from sshpipe.core.quirks import (
+    PROFILES,
+    STANDARD,
+    Quirks,
+    detected,
+    idle_close_after,
+    quirks_for,
+    read_once_verify,
+)
 from sshpipe.core.servercaps import ServerCaps
 
 
@@ -47,3 +55,37 @@ def test_a_change_is_noted_once() -> None:
     assert caps.adapt("times and modes are not set (no SETSTAT)")
     assert not caps.adapt("times and modes are not set (no SETSTAT)")
     assert caps.adapted == ["times and modes are not set (no SETSTAT)"]
+
+
+def test_a_profile_object_forces_itself() -> None:
+    mine = Quirks(name="azure-blob", idle_timeout=30.0)
+    assert quirks_for(mine, "OpenSSH_9.2p1") is mine
+    assert TransferConfig(server_profile=mine).server_profile is mine
+
+
+@pytest.mark.parametrize(
+    ("timeout", "closed_after"),
+    [
+        (240.0, 210.0),  # Azure's 4 minutes: 30 s before
+        (60.0, 45.0),  # a quarter of a short one
+        (1.0, 0.75),
+    ],
+)
+def test_idle_connections_close_a_margin_before_the_server_drops_them(
+    timeout: float, closed_after: float
+) -> None:
+    assert idle_close_after(timeout) == closed_after
+
+
+@pytest.mark.parametrize(
+    ("asked", "allowed"),
+    [
+        ("none", "none"),
+        ("size", "size"),
+        ("best", "size"),  # as where a server cannot hash
+        ("hash", None),  # a second read: refused before the file is opened
+        ("read-back", None),
+    ],
+)
+def test_a_read_once_file_is_verified_by_its_size_at_most(asked: str, allowed: str | None) -> None:
+    assert read_once_verify(asked) == allowed

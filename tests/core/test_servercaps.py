@@ -43,7 +43,11 @@ def test_a_refused_open_teaches_a_cap_only_when_others_were_open(
         (154, 154, 32),
         (64, 64, 16),
         (300, 128, 32),
-        (1, 8, 8),
+        (1, 9, 8),
+        (1, 8, 4),  # stalled again at the floor: the server's cap is lower
+        (8, 8, 4),
+        (4, 4, 2),
+        (1, 1, 1),
         (20, 128, 8),
         (100, 100, 16),
         (100, 40, 8),
@@ -82,6 +86,19 @@ def test_the_channels_of_one_stall_cut_once_by_the_most_owed() -> None:
     assert caps.requests == 32  # 154 // 4, once: not 154 -> 38 -> 9
     caps.stalled(40, 20.0)  # a later stall, with 32 in force: it is cut again
     assert caps.requests == 8
+
+
+def test_a_stall_of_a_channel_opened_after_the_last_one_cuts_again() -> None:
+    """A reconnect's channel, stalling within the incident's window (a short stall timeout)."""
+    caps = ServerCaps()
+    caps.stalled(124, 10.0, owed_since=9.0)
+    assert caps.requests == 16
+    caps.stalled(30, 10.01, owed_since=9.0)  # another channel of the same stall
+    assert caps.requests == 16
+    caps.stalled(16, 11.5, owed_since=10.2)  # the next attempt's, asking 16 at once
+    assert caps.requests == 8
+    caps.stalled(8, 12.8, owed_since=11.6)
+    assert caps.requests == 4
 
 
 @pytest.mark.parametrize(
