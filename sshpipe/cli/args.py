@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Collection, Sequence
 
-from .. import __version__
 from ..core.argtypes import number_at_least, positive_int, size_at_least
-from ..core.config import (
+from ..core.defaults import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
     DEFAULT_MAX_CONNECTIONS,
@@ -26,10 +24,16 @@ from ..core.config import (
     DEFAULT_RETRIES,
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_WINDOW,
+    PROFILE_SETTINGS,
 )
 from ..core.errors import UsageError
-from ..core.quirks import PROFILE_SETTINGS
-from .words import arrange
+from .version import version_line
+from .words import TOP_LEVEL, arrange
+
+# Not typing's: --help loads no typing for annotations alone.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 __all__ = ["VERIFY_LEVELS", "build_parser", "parse_args", "version_line"]
 
@@ -47,18 +51,6 @@ DEMO_RATE_MBIT = 1000.0
 VERIFY_LEVELS = ("size", "best", "hash", "read-back")
 # scp's and sftp's upper bound for -l (scp.c: strtonum(optarg, 1, 100 * 1024 * 1024)).
 MAX_LIMIT_KBIT = 100 * 1024 * 1024
-
-
-def version_line() -> str:
-    """``sshpipe 0.1.0 (Python 3.11.9, asyncssh 2.24.1)``: what a bug report needs first."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        asyncssh = version("asyncssh")
-    except PackageNotFoundError:  # run from a source tree beside an unpackaged asyncssh
-        asyncssh = "unknown"
-    python = ".".join(str(part) for part in sys.version_info[:3])
-    return f"sshpipe {__version__} (Python {python}, asyncssh {asyncssh})"
 
 
 def _prog() -> str:
@@ -322,7 +314,92 @@ def _examples(prog: str, *lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {prog} {line}" for line in lines)
 
 
-def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
+def _get_words(parser: _Parser) -> None:
+    parser.add_argument(
+        "sources",
+        nargs="+",
+        metavar="[user@]host:REMOTE",
+        help="remote files or (with -r) directories, as scp writes them or as "
+        "sftp://[user@]host[:port]/path URLs; wildcards are expanded on the server "
+        "(quote them: host:'logs/*.gz')",
+    )
+    parser.add_argument("target", metavar="LOCAL")
+    _add_tree_options(parser)
+    _add_ssh_options(parser)
+    _add_transfer_options(parser)
+
+
+def _put_words(parser: _Parser) -> None:
+    parser.add_argument("sources", nargs="+", metavar="LOCAL")
+    parser.add_argument(
+        "target",
+        metavar="[user@]host:REMOTE",
+        help="a remote path as scp writes it, or an sftp://[user@]host[:port]/path URL",
+    )
+    _add_tree_options(parser)
+    _add_ssh_options(parser)
+    _add_transfer_options(parser)
+
+
+def _demo_words(parser: _Parser) -> None:
+    parser.add_argument(
+        "--size",
+        type=_size,
+        default=DEMO_SIZE,
+        help=f"test file size (default {DEMO_SIZE >> 20}M)",
+    )
+    parser.add_argument(
+        "--rtt",
+        type=number_at_least(0, "rtt"),
+        default=DEMO_RTT_MS,
+        metavar="MS",
+        help="emulate this round-trip time between client and server (link emulator; "
+        f"default {DEMO_RTT_MS:g}; 0: loopback's own, sshpipe's settings compared in-process)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=number_at_least(0, "rate"),
+        default=None,
+        metavar="MBIT",
+        help="emulate a link of this many Mbit/s per direction "
+        f"(default {DEMO_RATE_MBIT:g} with an RTT, else no limit)",
+    )
+
+
+def _serve_words(parser: _Parser) -> None:
+    parser.add_argument("--root", help="directory to serve (default: a new temp dir)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+
+
+def _clean_words(parser: _Parser) -> None:
+    parser.add_argument("hosts", nargs="*", metavar="[user@]host")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed, remove nothing"
+    )
+    parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing but errors")
+    parser.add_argument(
+        "-v", dest="verbose", action="count", default=0, help="say more on stderr (-vv, -vvv)"
+    )
+    _add_ssh_options(parser)
+
+
+# Each verb's own words, added to its parser only when the command may use them.
+_WORDS: dict[str, Callable[[_Parser], None]] = {
+    "get": _get_words,
+    "put": _put_words,
+    "clean": _clean_words,
+    "demo": _demo_words,
+    "serve": _serve_words,
+}
+
+
+def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, dict[str, _Parser]]:
+    """The command line's parser and each verb's, the words of those in ``filled`` (None: all).
+
+    A verb not filled keeps its name, help and examples (the top-level
+    ``--help`` lists it) and has no options: adding every verb's options cost
+    more than the rest of ``sshpipe get --help`` together.
+    """
     parser = _Parser(
         prog=prog,
         description=DESCRIPTION,
@@ -356,15 +433,6 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "get 'sftp://me@[::1]//srv/My%20File' .  # percent-escapes in a URL",
         ),
     )
-    get.add_argument(
-        "sources",
-        nargs="+",
-        metavar="[user@]host:REMOTE",
-        help="remote files or (with -r) directories, as scp writes them or as "
-        "sftp://[user@]host[:port]/path URLs; wildcards are expanded on the server "
-        "(quote them: host:'logs/*.gz')",
-    )
-    get.add_argument("target", metavar="LOCAL")
     put = commands.add_parser(
         "put",
         help="upload: LOCAL... [user@]host:REMOTE",
@@ -377,16 +445,6 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "put --verify=hash *.tar scp://host:2222/backups/",
         ),
     )
-    put.add_argument("sources", nargs="+", metavar="LOCAL")
-    put.add_argument(
-        "target",
-        metavar="[user@]host:REMOTE",
-        help="a remote path as scp writes it, or an sftp://[user@]host[:port]/path URL",
-    )
-    for sub in (get, put):
-        _add_tree_options(sub)
-        _add_ssh_options(sub)
-        _add_transfer_options(sub)
     demo = commands.add_parser(
         "demo",
         help="run get/put against an embedded server and compare",
@@ -399,28 +457,6 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             prog, "demo", "demo --size 256M", "demo --rtt 100 --rate 400", "demo --rtt 0"
         ),
     )
-    demo.add_argument(
-        "--size",
-        type=_size,
-        default=DEMO_SIZE,
-        help=f"test file size (default {DEMO_SIZE >> 20}M)",
-    )
-    demo.add_argument(
-        "--rtt",
-        type=number_at_least(0, "rtt"),
-        default=DEMO_RTT_MS,
-        metavar="MS",
-        help="emulate this round-trip time between client and server (link emulator; "
-        f"default {DEMO_RTT_MS:g}; 0: loopback's own, sshpipe's settings compared in-process)",
-    )
-    demo.add_argument(
-        "--rate",
-        type=number_at_least(0, "rate"),
-        default=None,
-        metavar="MBIT",
-        help="emulate a link of this many Mbit/s per direction "
-        f"(default {DEMO_RATE_MBIT:g} with an RTT, else no limit)",
-    )
     serve = commands.add_parser(
         "serve",
         help="run the embedded SFTP server until Ctrl-C",
@@ -428,8 +464,6 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
         "get/put commands that reach it.",
         epilog=_examples(prog, "serve", "serve --root ~/shared --port 2222"),
     )
-    serve.add_argument("--root", help="directory to serve (default: a new temp dir)")
-    serve.add_argument("--port", type=int, default=0, help="port (default: any free one)")
     clean = commands.add_parser(
         "clean",
         help="remove the temporary files killed or failed runs left",
@@ -445,18 +479,11 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "clean --dry-run -P 2222 host            # list them, remove nothing",
         ),
     )
-    clean.add_argument("hosts", nargs="*", metavar="[user@]host")
-    clean.add_argument(
-        "--dry-run", action="store_true", help="list what would be removed, remove nothing"
-    )
-    clean.add_argument("-q", dest="quiet", action="store_true", help="print nothing but errors")
-    clean.add_argument(
-        "-v", dest="verbose", action="count", default=0, help="say more on stderr (-vv, -vvv)"
-    )
-    _add_ssh_options(clean)
     verbs = {"get": get, "put": put, "clean": clean, "demo": demo, "serve": serve}
-    for sub in verbs.values():
-        sub.add_argument("--version", action=_Version)
+    for name, sub in verbs.items():
+        if filled is None or name in filled:
+            _WORDS[name](sub)
+            sub.add_argument("--version", action=_Version)
     return parser, verbs
 
 
@@ -481,6 +508,21 @@ def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
     return words
 
 
+def _verbs_used(words: Sequence[str]) -> Collection[str] | None:
+    """The verbs whose words ``words`` may use (None: all of them).
+
+    A verb first: its own. Nothing, a word that is no verb (a typo) or a
+    top-level ``--help``/``--version`` first: none. An option first: all, for
+    ``words.arrange`` reads the options before the verb with every verb's table.
+    """
+    first = words[0] if words else ""
+    if first in _WORDS:
+        return (first,)
+    if first.startswith("-") and first not in TOP_LEVEL:
+        return None
+    return ()
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` by default), parsed.
 
@@ -489,10 +531,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             with the nearest real one).
         SystemExit: 0, after ``--help`` or ``--version`` printed their answer.
     """
+    words = _verify_level_attached(argv)
     prog = _prog()
-    parser, verbs = _verbs(prog)
+    parser, verbs = _verbs(prog, _verbs_used(words))
     words = arrange(
-        _verify_level_attached(argv),
+        words,
         {name: sub.options for name, sub in verbs.items()},
         prog=prog,
     )

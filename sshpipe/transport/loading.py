@@ -21,8 +21,9 @@ asyncssh first, and imports nothing itself: a command that runs over a mux
 master (``muxclient``) never needs asyncssh, and does not pay the 0.2-0.3 s
 of importing it and cryptography. It also hides cryptography's DSA
 deprecation warning, which asyncssh's import sets off. It is for sshpipe's
-own processes alone: the command line's start (``sshpipe.__main__``) and its
-workers' (``workers.child``) call it before anything imports asyncssh. A
+own processes alone: the command line (``cli.main``, once the words name a
+command to run: not for --version or --help) and its workers' start
+(``workers.child``) call it before anything imports asyncssh. A
 library changes nothing in its host process on import: an application that
 imports sshpipe gets asyncssh's stock import (and the warning, in its own
 process, to filter as it likes).
