@@ -5,11 +5,15 @@ Checked in fresh interpreters: this test process imported everything long ago.
 
 from __future__ import annotations
 
+import ctypes.util
 import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from sshpipe.transport import loading
 from sshpipe.transport.loading import _needs_pyopenssl, in_library_path
 from tests.support.fresh import run_fresh
 from tests.support.peers import Peer
@@ -49,6 +53,30 @@ def test_loading_asyncssh_runs_no_compiler_or_linker(tmp_path: Path) -> None:
     ran = result["ran"]
     assert isinstance(ran, list)
     assert not [cmd for cmd in ran if "gcc" in cmd or cmd.split()[0].endswith(("ld", "cc"))], ran
+
+
+def test_ldconfig_runs_only_for_a_library_the_loaders_cache_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``ldconfig -p`` is a process forked from this one: asked for nettle,
+    not for liboqs (under either name), which the cache does not name."""
+    cache = tmp_path / "ld.so.cache"
+    cache.write_bytes(b"glibc-ld.so.cache1.1\0libnettle.so.8\0/usr/lib/libnettle.so.8\0")
+    asked: list[str] = []
+
+    def ldconfig(name: str) -> str | None:
+        asked.append(name)
+        return f"lib{name}.so.8" if name == "nettle" else None
+
+    monkeypatch.setattr(ctypes.util, "_findSoname_ldconfig", ldconfig)
+    read = loading._loader_cache
+    monkeypatch.setattr(loading, "_loader_cache", lambda: read(str(cache)))
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    with loading._loader_search():
+        found = [ctypes.util.find_library(name) for name in ("oqs", "liboqs", "nettle")]
+    assert found == [None, None, "libnettle.so.8"]
+    assert asked == ["nettle"]
+    assert read(str(tmp_path / "none")) is None  # unread: ldconfig asked
 
 
 def test_a_library_the_loader_would_find_is_found(tmp_path: Path) -> None:
