@@ -74,8 +74,10 @@ def test_an_answer_without_a_connection_loads_no_engine(words: list[str], code: 
     modules = result["modules"]
     assert isinstance(modules, list)
     assert _loaded(modules, ENGINE) == []
-    # The configs' dataclasses are not needed to print the defaults (core.defaults).
+    # The configs' dataclasses are not needed to print the defaults (core.defaults),
+    # nor shutil (bz2, lzma) for the terminal's width (args._columns).
     assert _loaded(modules, ("sshpipe.core.config", "sshpipe.core.stats", "dataclasses")) == []
+    assert _loaded(modules, ("shutil", "bz2", "lzma")) == []
 
 
 def test_the_version_is_printed_without_argparse_or_typing() -> None:
