@@ -428,9 +428,10 @@ _WORDS: dict[str, Callable[[_Parser], None]] = {
 def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, dict[str, _Parser]]:
     """The command line's parser and each verb's, the words of those in ``filled`` (None: all).
 
-    A verb not filled keeps its name, help and examples (the top-level
-    ``--help`` lists it) and has no options: adding every verb's options cost
-    more than the rest of ``sshpipe get --help`` together.
+    With verbs to fill, only theirs are made. With none (the top-level
+    ``--help``) each verb has its name, help and examples, and no options:
+    adding every verb's options cost more than the rest of ``sshpipe get
+    --help`` together, and each parser made asks gettext for its headings.
     """
     parser = _Parser(
         prog=prog,
@@ -452,7 +453,15 @@ def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, d
     )
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    get = commands.add_parser(
+    made: dict[str, _Parser] = {}
+
+    def shell(name: str, *, help: str, description: str, epilog: str) -> None:
+        if not filled or name in filled:
+            made[name] = commands.add_parser(
+                name, help=help, description=description, epilog=epilog
+            )
+
+    shell(
         "get",
         help="download: [user@]host:REMOTE... LOCAL",
         description="Download remote files (or, with -r, directories) to LOCAL.",
@@ -465,7 +474,7 @@ def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, d
             "get 'sftp://me@[::1]//srv/My%20File' .  # percent-escapes in a URL",
         ),
     )
-    put = commands.add_parser(
+    shell(
         "put",
         help="upload: LOCAL... [user@]host:REMOTE",
         description="Upload local files (or, with -r, directories) to REMOTE.",
@@ -477,7 +486,7 @@ def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, d
             "put --verify=hash *.tar scp://host:2222/backups/",
         ),
     )
-    demo = commands.add_parser(
+    shell(
         "demo",
         help="run get/put against an embedded server and compare",
         description="Get and put one test file through an embedded SFTP server behind an\n"
@@ -489,14 +498,14 @@ def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, d
             prog, "demo", "demo --size 256M", "demo --rtt 100 --rate 400", "demo --rtt 0"
         ),
     )
-    serve = commands.add_parser(
+    shell(
         "serve",
         help="run the embedded SFTP server until Ctrl-C",
         description="Serve a directory over SFTP with the embedded server, and print\n"
         "get/put commands that reach it.",
         epilog=_examples(prog, "serve", "serve --root ~/shared --port 2222"),
     )
-    clean = commands.add_parser(
+    shell(
         "clean",
         help="remove the temporary files killed or failed runs left",
         description="Remove the temporary files (.NAME.sshpipe-XXXXXX.partial) that runs which\n"
@@ -511,7 +520,7 @@ def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, d
             "clean --dry-run -P 2222 host            # list them, remove nothing",
         ),
     )
-    verbs = {"get": get, "put": put, "clean": clean, "demo": demo, "serve": serve}
+    verbs = {name: made[name] for name in _WORDS if name in made}
     for name, sub in verbs.items():
         if filled is None or name in filled:
             _WORDS[name](sub)
@@ -566,9 +575,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     words = _verify_level_attached(argv)
     prog = _prog()
     parser, verbs = _verbs(prog, _verbs_used(words))
-    words = arrange(
-        words,
-        {name: sub.options for name, sub in verbs.items()},
-        prog=prog,
-    )
+    tables = {name: verbs[name].options if name in verbs else {} for name in _WORDS}
+    words = arrange(words, tables, prog=prog)
     return parser.parse_args(words)

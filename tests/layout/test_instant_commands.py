@@ -81,7 +81,10 @@ def test_an_answer_without_a_connection_loads_no_engine(words: list[str], code: 
 
 
 def test_the_version_is_printed_without_argparse_or_typing() -> None:
-    """Half of ``--version``'s time went to argparse, typing and importlib.metadata."""
+    """Half of ``--version``'s time went to argparse, typing and importlib.metadata.
+
+    (re is loaded at start by a development install's path hook: the check on it
+    bites in an ordinary install.)"""
     result = _command(["--version"])
     modules = result["modules"]
     assert isinstance(modules, list)
