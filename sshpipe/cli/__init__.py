@@ -1,9 +1,11 @@
 """``python -m sshpipe``: the words (``words`` arranges them, ``args`` parses them,
-``targets`` reads a remote path or URL, ``settings`` makes the configs), what is
-printed (``output``; the progress display in ``display``, rich's when the
-``cli`` extra is there; the log's levels for ``-q``/``-v`` in ``verbosity``),
-the log-in's prompts on the terminal (``prompt``), running a command
-(``main``), sweeping what dead runs left (``clean``), the demo.
+``version`` answers --version, ``targets`` reads a remote path or URL,
+``settings`` makes the configs), what is printed (``output``; the progress
+display in ``display``, rich's when the ``cli`` extra is there; the log's
+levels for ``-q``/``-v`` in ``verbosity``), the log-in's prompts on the
+terminal (``prompt``), the exit code (``main``, which loads the rest only
+once the words name a command to run), running a command that connects
+(``command``), sweeping what dead runs left (``clean``), the demo.
 
 Everything a server says is escaped before it reaches the terminal
 (``output.say``). uvloop and rich are loaded here, never by the library.

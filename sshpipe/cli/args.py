@@ -10,14 +10,13 @@ what a remote word means is ``targets``' business.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Collection, Sequence
 
-from .. import __version__
 from ..core.argtypes import number_at_least, positive_int, size_at_least
-from ..core.config import (
+from ..core.defaults import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
     DEFAULT_MAX_CONNECTIONS,
@@ -27,10 +26,16 @@ from ..core.config import (
     DEFAULT_RETRIES,
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_WINDOW,
+    PROFILE_SETTINGS,
 )
 from ..core.errors import UsageError
-from ..core.quirks import PROFILE_SETTINGS
-from .words import arrange
+from .version import version_line
+from .words import TOP_LEVEL, arrange
+
+# Not typing's: --help loads no typing for annotations alone.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 __all__ = ["VERIFY_LEVELS", "build_parser", "parse_args", "version_line"]
 
@@ -50,18 +55,6 @@ VERIFY_LEVELS = ("size", "best", "hash", "read-back")
 MAX_LIMIT_KBIT = 100 * 1024 * 1024
 
 
-def version_line() -> str:
-    """``sshpipe 0.1.0 (Python 3.11.9, asyncssh 2.24.1)``: what a bug report needs first."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        asyncssh = version("asyncssh")
-    except PackageNotFoundError:  # run from a source tree beside an unpackaged asyncssh
-        asyncssh = "unknown"
-    python = ".".join(str(part) for part in sys.version_info[:3])
-    return f"sshpipe {__version__} (Python {python}, asyncssh {asyncssh})"
-
-
 def _prog() -> str:
     """What the user typed: the ``sshpipe`` script, else ``python -m sshpipe``."""
     return "sshpipe" if os.path.basename(sys.argv[0]) == "sshpipe" else "python -m sshpipe"
@@ -70,12 +63,43 @@ def _prog() -> str:
 _size = size_at_least(1)
 
 
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``: $COLUMNS, else stdout's terminal's, else 80."""
+    with contextlib.suppress(KeyError, ValueError):
+        columns = int(os.environ["COLUMNS"])
+        if columns > 0:
+            return columns
+    stdout = sys.__stdout__
+    try:
+        return (os.get_terminal_size(stdout.fileno()).columns or 80) if stdout else 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, the terminal's width found as shutil finds it without importing shutil.
+
+    argparse imports shutil for it (and with it bz2, lzma and fnmatch): a
+    fifth of what ``--help`` loaded beyond argparse.
+    """
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _columns() - 2 if width is None else width  # argparse's own margin
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, but its errors are UsageErrors, and it lists its option strings."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.options: dict[str, argparse.Action] = {}  # before __init__ adds -h
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
@@ -330,7 +354,93 @@ def _examples(prog: str, *lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {prog} {line}" for line in lines)
 
 
-def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
+def _get_words(parser: _Parser) -> None:
+    parser.add_argument(
+        "sources",
+        nargs="+",
+        metavar="[user@]host:REMOTE",
+        help="remote files or (with -r) directories, as scp writes them or as "
+        "sftp://[user@]host[:port]/path URLs; wildcards are expanded on the server "
+        "(quote them: host:'logs/*.gz')",
+    )
+    parser.add_argument("target", metavar="LOCAL")
+    _add_tree_options(parser)
+    _add_ssh_options(parser)
+    _add_transfer_options(parser)
+
+
+def _put_words(parser: _Parser) -> None:
+    parser.add_argument("sources", nargs="+", metavar="LOCAL")
+    parser.add_argument(
+        "target",
+        metavar="[user@]host:REMOTE",
+        help="a remote path as scp writes it, or an sftp://[user@]host[:port]/path URL",
+    )
+    _add_tree_options(parser)
+    _add_ssh_options(parser)
+    _add_transfer_options(parser)
+
+
+def _demo_words(parser: _Parser) -> None:
+    parser.add_argument(
+        "--size",
+        type=_size,
+        default=DEMO_SIZE,
+        help=f"test file size (default {DEMO_SIZE >> 20}M)",
+    )
+    parser.add_argument(
+        "--rtt",
+        type=number_at_least(0, "rtt"),
+        default=DEMO_RTT_MS,
+        metavar="MS",
+        help="emulate this round-trip time between client and server (link emulator; "
+        f"default {DEMO_RTT_MS:g}; 0: loopback's own, sshpipe's settings compared in-process)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=number_at_least(0, "rate"),
+        default=None,
+        metavar="MBIT",
+        help="emulate a link of this many Mbit/s per direction "
+        f"(default {DEMO_RATE_MBIT:g} with an RTT, else no limit)",
+    )
+
+
+def _serve_words(parser: _Parser) -> None:
+    parser.add_argument("--root", help="directory to serve (default: a new temp dir)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+
+
+def _clean_words(parser: _Parser) -> None:
+    parser.add_argument("hosts", nargs="*", metavar="[user@]host")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed, remove nothing"
+    )
+    parser.add_argument("-q", dest="quiet", action="store_true", help="print nothing but errors")
+    parser.add_argument(
+        "-v", dest="verbose", action="count", default=0, help="say more on stderr (-vv, -vvv)"
+    )
+    _add_ssh_options(parser)
+
+
+# Each verb's own words, added to its parser only when the command may use them.
+_WORDS: dict[str, Callable[[_Parser], None]] = {
+    "get": _get_words,
+    "put": _put_words,
+    "clean": _clean_words,
+    "demo": _demo_words,
+    "serve": _serve_words,
+}
+
+
+def _verbs(prog: str, filled: Collection[str] | None = None) -> tuple[_Parser, dict[str, _Parser]]:
+    """The command line's parser and each verb's, the words of those in ``filled`` (None: all).
+
+    With verbs to fill, only theirs are made. With none (the top-level
+    ``--help``) each verb has its name, help and examples, and no options:
+    adding every verb's options cost more than the rest of ``sshpipe get
+    --help`` together, and each parser made asks gettext for its headings.
+    """
     parser = _Parser(
         prog=prog,
         description=DESCRIPTION,
@@ -351,7 +461,15 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
     )
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    get = commands.add_parser(
+    made: dict[str, _Parser] = {}
+
+    def shell(name: str, *, help: str, description: str, epilog: str) -> None:
+        if not filled or name in filled:
+            made[name] = commands.add_parser(
+                name, help=help, description=description, epilog=epilog
+            )
+
+    shell(
         "get",
         help="download: [user@]host:REMOTE... LOCAL",
         description="Download remote files (or, with -r, directories) to LOCAL.",
@@ -364,16 +482,7 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "get 'sftp://me@[::1]//srv/My%20File' .  # percent-escapes in a URL",
         ),
     )
-    get.add_argument(
-        "sources",
-        nargs="+",
-        metavar="[user@]host:REMOTE",
-        help="remote files or (with -r) directories, as scp writes them or as "
-        "sftp://[user@]host[:port]/path URLs; wildcards are expanded on the server "
-        "(quote them: host:'logs/*.gz')",
-    )
-    get.add_argument("target", metavar="LOCAL")
-    put = commands.add_parser(
+    shell(
         "put",
         help="upload: LOCAL... [user@]host:REMOTE",
         description="Upload local files (or, with -r, directories) to REMOTE.",
@@ -385,17 +494,7 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "put --verify=hash *.tar scp://host:2222/backups/",
         ),
     )
-    put.add_argument("sources", nargs="+", metavar="LOCAL")
-    put.add_argument(
-        "target",
-        metavar="[user@]host:REMOTE",
-        help="a remote path as scp writes it, or an sftp://[user@]host[:port]/path URL",
-    )
-    for sub in (get, put):
-        _add_tree_options(sub)
-        _add_ssh_options(sub)
-        _add_transfer_options(sub)
-    demo = commands.add_parser(
+    shell(
         "demo",
         help="run get/put against an embedded server and compare",
         description="Get and put one test file through an embedded SFTP server behind an\n"
@@ -407,38 +506,14 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             prog, "demo", "demo --size 256M", "demo --rtt 100 --rate 400", "demo --rtt 0"
         ),
     )
-    demo.add_argument(
-        "--size",
-        type=_size,
-        default=DEMO_SIZE,
-        help=f"test file size (default {DEMO_SIZE >> 20}M)",
-    )
-    demo.add_argument(
-        "--rtt",
-        type=number_at_least(0, "rtt"),
-        default=DEMO_RTT_MS,
-        metavar="MS",
-        help="emulate this round-trip time between client and server (link emulator; "
-        f"default {DEMO_RTT_MS:g}; 0: loopback's own, sshpipe's settings compared in-process)",
-    )
-    demo.add_argument(
-        "--rate",
-        type=number_at_least(0, "rate"),
-        default=None,
-        metavar="MBIT",
-        help="emulate a link of this many Mbit/s per direction "
-        f"(default {DEMO_RATE_MBIT:g} with an RTT, else no limit)",
-    )
-    serve = commands.add_parser(
+    shell(
         "serve",
         help="run the embedded SFTP server until Ctrl-C",
         description="Serve a directory over SFTP with the embedded server, and print\n"
         "get/put commands that reach it.",
         epilog=_examples(prog, "serve", "serve --root ~/shared --port 2222"),
     )
-    serve.add_argument("--root", help="directory to serve (default: a new temp dir)")
-    serve.add_argument("--port", type=int, default=0, help="port (default: any free one)")
-    clean = commands.add_parser(
+    shell(
         "clean",
         help="remove the temporary files killed or failed runs left",
         description="Remove the temporary files (.NAME.sshpipe-XXXXXX.partial) that runs which\n"
@@ -453,18 +528,11 @@ def _verbs(prog: str) -> tuple[_Parser, dict[str, _Parser]]:
             "clean --dry-run -P 2222 host            # list them, remove nothing",
         ),
     )
-    clean.add_argument("hosts", nargs="*", metavar="[user@]host")
-    clean.add_argument(
-        "--dry-run", action="store_true", help="list what would be removed, remove nothing"
-    )
-    clean.add_argument("-q", dest="quiet", action="store_true", help="print nothing but errors")
-    clean.add_argument(
-        "-v", dest="verbose", action="count", default=0, help="say more on stderr (-vv, -vvv)"
-    )
-    _add_ssh_options(clean)
-    verbs = {"get": get, "put": put, "clean": clean, "demo": demo, "serve": serve}
-    for sub in verbs.values():
-        sub.add_argument("--version", action=_Version)
+    verbs = {name: made[name] for name in _WORDS if name in made}
+    for name, sub in verbs.items():
+        if filled is None or name in filled:
+            _WORDS[name](sub)
+            sub.add_argument("--version", action=_Version)
     return parser, verbs
 
 
@@ -489,6 +557,21 @@ def _verify_level_attached(argv: Sequence[str] | None) -> list[str]:
     return words
 
 
+def _verbs_used(words: Sequence[str]) -> Collection[str] | None:
+    """The verbs whose words ``words`` may use (None: all of them).
+
+    A verb first: its own. Nothing, a word that is no verb (a typo) or a
+    top-level ``--help``/``--version`` first: none. An option first: all, for
+    ``words.arrange`` reads the options before the verb with every verb's table.
+    """
+    first = words[0] if words else ""
+    if first in _WORDS:
+        return (first,)
+    if first.startswith("-") and first not in TOP_LEVEL:
+        return None
+    return ()
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` by default), parsed.
 
@@ -497,11 +580,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             with the nearest real one).
         SystemExit: 0, after ``--help`` or ``--version`` printed their answer.
     """
+    words = _verify_level_attached(argv)
     prog = _prog()
-    parser, verbs = _verbs(prog)
-    words = arrange(
-        _verify_level_attached(argv),
-        {name: sub.options for name, sub in verbs.items()},
-        prog=prog,
-    )
+    parser, verbs = _verbs(prog, _verbs_used(words))
+    tables = {name: verbs[name].options if name in verbs else {} for name in _WORDS}
+    words = arrange(words, tables, prog=prog)
     return parser.parse_args(words)

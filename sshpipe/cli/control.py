@@ -57,7 +57,6 @@ __all__ = [
     "control_settings",
     "socket_path",
     "use_master",
-    "wants_control_command",
 ]
 
 logger = logging.getLogger("sshpipe.mux")
@@ -330,8 +329,3 @@ def control_command(argv: Sequence[str]) -> int:
     else:
         print("Exit request sent.", file=sys.stderr)
     return 0
-
-
-def wants_control_command(argv: Sequence[str]) -> bool:
-    """``-O`` among the words (ssh's spelling: ``-O check``, ``-Ocheck``)."""
-    return any(word == "-O" or (word.startswith("-O") and len(word) > 2) for word in argv)

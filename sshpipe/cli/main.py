@@ -2,262 +2,73 @@
 
 Every failure is one line on stderr and a non-zero exit code taken from the
 exception tree (see ``_errors.py``); set ``SSHPIPE_DEBUG=1`` for tracebacks.
-The words are parsed in ``args``; what is printed, escaped, in ``output``.
-The first Ctrl-C cancels the transfer (temporary files are removed); if it
-has not ended 0.8 s later, or at a second Ctrl-C, every connection is dropped
-so nothing waits for a server that does not answer. uvloop (the ``cli``
-extra) is loaded here, never by the library; without it the stock loop runs.
+The words are parsed in ``args``; what is printed, escaped, in ``output``; a
+command that connects runs in ``command`` (Ctrl-C, uvloop). This module loads
+only what reading the words needs: ``--version``, ``--help``, a usage error
+and a typo's suggestion answer without the engine, asyncssh or rich
+(``tests/layout/test_instant_commands.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import atexit
-import contextlib
-import glob
 import os
-import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from functools import partial
-from typing import Any, NoReturn
 
-# The engine now, before the loop starts: one transfer per process has no other
-# task to keep running, so the library's import in a worker thread is not needed.
-from ..client import engine  # noqa: F401
-from ..client.client import Client
-from ..client.connect import connect
-from ..core.errors import IncompleteTransfer, LocalError, SSHPipeError, UsageError
-from ..core.treeplan import has_magic
-from ..transport.sshconfig import own_options
-from . import collector
-from .args import parse_args
-from .control import (
-    control_command,
-    control_settings,
-    socket_path,
-    use_master,
-    wants_control_command,
-)
-from .display import progress_display
-from .output import TERMINAL, report, report_failures, report_tree, say
-from .prompt import TerminalPrompt, has_terminal
-from .settings import ssh_kwargs, transfer_config
-from .targets import RemoteSpec, parse_remote
-from .verbosity import log_used, set_verbosity
+from ..core.errors import IncompleteTransfer, SSHPipeError
+from .output import TERMINAL, say
+from .version import version_line
+
+# Not typing's: ``sshpipe --version`` loads no typing (re, enum) for annotations.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
-# After the first Ctrl-C the transfer cleans up (temporary files, handles on
-# the server: a round trip or two); past this many seconds it may be waiting
-# for a server that will never answer, and the connections are dropped, so
-# the command is gone within a second of the Ctrl-C.
-INTERRUPT_GRACE = 0.8
 
 
-def _control_path(args: argparse.Namespace) -> str | None:
-    """The mux master's socket to run through (started first if need be), or None.
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
+    """Entry point of ``python -m sshpipe``; returns the exit code.
 
-    ControlMaster, ControlPath and ControlPersist: ``-o`` first, then
-    ssh_config's for the host, as ssh. Before the event loop: a master is
-    forked (``control``), never a running loop.
+    Args:
+        argv: the words (``sys.argv[1:]`` by default).
+        own_process: this process is the command's own (``run``), not an
+            application's that calls ``main``: asyncssh, when the connect
+            imports it, loads the quick way and quietly (``transport.loading``).
     """
-    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
-    if spec is None:
-        return None  # ``_transfer`` says what is wrong with it
-    kwargs = _connect_kwargs(args, spec)
-    from_file = own_options(kwargs.get("ssh_config"), spec.host, kwargs.get("username"))
-    settings = control_settings(args.options, fallback=from_file)
-    if not settings.enabled:
-        return None
-    path = socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
-    transfer = transfer_config(args)
-    config = connect(spec.host, config=transfer, **kwargs).connect_config
-    return path if use_master(settings, path, config, retries=transfer.retries) else None
-
-
-def _connect_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
-    """``connect``'s keyword arguments: the options', and a prompt on the terminal if any."""
-    kwargs = ssh_kwargs(args, spec)
-    if not kwargs.get("batch_mode") and has_terminal():
-        kwargs["prompt"] = TerminalPrompt()  # as ssh: on /dev/tty, whatever stdin is
-    return kwargs
-
-
-async def _transfer(
-    args: argparse.Namespace, control_path: str | None, interrupts: _Interrupts
-) -> int:
-    remote_side = args.sources if args.command == "get" else [args.target]
-    local_side = [args.target] if args.command == "get" else args.sources
-    specs = [parse_remote(text) for text in remote_side]
-    spec = specs[0]
-    if spec is None or any(other is None for other in specs):
-        bad = next(text for text, other in zip(remote_side, specs, strict=True) if other is None)
-        needs = "a remote source" if args.command == "get" else "a remote target"
-        raise UsageError(
-            f"{args.command} needs {needs} [user@]host:PATH or sftp://[user@]host[:port]/PATH, "
-            f"not {bad!r}"
-        )
-    where = (spec.user, spec.host, spec.port)
-    if any((other.user, other.host, other.port) != where for other in specs if other):
-        raise UsageError("all remote sources must be on the same [user@]host[:port]")
-    if any(parse_remote(text) is not None for text in local_side):
-        raise UsageError(f"{args.command}: remote-to-remote copies are not supported")
-    if args.command == "put":
-        local_side = _expand_local(local_side)
-    _check_local(args, local_side)
-    config = transfer_config(args)
-    tree = args.recursive or len(remote_side) > 1 or len(local_side) > 1
-    paths = [other.path for other in specs if other is not None]
-    kwargs = _connect_kwargs(args, spec)
-    async with connect(spec.host, config=config, control_path=control_path, **kwargs) as client:
-        collector.resume()  # start-up is over (collector.py)
-        interrupts.client = client  # dropped at a second Ctrl-C
-        # A remote wildcard is expanded as the tree goes: its matches are never collected.
-        globbing = args.command == "get" and any(has_magic(path) for path in paths)
-        tree = tree or globbing
-        if not tree:
-            with progress_display(args, tree=False) as shown:
-                if args.command == "get":
-                    stats = await client.get(
-                        paths[0], args.target, preserve=args.preserve, progress=shown
-                    )
-                else:
-                    stats = await client.put(
-                        local_side[0], paths[0], preserve=args.preserve, progress=shown
-                    )
-            log_used(client, stats)
-            report(args, args.sources[0], args.target, stats, server=client.server)
-            return 0
-        with progress_display(args, tree=True) as shown:
-            options: dict[str, Any] = {
-                "recursive": args.recursive,
-                "preserve": args.preserve,
-                "follow_symlinks": args.follow_symlinks,
-                "fail_fast": args.fail_fast,
-                "progress": shown,
-            }
-            try:
-                if args.command == "get":
-                    tree_stats = await client.get(paths, args.target, glob=globbing, **options)
-                else:
-                    tree_stats = await client.put(local_side, paths[0], **options)
-            except IncompleteTransfer as exc:
-                log_used(client, None)
-                report_failures(args, exc, server=client.server)
-                raise
-        log_used(client, None)
-    report_tree(args, args.sources, args.target, tree_stats, server=client.server)
-    return 0
-
-
-def _expand_local(sources: list[str]) -> list[str]:
-    """Local wildcards the shell did not expand (quoted, or no shell at all)."""
-    expanded: list[str] = []
-    for source in sources:
-        if os.path.lexists(source) or not has_magic(source):
-            expanded.append(source)
-            continue
-        matches = sorted(glob.glob(source))
-        if not matches:
-            raise LocalError(source, "no match")
-        expanded += matches
-    return expanded
-
-
-def _check_local(args: argparse.Namespace, local_side: list[str]) -> None:
-    """Refuse a bad local path before connecting: no round trips for a typo."""
-    if args.command == "put":
-        for source in local_side:
-            if not os.path.exists(source):
-                raise LocalError(source, "No such file or directory")
-            if os.path.isdir(source) and not args.recursive:
-                raise LocalError(source, "is a directory (use -r)")
-    else:
-        target = local_side[0]
-        parent = os.path.dirname(os.path.abspath(target))
-        if not os.path.isdir(target) and not os.path.isdir(parent):
-            raise LocalError(parent, "no such directory")
-
-
-class _Interrupts:
-    """Ctrl-C: the first cancels, the second (or INTERRUPT_GRACE later) stops at once.
-
-    The first cancels the command: a download removes its temporary file, an
-    upload its remote one, and every handle is closed. A server that does not
-    answer would make that wait: INTERRUPT_GRACE after the first Ctrl-C, or at
-    the second, every connection is dropped (``Client.abort``), which ends
-    every wait at once; local clean-up still runs.
-    """
-
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.count = 0
-        self._task: asyncio.Task[int] | None = None
-
-    async def run(self, coro: Coroutine[Any, Any, int]) -> int:
-        loop = asyncio.get_running_loop()
-        self._task = task = loop.create_task(coro)
-        # Not in the main thread, or on Windows: Python's own KeyboardInterrupt.
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGINT, self._interrupted)
-        try:
-            return await task
-        except asyncio.CancelledError:
-            if self.count:
-                raise KeyboardInterrupt from None
-            raise
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(signal.SIGINT)
-
-    def _interrupted(self) -> None:
-        self.count += 1
-        if self.count == 1 and self._task is not None:
-            self._task.cancel()
-            asyncio.get_running_loop().call_later(INTERRUPT_GRACE, self._stop)
-        else:
-            self._stop()
-
-    def _stop(self) -> None:
-        if self.client is not None and self._task is not None and not self._task.done():
-            self.client.abort()
-
-
-def _run(command: Callable[[_Interrupts], Coroutine[Any, Any, int]]) -> int:
-    interrupts = _Interrupts()
-    try:
-        import uvloop
-    except ImportError:  # the cli extra is not installed (or uvloop does not build there)
-        return asyncio.run(interrupts.run(command(interrupts)))
-    return uvloop.run(interrupts.run(command(interrupts)))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m sshpipe``; returns the exit code."""
     # SSHPIPE_DEBUG=1: tracebacks, and sshpipe's own debug log (as -vv);
     # =asyncssh adds asyncssh's (as -vvv). Neither logs secrets or payload.
     debug = os.environ.get("SSHPIPE_DEBUG", "")
-    set_verbosity(0, debug=debug)  # until the words are read: their errors are plain
     try:
         words = sys.argv[1:] if argv is None else list(argv)
-        if wants_control_command(words):
+        if words[:1] == ["--version"]:
+            # argparse's answer without argparse, re or typing: with them it took
+            # twice as long as Python's own start.
+            print(version_line())
+            return 0
+        # What reads the words, and then what runs the command: --version above,
+        # and --help and a usage error in ``parse_args``, need none of the latter.
+        from .args import parse_args
+        from .words import wants_control_command
+
+        control = wants_control_command(words)
+        args = None if control else parse_args(words)
+        from ..transport.loading import quick_asyncssh_import
+        from .verbosity import set_verbosity
+
+        if own_process:
+            quick_asyncssh_import()
+        if args is None:
+            from .control import control_command
+
+            set_verbosity(0, debug=debug)
             return control_command(words)
-        args = parse_args(words)
         set_verbosity(getattr(args, "verbose", 0), quiet=getattr(args, "quiet", False), debug=debug)
-        if args.command in ("get", "put"):
-            return _run(partial(_transfer, args, _control_path(args)))
-        if args.command == "clean":
-            from .clean import clean
+        from .command import execute
 
-            return _run(partial(clean, args, _connect_kwargs))
-        from . import demo as _demo
-
-        collector.resume()  # the demo's loops run long: no pause for them
-        if args.command == "demo":
-            return _run(lambda _: _demo.demo(args.size, rtt_ms=args.rtt, rate_mbit=args.rate))
-        return _run(lambda _: _demo.serve(args.root, args.port))
+        return execute(args)
     except SSHPipeError as exc:
         if debug:
             raise
@@ -283,7 +94,7 @@ def run() -> NoReturn:
     asyncssh's and cryptography's objects took 0.15 s of an empty file's
     0.7 s get on loopback.
     """
-    code = main()
+    code = main(own_process=True)
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()

@@ -6,23 +6,24 @@ names and messages come from the server.
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import math
 import os
 import stat
 import sys
-from collections.abc import Callable
 
-from ..core.errors import IncompleteTransfer
-from ..core.stats import Progress, TransferStats, TreeStats
 from ..core.text import printable
+
+# Not typing's: a usage error's line (``say``) loads no typing, argparse, json or stats.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from ..core.errors import IncompleteTransfer
+    from ..core.stats import Progress, TransferStats, TreeStats
 
 __all__ = [
     "TERMINAL",
-    "Escaped",
-    "StderrHandler",
     "end_progress",
     "human_bytes",
     "human_duration",
@@ -87,6 +88,8 @@ def report(
     # result goes beside the bytes, on stderr, not into them.
     out = sys.stderr if _is_stdout(target) else sys.stdout
     if args.json:
+        import json  # only --json's result needs it
+
         shown = {"source": source, "target": target, **stats.as_dict(), "server": server or {}}
         print(json.dumps(shown), file=out)
     elif not args.quiet:
@@ -180,6 +183,8 @@ def report_tree(
     server: dict[str, object] | None = None,
 ) -> None:
     if args.json:
+        import json  # only --json's result needs it
+
         shown = {"source": sources, "target": target, **stats.as_dict(), "server": server or {}}
         print(json.dumps(shown))
     elif not args.quiet:
@@ -215,27 +220,3 @@ def report_failures(
     if unlisted > 0:
         say(f"failed: {unlisted} more (--json lists the first 1,000)")
     report_tree(args, args.sources, args.target, exc.stats, server=server)
-
-
-class StderrHandler(logging.Handler):
-    """Log lines to ``sys.stderr`` as it is at each line.
-
-    A live progress display swaps in its own stderr while it runs, which
-    prints the lines above the bar; a plain progress line is ended first.
-    """
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            line = self.format(record)
-            TERMINAL.break_line()
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
-        except Exception:  # logging's own rule: a broken handler never breaks the program
-            self.handleError(record)
-
-
-class Escaped(logging.Formatter):
-    """Log lines escaped as everything else on the terminal (a message may quote a server)."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return printable(super().formatMessage(record))

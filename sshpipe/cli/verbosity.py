@@ -22,13 +22,18 @@ level 2 logs only the names of the methods it tries.
 from __future__ import annotations
 
 import logging
+import sys
+from typing import TYPE_CHECKING
 
-from ..client.client import Client
-from ..core.stats import TransferStats
+from ..core.text import printable
 from ..core.timeline import describe
-from .output import Escaped, StderrHandler
+from .output import TERMINAL
 
-__all__ = ["log_used", "set_verbosity"]
+if TYPE_CHECKING:
+    from ..client.client import Client
+    from ..core.stats import TransferStats
+
+__all__ = ["Escaped", "StderrHandler", "log_used", "set_verbosity"]
 
 logger = logging.getLogger("sshpipe.cli")
 
@@ -90,3 +95,27 @@ def log_used(client: Client, stats: TransferStats | None) -> None:
             stats.reconnects,
         )
     logger.info("client at the end: %r", client)
+
+
+class StderrHandler(logging.Handler):
+    """Log lines to ``sys.stderr`` as it is at each line.
+
+    A live progress display swaps in its own stderr while it runs, which
+    prints the lines above the bar; a plain progress line is ended first.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            TERMINAL.break_line()
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:  # logging's own rule: a broken handler never breaks the program
+            self.handleError(record)
+
+
+class Escaped(logging.Formatter):
+    """Log lines escaped as everything else on the terminal (a message may quote a server)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from ..core.errors import UsageError
 
-__all__ = ["OptionTable", "arrange", "unknown_option"]
+__all__ = ["OptionTable", "arrange", "unknown_option", "wants_control_command"]
 
 # Option string -> its action, for one parser (every option string it accepts).
 OptionTable = Mapping[str, argparse.Action]
@@ -139,3 +139,8 @@ def _takes_value(action: argparse.Action, following: str | None) -> bool:
     if action.nargs == "?":  # an optional value: only one of its choices (see --verify)
         return action.choices is not None and following in action.choices
     return True
+
+
+def wants_control_command(argv: Sequence[str]) -> bool:
+    """``-O`` among the words (ssh's spelling: ``-O check``, ``-Ocheck``)."""
+    return any(word == "-O" or (word.startswith("-O") and len(word) > 2) for word in argv)

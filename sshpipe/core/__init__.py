@@ -41,7 +41,8 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 
 The shared vocabulary lives here too, pure as the rest: ``errors`` (the
 exception tree and its exit codes), ``stats`` (what a transfer reports),
-``config`` (``TransferConfig``, ``ConnectConfig``), ``keys`` (``HostKey``,
+``config`` (``TransferConfig``, ``ConnectConfig``; their numbers, each with its
+reason, in ``defaults``, which imports nothing), ``keys`` (``HostKey``,
 ``PrivateKey``), ``prompt`` (the log-in's questions), ``paths`` (the paths the
 API takes), ``remotestat`` (``RemoteStat``).
 

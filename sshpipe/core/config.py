@@ -13,37 +13,63 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, get_args
 
 from .cipherorder import AES_FIRST
+from .defaults import (
+    DEFAULT_CHANNELS_PER_CONNECTION,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_BYTES_IN_FLIGHT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_HOST,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_PACKET_SIZE,
+    DEFAULT_MIN_BYTES_IN_FLIGHT,
+    DEFAULT_PASSWORD_PROMPTS,
+    DEFAULT_QUEUE_TIMEOUT,
+    DEFAULT_REQUESTS,
+    DEFAULT_RETRIES,
+    DEFAULT_STALL_TIMEOUT,
+    DEFAULT_WINDOW,
+    MAX_BLOCK_SIZE,
+    MAX_MAX_DEPTH,
+    MAX_WORKERS,
+    PROFILE_SETTINGS,
+)
 from .errors import UsageError
 from .keys import HostKeyCheck, PrivateKey
 from .paths import usable
 from .prompt import PromptCallback
-from .quirks import PROFILE_SETTINGS, Quirks
+from .quirks import Quirks
 from .sshconfig import parse_jump
 
-# 128 outstanding requests: KIO's sftp went 20x faster at 128 than at 1, and
-# asyncssh caps its own parallel I/O at 128 (_MAX_SFTP_REQUESTS).
-DEFAULT_REQUESTS = 128
-# Payload bytes a transfer may charge at once (in flight plus waiting for disk
-# or reader): the flow controller's memory budget. 64 MiB carries 1 Gbit/s at
-# up to ~500 ms RTT, or 200 MB/s at 300 ms.
-DEFAULT_MAX_BYTES_IN_FLIGHT = 64 * 1024 * 1024
-# The floor of the byte budget, whatever the controller measures. On loopback
-# the RTT of a request is mostly the server's own queue, so the bandwidth-delay
-# product says little; 4, 8, 16 and 32 MiB ran within noise of each other
-# there (benchmarks/sweep_loopback.py: 670-690 MB/s get, 405-434 MB/s put).
-DEFAULT_MIN_BYTES_IN_FLIGHT = 16 * 1024 * 1024
-# SFTP channels one connection may carry: OpenSSH's MaxSessions default (10)
-# less one, kept free for a command (--verify's sha256sum, a tree's shell):
-# with all ten taken by a striped file its check fell back to the size. A
-# server that refuses earlier is believed; one that allows more can be told so.
-DEFAULT_CHANNELS_PER_CONNECTION = 9
-# Connections one client may open for its transfers. Each costs a handshake
-# (~7 round trips); 4 x 9 channels x 2 MiB is 72 MiB of upload window.
-DEFAULT_MAX_CONNECTIONS = 4
-# Connections every client of the process together may hold to one server
-# before they stop growing (each keeps its first): two clients' default growth.
-# sshd's default MaxStartups (10:30:100) starts dropping log-ins past 10.
-DEFAULT_MAX_CONNECTIONS_PER_HOST = 8
+# The defaults are defined in ``defaults`` (no imports: --help reads them there)
+# and named here too, where the configs that use them have always been.
+__all__ = [
+    "DEFAULT_CHANNELS_PER_CONNECTION",
+    "DEFAULT_CIPHERS",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_BYTES_IN_FLIGHT",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS_PER_HOST",
+    "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_PACKET_SIZE",
+    "DEFAULT_MIN_BYTES_IN_FLIGHT",
+    "DEFAULT_PASSWORD_PROMPTS",
+    "DEFAULT_QUEUE_TIMEOUT",
+    "DEFAULT_REQUESTS",
+    "DEFAULT_RETRIES",
+    "DEFAULT_STALL_TIMEOUT",
+    "DEFAULT_WINDOW",
+    "HOST_KEY_POLICIES",
+    "MAX_BLOCK_SIZE",
+    "MAX_MAX_DEPTH",
+    "MAX_WORKERS",
+    "VERIFY_LEVELS",
+    "ConnectConfig",
+    "HostKeyPolicy",
+    "TransferConfig",
+    "VerifyLevel",
+    "connections_per_host",
+    "parse_destination",
+]
 
 
 def connections_per_host(max_connections_per_host: int | None, max_connections: int) -> int:
@@ -53,24 +79,6 @@ def connections_per_host(max_connections_per_host: int | None, max_connections: 
         return max_connections_per_host
     return max(DEFAULT_MAX_CONNECTIONS_PER_HOST, max_connections)
 
-
-# Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT),
-# which caps a channel at 2 MiB per round trip. OpenSSH buffers at most 16 MiB
-# per channel (CHAN_INPUT_MAX) and HPN-SSH advertises at most 15 MiB to
-# OpenSSH peers; a longer pipe gets more channels instead.
-DEFAULT_WINDOW = 15 * 1024 * 1024
-# Largest SSH data packet we ask the server to send. 32 KiB is OpenSSH's
-# CHAN_SES_PACKET_DEFAULT; sshd then sends what it read from sftp-server
-# (~40 KiB on average at 255 KiB). 32K-255K measured within noise on
-# loopback (sweep_loopback.py); the largest leaves the server the choice and
-# costs asyncssh, at ~30 us of Python per packet, the fewest packets.
-DEFAULT_MAX_PACKET_SIZE = 256 * 1024 - 1024
-# SFTP caps one READ/WRITE length at 2^32-1; servers cap far lower. Our own
-# ceiling keeps one reply bounded even when a server's limits are generous.
-MAX_BLOCK_SIZE = 4 * 1024 * 1024
-# One process per core is the most that can help; 16 covers the machines
-# sshpipe is measured on with room to spare, and bounds what a typo starts.
-MAX_WORKERS = 16
 
 HostKeyPolicy = Literal["yes", "accept-new", "no"]
 # StrictHostKeyChecking's values as ssh_config and -o spell them, as sshpipe
@@ -83,9 +91,6 @@ HOST_KEY_POLICIES: dict[str, HostKeyPolicy] = {
     "no": "no",
     "off": "no",
 }
-# OpenSSH waits for the kernel's TCP timeout (~2 min); a transfer tool that
-# retries does better to give up sooner. ssh_config's ConnectTimeout wins.
-DEFAULT_CONNECT_TIMEOUT = 30.0
 # Keywords -o may not give (ssh(1) refuses them too): they start blocks or read files.
 _BLOCK_KEYWORDS = ("host", "match", "include")
 # The order kept where the CPU's flags cannot be read (today's: AES-GCM first,
@@ -100,24 +105,6 @@ DEFAULT_CIPHERS = AES_FIRST
 # --verify. "hash" asked by name fails (HashUnavailable) where it cannot.
 VerifyLevel: TypeAlias = Literal["none", "size", "best", "hash", "read-back"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = get_args(VerifyLevel)
-# Five reconnects in a row that move nothing: about 8 s of backoff (0.25 s
-# doubling, equal jitter), enough for a flapping link, not for a dead host.
-DEFAULT_RETRIES = 5
-# A minute without one reply: sshd's ClientAliveInterval x CountMax is 0 by
-# default; TCP keepalives take two hours. A reply per RTT is the norm.
-DEFAULT_STALL_TIMEOUT = 60.0
-# Five minutes waiting for a channel: a wait begins only once every channel the
-# client may open carries its handle cap of transfers (36 x 64 by default), so
-# one that long means the client is overloaded, not merely busy.
-DEFAULT_QUEUE_TIMEOUT = 300.0
-# Tries at a password or a key's passphrase before giving up on it: OpenSSH's
-# NumberOfPasswordPrompts default.
-DEFAULT_PASSWORD_PROMPTS = 3
-# Directories a tree may go down: OpenSSH's sftp stops at 64 (MAX_DIR_DEPTH in
-# sftp-client.c). A server's endless chain ends there, in bounded memory.
-DEFAULT_MAX_DEPTH = 64
-# A path of PATH_MAX (4096) bytes holds at most 2048 directories.
-MAX_MAX_DEPTH = 2048
 
 
 def _positive(name: str, value: int | None, *, maximum: int | None = None) -> None:

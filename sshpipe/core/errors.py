@@ -69,9 +69,11 @@ None: what fsspec's OSErrors and a tree's ``TreeFailure.errno`` carry.
 from __future__ import annotations
 
 from errno import EACCES, EEXIST, EISDIR, ENOENT
-from typing import TYPE_CHECKING
 
 from .text import MESSAGE_SHOWN, clip, printable
+
+# Not typing's: the command line's usage errors load no typing (re, enum) for it.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from .stats import TreeStats

@@ -106,8 +106,8 @@ PROFILES: dict[str, Quirks] = {
     ),
     "mailbox": Quirks(name="mailbox", read_once=True, no_setstat=True),
 }
-# What ``TransferConfig.server_profile`` takes.
-PROFILE_SETTINGS = ("auto", *PROFILES)
+# What ``TransferConfig.server_profile`` takes is ``defaults.PROFILE_SETTINGS``:
+# "auto" and these names (tests/core/test_quirks.py holds the two together).
 
 # The software field of a banner (``serverprofile.software_of``), by prefix.
 _BANNERS = (("AWS_SFTP", "aws-transfer"), ("AzureSSH", "azure-blob"))

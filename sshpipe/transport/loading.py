@@ -8,6 +8,8 @@ compiler. While asyncssh is imported, a library is looked for where the
 dynamic loader will look for it: ld.so's cache (``ldconfig -p``, which
 ``find_library`` reads first) and ``LD_LIBRARY_PATH``. What a compiler alone
 would find (``LIBRARY_PATH``, its own directories) the loader would not load.
+And ``ldconfig -p`` runs only for a library ld.so's cache file names: of the
+three asyncssh asks for, liboqs (twice) is rarely there.
 
 asyncssh's X.509 certificate support (PKIX-SSH's ``x509v3-*`` keys; OpenSSH
 has none) imports cryptography's X.509 package and then pyOpenSSL, and is off
@@ -21,8 +23,9 @@ asyncssh first, and imports nothing itself: a command that runs over a mux
 master (``muxclient``) never needs asyncssh, and does not pay the 0.2-0.3 s
 of importing it and cryptography. It also hides cryptography's DSA
 deprecation warning, which asyncssh's import sets off. It is for sshpipe's
-own processes alone: the command line's start (``sshpipe.__main__``) and its
-workers' (``workers.child``) call it before anything imports asyncssh. A
+own processes alone: the command line (``cli.main``, once the words name a
+command to run: not for --version or --help) and its workers' start
+(``workers.child``) call it before anything imports asyncssh. A
 library changes nothing in its host process on import: an application that
 imports sshpipe gets asyncssh's stock import (and the warning, in its own
 process, to filter as it likes).
@@ -43,6 +46,9 @@ from types import ModuleType
 # asyncssh's X.509 module, and what in it says it needs pyOpenSSL (2.24.1 and older).
 _X509 = "asyncssh.crypto.x509"
 _NEEDS_PYOPENSSL = "from OpenSSL import"
+# glibc's ld.so cache, which ``ldconfig -p`` prints (its path is glibc's build
+# default; elsewhere the file is missing and ldconfig is asked as before).
+LOADER_CACHE = "/etc/ld.so.cache"
 
 
 def load_asyncssh() -> None:
@@ -105,15 +111,33 @@ def _loader_search() -> Iterator[None]:
         yield
         return
     stock = ctypes.util.find_library
+    listed = _loader_cache()
 
     def find_library(name: str) -> str | None:
-        return cached(name) or in_library_path(name)
+        # ``ldconfig -p`` (a process, forked from this large one: 2-6 ms) only
+        # where ld.so's cache names the library: asyncssh asks for three, and
+        # liboqs, asked twice, is rarely there.
+        in_cache = listed is None or f"lib{name}.".encode() in listed
+        return (cached(name) if in_cache else None) or in_library_path(name)
 
     ctypes.util.find_library = find_library
     try:
         yield
     finally:
         ctypes.util.find_library = stock
+
+
+def _loader_cache(path: str = LOADER_CACHE) -> bytes | None:
+    """ld.so's cache as bytes (what ``ldconfig -p`` lists), or None where it cannot be read.
+
+    Every library it lists is named in it as ``lib<name>.so...``: a name not in
+    its bytes is not in ``ldconfig -p``'s list.
+    """
+    try:
+        with open(path, "rb") as cache:
+            return cache.read()
+    except OSError:
+        return None
 
 
 class _FirstImport:

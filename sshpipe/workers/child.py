@@ -233,7 +233,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # A process of sshpipe's own, as the command's (``sshpipe.__main__``): asyncssh,
+    # A process of sshpipe's own, as the command's (``cli.main``'s own_process): asyncssh,
     # imported at the log-in, loads quickly and keeps its warning off our stderr.
     from ..transport.loading import quick_asyncssh_import
 

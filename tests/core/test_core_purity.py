@@ -98,7 +98,7 @@ def test_import_sshpipe_does_nothing() -> None:
 
 def test_importing_the_library_changes_nothing_in_its_host_process() -> None:
     """No import hook, no warnings filter, no ctypes swapped, no module marked missing:
-    the command line's quick asyncssh import is its own start's (``sshpipe.__main__``)."""
+    the command line's quick asyncssh import is its own process's (``cli.main``)."""
     result = run_fresh("""
         import ctypes.util, json, sys, warnings
         m = list(sys.meta_path); f = list(warnings.filters); find = ctypes.util.find_library

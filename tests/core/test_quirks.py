@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sshpipe.core.config import TransferConfig
+from sshpipe.core.defaults import PROFILE_SETTINGS
 from sshpipe.core.errors import UsageError
 from sshpipe.core.quirks import (
     PROFILES,
@@ -43,6 +44,11 @@ def test_every_profile_but_standard_says_what_it_changes() -> None:
     for name, quirks in PROFILES.items():
         assert quirks.name == name
         assert (name == "standard") == (not quirks.changes())
+
+
+def test_the_settings_named_for_help_are_auto_and_the_profiles() -> None:
+    """--help lists them from ``defaults`` (no dataclasses loaded): the same names."""
+    assert ("auto", *PROFILES) == PROFILE_SETTINGS
 
 
 def test_the_setting_refuses_an_unknown_profile() -> None:

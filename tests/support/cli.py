@@ -36,13 +36,13 @@ CLI_LIMIT = 60.0
 # Runs ``python -m sshpipe`` and writes its own peak RSS (KiB) to the file named
 # by argv[1] as it exits, whatever the exit, and when it had imported what a
 # command that connects imports (CLOCK_MONOTONIC, the same in every process),
-# asyncssh loaded as the command's start has it loaded (``sshpipe.__main__``).
+# asyncssh loaded as the command has it loaded (``cli.main``, its own process).
 # With "stock" as argv[2], no patch applies (SSHPIPE_ASYNCSSH_PATCHES=off).
 _LAUNCHER = """
 import atexit, os, runpy, sys, time
 from sshpipe.transport.loading import quick_asyncssh_import
 quick_asyncssh_import()
-import sshpipe.cli.main, sshpipe.transport.ssh
+import sshpipe.cli.main, sshpipe.cli.command, sshpipe.transport.ssh
 ready = time.monotonic()
 out = sys.argv.pop(1)
 if sys.argv.pop(1) == "stock":

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 import sshpipe
+from sshpipe.core import config
 
 PUBLIC = [
     "DEFAULT_REQUESTS",
@@ -69,6 +70,18 @@ def test_all_is_the_public_surface() -> None:
     assert sorted(sshpipe.__all__) == sorted(PUBLIC)
     for name in PUBLIC:
         assert getattr(sshpipe, name) is not None
+
+
+def test_every_public_name_loads_on_first_use_and_star_import_gives_them_all() -> None:
+    """``import sshpipe`` loads nothing (tests/layout/test_instant_commands.py); each
+    name is its module's own object, found by ``dir`` and ``from sshpipe import *``."""
+    namespace: dict[str, object] = {}
+    exec("from sshpipe import *", namespace)
+    assert sorted(name for name in namespace if name != "__builtins__") == sorted(PUBLIC)
+    assert set(PUBLIC) <= set(dir(sshpipe))
+    assert sshpipe.TransferConfig is config.TransferConfig
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        sshpipe.Nothing  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_errors_say_whether_to_retry_and_how_to_exit() -> None:

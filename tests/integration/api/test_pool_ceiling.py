@@ -150,12 +150,13 @@ async def test_a_pool_at_its_true_limit_waits_queue_timeout_then_raises_pool_exh
 def test_the_cli_says_pool_exhausted_in_one_line_with_exit_11(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from sshpipe.cli import command
     from sshpipe.cli import main as cli
 
     async def exhausted(*_: object) -> int:
         raise sshpipe.PoolExhausted("no SFTP channel free for 300 s: ... (queue_timeout)")
 
-    monkeypatch.setattr(cli, "_transfer", exhausted)
+    monkeypatch.setattr(command, "_transfer", exhausted)
     monkeypatch.delenv("SSHPIPE_DEBUG", raising=False)
     assert cli.main(["get", "me@example.org:/f", "f"]) == 11
     err = capsys.readouterr().err

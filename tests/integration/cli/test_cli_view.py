@@ -365,10 +365,10 @@ def test_ctrl_c_under_the_live_display_leaves_a_clean_terminal(
 def test_a_bug_of_ours_is_one_line_and_exit_70() -> None:
     """EX_SOFTWARE: whatever broke inside is named in one line, never a traceback."""
     bug = (
-        "import sys, sshpipe.cli.main as m\n"
+        "import sys, sshpipe.cli.args as a, sshpipe.cli.main as m\n"
         "def broken(argv):\n"
         "    raise KeyError('no such thing')\n"
-        "m.parse_args = broken\n"
+        "a.parse_args = broken\n"
         "sys.exit(m.main(['get', 'h:x', 'y']))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "SSHPIPE_DEBUG"}

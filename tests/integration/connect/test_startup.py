@@ -5,22 +5,28 @@ Checked in fresh interpreters: this test process imported everything long ago.
 
 from __future__ import annotations
 
+import ctypes.util
 import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from sshpipe.transport import loading
 from sshpipe.transport.loading import _needs_pyopenssl, in_library_path
 from tests.support.fresh import run_fresh
 from tests.support.peers import Peer
 
 
-def test_loading_asyncssh_runs_no_compiler_or_linker() -> None:
+def test_loading_asyncssh_runs_no_compiler_or_linker(tmp_path: Path) -> None:
     """ctypes' search for liboqs ran gcc and ld in subprocesses: 40-60 ms a command.
 
-    The command's entry (``sshpipe.__main__``, imported as the ``sshpipe``
-    script does) puts the quick import in force; the library does not."""
-    result = run_fresh("""
+    The command's own process (``main`` as ``run`` calls it) puts the quick
+    import in force once the words name a command that connects; the entry's
+    import alone (``sshpipe.__main__``, as the ``sshpipe`` script does) loads
+    nothing of it, and the library never does."""
+    result = run_fresh(f"""
         import ctypes.util, json, subprocess
         stock = ctypes.util.find_library
         ran = []
@@ -31,18 +37,46 @@ def test_loading_asyncssh_runs_no_compiler_or_linker() -> None:
         subprocess.Popen.__init__ = recording
         import sys
         import sshpipe.__main__  # the entry (not run: not __main__)
-        before = "asyncssh" in sys.modules
-        import sshpipe.transport.ssh
-        print(json.dumps({"ran": ran, "restored": ctypes.util.find_library is stock,
-                          "before": before, "after": "asyncssh" in sys.modules}))
+        entry = sorted(m for m in sys.modules if m.startswith(("asyncssh", "sshpipe.transport")))
+        from sshpipe.cli.main import main
+        code = main(["get", "-o", "ConnectTimeout=1", "-P", "1", "-F", "/dev/null",
+                     "127.0.0.1:/nowhere", {str(tmp_path / "out")!r}], own_process=True)
+        print(json.dumps({{"ran": ran, "restored": ctypes.util.find_library is stock,
+                           "entry": entry, "code": code, "after": "asyncssh" in sys.modules}}))
     """)
     assert result["restored"] is True
-    # The command line loads asyncssh only to connect: not a command run over a
-    # mux master (``transport.linkopen``), which saves 0.2-0.3 s of its start-up.
-    assert (result["before"], result["after"]) == (False, True)
+    # The command line loads asyncssh only to connect: not for --version or
+    # --help, nor a command run over a mux master (``transport.linkopen``),
+    # which saves 0.2-0.3 s of its start-up.
+    assert result["entry"] == []
+    assert result["code"] == 5 and result["after"] is True  # it got to the connect
     ran = result["ran"]
     assert isinstance(ran, list)
     assert not [cmd for cmd in ran if "gcc" in cmd or cmd.split()[0].endswith(("ld", "cc"))], ran
+
+
+def test_ldconfig_runs_only_for_a_library_the_loaders_cache_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``ldconfig -p`` is a process forked from this one: asked for nettle,
+    not for liboqs (under either name), which the cache does not name."""
+    cache = tmp_path / "ld.so.cache"
+    cache.write_bytes(b"glibc-ld.so.cache1.1\0libnettle.so.8\0/usr/lib/libnettle.so.8\0")
+    asked: list[str] = []
+
+    def ldconfig(name: str) -> str | None:
+        asked.append(name)
+        return f"lib{name}.so.8" if name == "nettle" else None
+
+    monkeypatch.setattr(ctypes.util, "_findSoname_ldconfig", ldconfig)
+    read = loading._loader_cache
+    monkeypatch.setattr(loading, "_loader_cache", lambda: read(str(cache)))
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    with loading._loader_search():
+        found = [ctypes.util.find_library(name) for name in ("oqs", "liboqs", "nettle")]
+    assert found == [None, None, "libnettle.so.8"]
+    assert asked == ["nettle"]
+    assert read(str(tmp_path / "none")) is None  # unread: ldconfig asked
 
 
 def test_a_library_the_loader_would_find_is_found(tmp_path: Path) -> None:
@@ -74,7 +108,7 @@ def test_a_plain_get_loads_no_tree_hashing_emulator_or_test_server(tmp_path: Pat
     assert "sshpipe.durability.treejournal" not in modules
 
 
-# What ``import sshpipe.cli.main`` (all a get or put imports before it connects)
+# What ``import sshpipe.cli.command`` (all a get or put imports before it connects)
 # must not load: the parts only other commands or options use, and what only
 # asyncssh needs (imported at the connect, not before: a mux command skips it).
 NOT_BEFORE_THE_CONNECT = (
@@ -102,7 +136,7 @@ NOT_BEFORE_THE_CONNECT = (
 def test_the_command_lines_imports_leave_out_what_a_get_or_put_does_not_use() -> None:
     result = run_fresh(f"""
         import json, sys
-        import sshpipe.cli.main
+        import sshpipe.cli.main, sshpipe.cli.command
         print(json.dumps({{"loaded": sorted(
             m for m in sys.modules
             if m in {NOT_BEFORE_THE_CONNECT!r} or m.startswith({NOT_BEFORE_THE_CONNECT!r})
@@ -111,23 +145,17 @@ def test_the_command_lines_imports_leave_out_what_a_get_or_put_does_not_use() ->
     assert result["loaded"] == []
 
 
-def _stderr_of(code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-W", "default", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stderr
-
-
-def test_the_commands_start_imports_the_engine_without_a_warning() -> None:
+def test_the_commands_start_imports_the_engine_without_a_warning(tmp_path: Path) -> None:
     """cryptography 51 warns about DSA as asyncssh 2.24 is imported: lines on every
     command's stderr (every CLI test that checks for a silent stderr failed). The
-    command's start hides it in its own process (a worker's start does the same)."""
-    assert _stderr_of("import sshpipe.__main__, sshpipe.transport.ssh, sshpipe.testing") == ""
+    command hides it in its own process (a worker's start does the same)."""
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-m", "sshpipe", "get", "-o", "ConnectTimeout=1",
+         "-P", "1", "-F", "/dev/null", "127.0.0.1:/nowhere", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 5  # it got to the connect, so asyncssh was imported
+    assert len(done.stderr.splitlines()) == 1 and "Deprecat" not in done.stderr, done.stderr
 
 
 def test_a_library_import_leaves_asyncssh_to_load_stock() -> None:
@@ -198,6 +226,13 @@ def test_the_library_leaves_the_collector_alone(openssh_peer: Peer, tmp_path: Pa
     assert result["after"] == [True, 0]
 
 
+# asyncssh imported as a command that connects imports it (``main``, its own process).
+COMMANDS_IMPORT = (
+    "from sshpipe.transport.loading import quick_asyncssh_import; "
+    "quick_asyncssh_import(); import sshpipe.transport.ssh"
+)
+
+
 def test_asyncssh_loads_without_the_x509_module_it_could_not_use() -> None:
     """Without pyOpenSSL asyncssh's X.509 support is off: its module is not tried (and
     cryptography's X.509 package not loaded), and asyncssh says the same as when it is."""
@@ -213,7 +248,7 @@ def test_asyncssh_loads_without_the_x509_module_it_could_not_use() -> None:
             "marker_left": "asyncssh.crypto.x509" in sys.modules,
         }}))
     """
-    ours = run_fresh(probe.format(load="import sshpipe.__main__, sshpipe.transport.ssh"))
+    ours = run_fresh(probe.format(load=COMMANDS_IMPORT))
     stock = run_fresh(probe.format(load="import asyncssh"))
     assert (ours["available"], ours["algs"]) == (stock["available"], stock["algs"])
     assert ours["x509_loaded"] is False and ours["marker_left"] is False
@@ -237,7 +272,7 @@ def test_with_pyopenssl_there_asyncssh_tries_its_x509_module(tmp_path: Path) -> 
         import json, sys, warnings
         warnings.simplefilter("ignore")
         sys.path.insert(0, {str(tmp_path)!r})
-        import sshpipe.__main__, sshpipe.transport.ssh  # the command's quick import
+        {COMMANDS_IMPORT}
         print(json.dumps({{"x509_loaded": "cryptography.x509" in sys.modules}}))
     """)
     assert result["x509_loaded"] is True
