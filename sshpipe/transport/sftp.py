@@ -14,9 +14,18 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ..core import codec
-from ..core.errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError, Stalled
+from ..core.errors import (
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteOpenFailed,
+    SSHPipeError,
+    Stalled,
+)
 from ..core.flight import SharedBytes
+from ..core.quirks import combined_open, split_opens
 from ..core.replyparser import decode_limits
+from ..core.servercaps import OPEN_SPLIT, SETSTAT_REFUSED
 from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from ..core.tempbook import TempBook
@@ -25,6 +34,11 @@ from .requests import RequestChannel
 from .wiring import Lender, Pipe, RunCommand, Shell
 
 logger = logging.getLogger("sshpipe.sftp")
+# What a copy did not do (times and modes not set): said even with -q.
+undone = logging.getLogger("sshpipe.upload")
+
+# An OPEN refused with these may be one of combined flags (``quirks.split_opens``).
+_OPEN_REFUSALS = (codec.FX_FAILURE, codec.FX_OP_UNSUPPORTED)
 
 _NO_ATTRS = codec.Attrs()
 
@@ -191,12 +205,90 @@ class SFTPSession(RequestChannel):
         One that may create a temporary file of ours (CREAT) tells ``temps``
         it went out and, when it comes, what its answer says was made.
         """
-        sent = self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+        if not combined_open(pflags):
+            sent = self._open(path, pflags, attrs)
+        elif self.caps.opens_split:
+            sent = self._open_split(path, pflags, attrs)
+        else:
+            sent = self._open_learning(path, pflags, attrs)
         if pflags & codec.FXF_CREAT and self.temps.tracks(path):
             temps = self.temps
             temps.create_sent(path)
             sent.add_done_callback(partial(_told_created, temps, path))
         return sent
+
+    def _open(self, path: str, pflags: int, attrs: codec.Attrs) -> asyncio.Future[codec.Reply]:
+        return self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+
+    def _open_split(
+        self, path: str, pflags: int, attrs: codec.Attrs
+    ) -> asyncio.Future[codec.Reply]:
+        """An OPEN of combined flags as a server that refuses them takes it (``split_opens``)."""
+        opens = [self._open(path, flags, attrs) for flags in split_opens(pflags)]
+        if len(opens) == 1:
+            return opens[0]
+        truncating, creating = opens
+        either: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+
+        def answered(_: asyncio.Future[codec.Reply]) -> None:
+            if not (truncating.done() and creating.done()) or either.done():
+                return
+            replies = [_reply_of(truncating), _reply_of(creating)]
+            handles = [reply for reply in replies if isinstance(reply, codec.Handle)]
+            for extra in handles[1:]:  # both (a file made between them): one kept
+                self.close_handle_soon(extra.handle, path)
+            first, second = replies
+            if handles:
+                either.set_result(handles[0])
+            elif isinstance(first, BaseException):
+                _settle(either, first)
+            elif isinstance(first, codec.Status) and first.code == codec.FX_NO_SUCH_FILE:
+                _settle(either, second)  # nothing to truncate: the create's answer says why
+            else:
+                either.set_result(first)
+
+        truncating.add_done_callback(answered)
+        creating.add_done_callback(answered)
+        return either
+
+    def _open_learning(
+        self, path: str, pflags: int, attrs: codec.Attrs
+    ) -> asyncio.Future[codec.Reply]:
+        """An OPEN of combined flags, sent split once more if refused (AWS Transfer).
+
+        If the split one gives a handle, the server's ``ServerCaps`` learns it;
+        if not, the refusal was the file's (a permission, a full disk): the
+        first answer is the one reported.
+        """
+        first = self._open(path, pflags, attrs)
+        outcome: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+
+        def retried(refusal: codec.Reply, again: asyncio.Future[codec.Reply]) -> None:
+            reply = _reply_of(again)
+            if isinstance(reply, codec.Handle):
+                self.caps.split_open = True
+                if self.caps.adapt(OPEN_SPLIT):
+                    logger.info("%s: %s", self.name, OPEN_SPLIT)
+                outcome.set_result(reply)
+            else:
+                outcome.set_result(refusal)
+
+        def answered(future: asyncio.Future[codec.Reply]) -> None:
+            reply = _reply_of(future)
+            refused = isinstance(reply, codec.Status) and reply.code in _OPEN_REFUSALS
+            if not refused or self.broken is not None:
+                _settle(outcome, reply)
+                return
+            assert isinstance(reply, codec.Status)
+            try:
+                again = self._open_split(path, pflags, attrs)
+            except SSHPipeError:
+                outcome.set_result(reply)
+                return
+            again.add_done_callback(partial(retried, reply))
+
+        first.add_done_callback(answered)
+        return outcome
 
     async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
         return await self.handle_from(self._request(build), path)
@@ -327,6 +419,35 @@ class SFTPSession(RequestChannel):
         )
         self.check_status(reply, path)
 
+    async def set_attrs(self, path: str, attrs: codec.Attrs) -> bool:
+        """SETSTAT of a file the copy made, unless the server takes none: whether it was set.
+
+        A refusal that says the server takes none (``setstat_refused``) is
+        learned and said once, and the copy goes on without its times and
+        modes; any other failure raises.
+        """
+        if self.caps.setstat_off:
+            return False
+        try:
+            await self.setstat(path, attrs)
+        except RemoteError as exc:
+            if not self.setstat_refused(exc):
+                raise
+            return False
+        return True
+
+    def setstat_refused(self, exc: RemoteError) -> bool:
+        """Whether ``exc``, a SETSTAT's or FSETSTAT's, means the server takes none.
+
+        Then it is learned (``ServerCaps.refused_setstat``) and said once, as
+        a warning: the copy lands without the times and modes.
+        """
+        if not self.caps.refused_setstat(exc.status):
+            return False
+        if self.caps.adapt(SETSTAT_REFUSED):
+            undone.warning("%s; %s", SETSTAT_REFUSED, exc)
+        return True
+
     @property
     def can_fsync(self) -> bool:
         return "fsync@openssh.com" in self.extensions
@@ -345,6 +466,22 @@ class SFTPSession(RequestChannel):
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
         )
         self.check_status(reply, path)
+
+
+def _reply_of(future: asyncio.Future[codec.Reply]) -> codec.Reply | BaseException:
+    """A request's reply, or what ended the session before it came."""
+    if future.cancelled():
+        return asyncio.CancelledError()
+    return future.exception() or future.result()
+
+
+def _settle(future: asyncio.Future[codec.Reply], outcome: codec.Reply | BaseException) -> None:
+    if isinstance(outcome, asyncio.CancelledError):
+        future.cancel()
+    elif isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def _told_created(temps: TempBook, path: str, future: asyncio.Future[codec.Reply]) -> None:
