@@ -29,7 +29,7 @@ from ..core.servercaps import OPEN_SPLIT, SETSTAT_REFUSED
 from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from ..core.tempbook import TempBook
-from .replies import ReplyClock
+from .replies import ReplyCallback, ReplyClock
 from .requests import RequestChannel
 from .wiring import Lender, Pipe, RunCommand, Shell
 
@@ -203,8 +203,15 @@ class SFTPSession(RequestChannel):
         """Send an OPEN now, to go out with other requests; ``handle_from`` its answer.
 
         One that may create a temporary file of ours (CREAT) tells ``temps``
-        it went out and, when it comes, what its answer says was made.
+        it went out and, when it comes, what its answer says was made. Flags
+        some servers refuse together (``quirks.combined_open``) go split where
+        the server's profile or an earlier refusal says so, else split once
+        more after a refusal (``_open_learning``).
         """
+        if pflags & codec.FXF_EXCL:
+            # A file made new is empty: TRUNC asks nothing more of it, and a server
+            # refusing CREAT|TRUNC with WRITE (AWS Transfer) takes it without.
+            pflags &= ~codec.FXF_TRUNC
         if not combined_open(pflags):
             sent = self._open(path, pflags, attrs)
         elif self.caps.opens_split:
@@ -220,36 +227,62 @@ class SFTPSession(RequestChannel):
     def _open(self, path: str, pflags: int, attrs: codec.Attrs) -> asyncio.Future[codec.Reply]:
         return self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
 
+    def _open_then(self, path: str, pflags: int, attrs: codec.Attrs, then: ReplyCallback) -> None:
+        """Send an OPEN whose answer goes to ``then``, called from inside the reply.
+
+        Not through a future's callbacks (run later, from the loop): an OPEN
+        sent as several is answered, and a late one's CLOSE sent, before the
+        channel is found to owe nothing (``on_drained``), as for one OPEN.
+        """
+        request_id = self._allocate(then)
+        self._send(request_id, codec.encode_open(request_id, codec.wire(path), pflags, attrs))
+
+    def _opened(self, path: str) -> tuple[asyncio.Future[codec.Reply], ReplyCallback]:
+        """The future an OPEN sent as several answers, and the call that answers it."""
+        opened: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+
+        def answer(outcome: codec.Reply | BaseException) -> None:
+            if not opened.done():
+                _settle(opened, outcome)
+            elif isinstance(outcome, codec.Handle) and self.broken is None:
+                self.close_handle_soon(outcome.handle, path)  # nobody waits for it now
+
+        return opened, answer
+
     def _open_split(
         self, path: str, pflags: int, attrs: codec.Attrs
     ) -> asyncio.Future[codec.Reply]:
         """An OPEN of combined flags as a server that refuses them takes it (``split_opens``)."""
-        opens = [self._open(path, flags, attrs) for flags in split_opens(pflags)]
-        if len(opens) == 1:
-            return opens[0]
-        truncating, creating = opens
-        either: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+        opened, answer = self._opened(path)
+        self._send_split(path, pflags, attrs, answer)
+        return opened
 
-        def answered(_: asyncio.Future[codec.Reply]) -> None:
-            if not (truncating.done() and creating.done()) or either.done():
+    def _send_split(self, path: str, pflags: int, attrs: codec.Attrs, then: ReplyCallback) -> None:
+        """The OPENs of ``split_opens``, together; ``then`` gets the one answer they make."""
+        split = split_opens(pflags)
+        if len(split) == 1:
+            self._open_then(path, split[0], attrs, then)
+            return
+        got: dict[int, codec.Reply | BaseException] = {}
+
+        def one(index: int, reply: codec.Reply | BaseException) -> None:
+            got[index] = reply
+            if len(got) < len(split):
                 return
-            replies = [_reply_of(truncating), _reply_of(creating)]
-            handles = [reply for reply in replies if isinstance(reply, codec.Handle)]
+            first, second = got[0], got[1]
+            handles = [reply for reply in (first, second) if isinstance(reply, codec.Handle)]
             for extra in handles[1:]:  # both (a file made between them): one kept
-                self.close_handle_soon(extra.handle, path)
-            first, second = replies
+                if self.broken is None:
+                    self.close_handle_soon(extra.handle, path)
             if handles:
-                either.set_result(handles[0])
-            elif isinstance(first, BaseException):
-                _settle(either, first)
+                then(handles[0])
             elif isinstance(first, codec.Status) and first.code == codec.FX_NO_SUCH_FILE:
-                _settle(either, second)  # nothing to truncate: the create's answer says why
+                then(second)  # nothing there to truncate: the create's answer says why
             else:
-                either.set_result(first)
+                then(first)
 
-        truncating.add_done_callback(answered)
-        creating.add_done_callback(answered)
-        return either
+        for index, flags in enumerate(split):
+            self._open_then(path, flags, attrs, partial(one, index))
 
     def _open_learning(
         self, path: str, pflags: int, attrs: codec.Attrs
@@ -260,35 +293,30 @@ class SFTPSession(RequestChannel):
         if not, the refusal was the file's (a permission, a full disk): the
         first answer is the one reported.
         """
-        first = self._open(path, pflags, attrs)
-        outcome: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+        opened, answer = self._opened(path)
 
-        def retried(refusal: codec.Reply, again: asyncio.Future[codec.Reply]) -> None:
-            reply = _reply_of(again)
-            if isinstance(reply, codec.Handle):
-                self.caps.split_open = True
-                if self.caps.adapt(OPEN_SPLIT):
-                    logger.info("%s: %s", self.name, OPEN_SPLIT)
-                outcome.set_result(reply)
-            else:
-                outcome.set_result(refusal)
+        def retried(refusal: codec.Reply, reply: codec.Reply | BaseException) -> None:
+            if not isinstance(reply, codec.Handle):
+                answer(refusal)
+                return
+            self.caps.split_open = True
+            if self.caps.adapt(OPEN_SPLIT):
+                logger.info("%s: %s", self.name, OPEN_SPLIT)
+            answer(reply)
 
-        def answered(future: asyncio.Future[codec.Reply]) -> None:
-            reply = _reply_of(future)
+        def answered(reply: codec.Reply | BaseException) -> None:
             refused = isinstance(reply, codec.Status) and reply.code in _OPEN_REFUSALS
-            if not refused or self.broken is not None:
-                _settle(outcome, reply)
+            if not refused or self.broken is not None or opened.done():
+                answer(reply)
                 return
             assert isinstance(reply, codec.Status)
             try:
-                again = self._open_split(path, pflags, attrs)
+                self._send_split(path, pflags, attrs, partial(retried, reply))
             except SSHPipeError:
-                outcome.set_result(reply)
-                return
-            again.add_done_callback(partial(retried, reply))
+                answer(reply)
 
-        first.add_done_callback(answered)
-        return outcome
+        self._open_then(path, pflags, attrs, answered)
+        return opened
 
     async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
         return await self.handle_from(self._request(build), path)
@@ -468,17 +496,8 @@ class SFTPSession(RequestChannel):
         self.check_status(reply, path)
 
 
-def _reply_of(future: asyncio.Future[codec.Reply]) -> codec.Reply | BaseException:
-    """A request's reply, or what ended the session before it came."""
-    if future.cancelled():
-        return asyncio.CancelledError()
-    return future.exception() or future.result()
-
-
 def _settle(future: asyncio.Future[codec.Reply], outcome: codec.Reply | BaseException) -> None:
-    if isinstance(outcome, asyncio.CancelledError):
-        future.cancel()
-    elif isinstance(outcome, BaseException):
+    if isinstance(outcome, BaseException):
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
