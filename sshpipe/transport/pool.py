@@ -44,7 +44,7 @@ from ..core.errors import (
 from ..core.flight import SharedBytes
 from ..core.quirks import quirks_for
 from ..core.servercaps import ServerCaps
-from ..core.serverprofile import ServerProfile, describe_server
+from ..core.serverprofile import ServerProfile, describe_server, software_of
 from ..core.tempbook import TempBook
 from .authmemory import AuthMemory
 from .lease import ChannelKey, ChannelSpec
@@ -160,6 +160,9 @@ class ChannelPool:
                 await link.close()
                 raise ClosedError("this client was closed")
             self._slots.append(PooledLink(link, self.spec.channels_per_connection))
+            # The banner names a cloud profile before any channel: a transfer
+            # sizes its lease by it (``transfer.inorder``).
+            self._take_quirks(software_of(link.server_version))
 
     @contextlib.asynccontextmanager
     async def lease(
@@ -478,7 +481,11 @@ class ChannelPool:
     def _take_profile(self, profile: ServerProfile) -> None:
         """The first channel's server: its cloud profile put in force, and said once."""
         self.server_profile = profile
-        quirks = quirks_for(self.spec.server_profile, profile.software)
+        self._take_quirks(profile.software)
+
+    def _take_quirks(self, software: str) -> None:
+        """The cloud profile of the server whose banner names ``software``, said once."""
+        quirks = quirks_for(self.spec.server_profile, software)
         self.server_caps.quirks = quirks
         for change in quirks.changes():
             if self.server_caps.adapt(change):
