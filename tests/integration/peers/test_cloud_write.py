@@ -290,14 +290,16 @@ async def test_a_resume_to_an_append_only_server_appends(tmp_path: Path, few_blo
         assert cap.refused == 1
         # The WRITEs in flight behind the refused one were past the end too.
         behind = cap.out_of_order
-        again = sshpipe.TransferConfig(resume=True, server_profile="azure-blob")
+        # Four channels asked for: striped, the rest would go out of order.
+        again = sshpipe.TransferConfig(resume=True, server_profile="azure-blob", channels=4)
         async with from_embedded(server).client(again) as client:
             stats = await client.put(str(src), "/copy.bin")
         assert (server.root / "copy.bin").read_bytes() == data
         assert_nothing_left(server, tmp_path)
     assert cap.out_of_order == behind  # resumed: nothing written but at the end
     assert cap.refused == 1
-    assert 0 < stats.resumed_bytes <= few_blocks * 64 * 1024
+    assert 0 < stats.resumed_bytes <= few_blocks * 64 * 1024, stats
+    assert stats.channels == 1, stats
 
 
 async def test_a_file_too_big_for_the_block_cap_fails_before_a_byte(
