@@ -310,7 +310,7 @@ def may_be_alike(stat: asyncio.Future[codec.Reply] | None, size: int) -> bool:
 async def _restore(sftp: SFTPSession, remote: str, landing: Landing) -> None:
     """Put back the times ``_tell_apart`` moved, now on the file under its final name."""
     if landing.restore is not None:
-        await sftp.setstat(remote, landing.restore)
+        await sftp.set_attrs(remote, landing.restore)  # a refusal is learned, said once
         landing.restore = None
 
 
