@@ -300,6 +300,9 @@ class Client(RemoteOps):
             from .engine import in_order, is_pipe, refused_out_of_order, tracked
 
             caps, path = pool.server_caps, sources[0]
+            # Connected first: the banner may name a profile that writes in order
+            # (``in_order``), which decides how many channels the upload leases.
+            await pool.open()
 
             async def put_one(tally: FileTally | None) -> TransferStats:
                 try:

@@ -25,9 +25,11 @@ with tables and hypothesis (``tests/core/``). A fresh interpreter proves it
 - ``serverprofile``: which server this is (banner, VERSION extensions): SYMLINK
   order, what it offers;
 - ``quirks``: cloud SFTP servers' quirks as named profiles (AWS Transfer, Azure Blob,
-  read-once mailboxes), from the banner or forced;
+  read-once mailboxes), from the banner or forced, and the rules they follow
+  (OPEN flags split, the block a cap on WRITEs needs, what a resume in order keeps);
 - ``servercaps``: what a server was found to refuse (handles, block, requests
-  in flight, out-of-order writes), and the rules that learn it;
+  in flight, out-of-order writes, SETSTAT, combined OPEN flags, SYMLINK), and
+  the rules that learn it;
 - ``sshconfig``: ssh_config read as OpenSSH reads it (Host, Match, Include,
   first value wins) for one host, and ``-J``'s hops;
 - ``timeline``: a transfer's set-up phases, in seconds and round trips;

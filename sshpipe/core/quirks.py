@@ -31,8 +31,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import codec
+from .readplan import Range
+
 # Azure Blob's cap on the blocks of one blob: one WRITE is one block.
 AZURE_MAX_WRITE_BLOCKS = 50_000
+# A block raised for a block cap is a multiple of this (a page: servers and
+# disks take those whole).
+BLOCK_ALIGN = 4096
+# The flags an OPEN to write may not combine (AWS Transfer Family).
+_CREAT_TRUNC = codec.FXF_CREAT | codec.FXF_TRUNC
+_READ_WRITE = codec.FXF_READ | codec.FXF_WRITE
 # Azure drops a connection idle for 4 minutes; ours close a margin before.
 AZURE_IDLE_TIMEOUT = 240.0
 # The margin: the server's idle clock starts at the last request it read, ours
@@ -150,3 +159,57 @@ def read_once_verify(level: str) -> str | None:
     if level in ("none", "size"):
         return level
     return "size" if level == "best" else None
+
+
+def combined_open(pflags: int) -> bool:
+    """Whether an OPEN with ``pflags`` is one a ``split_open`` server refuses."""
+    return pflags & _CREAT_TRUNC == _CREAT_TRUNC and bool(pflags & _READ_WRITE)
+
+
+def split_opens(pflags: int) -> tuple[int, ...]:
+    """The OPENs such a server takes for one of ``pflags``, sent together, in order.
+
+    With EXCL the file is new, so empty: TRUNC is dropped, nothing else to do
+    (our temporary files). Without, "create or truncate" is two OPENs: the
+    first truncates a file that is there (no CREAT), the second creates one
+    that was not (EXCL, no TRUNC); at most one gives a handle, and neither
+    needs SETSTAT, which such servers often refuse too.
+    """
+    if not combined_open(pflags):
+        return (pflags,)
+    if pflags & codec.FXF_EXCL:
+        return (pflags & ~codec.FXF_TRUNC,)
+    return (pflags & ~codec.FXF_CREAT, (pflags & ~codec.FXF_TRUNC) | codec.FXF_EXCL)
+
+
+def capped_block(size: int, block: int, largest: int, max_blocks: int) -> int | None:
+    """The WRITE length for ``size`` bytes in at most ``max_blocks`` WRITEs.
+
+    ``block`` where it fits; else the least multiple of ``BLOCK_ALIGN`` that
+    does, up to ``largest`` (the most the server takes in one WRITE); None
+    when even ``largest`` cannot fit the file.
+    """
+    if -(-size // block) <= max_blocks:
+        return block
+    needed = -(-size // max_blocks)
+    if needed > largest:
+        return None
+    return min(largest, -(-needed // BLOCK_ALIGN) * BLOCK_ALIGN)
+
+
+def appendable(kept: list[Range], size: int | None) -> list[Range]:
+    """What a resume to a server that writes only at the end keeps of ``kept``.
+
+    Only a prefix it can append to: the ranges from offset 0 on without a
+    gap, and only if the partial file (``size`` bytes) ends where they do
+    (past it, the next WRITE would not be at the end). Else nothing: the
+    partial is written again from 0.
+    """
+    end = 0
+    for rng in sorted(kept, key=lambda rng: rng.offset):
+        if rng.offset > end:
+            break
+        end = max(end, rng.end)
+    if end == 0 or size != end:
+        return []
+    return [Range(0, end)]

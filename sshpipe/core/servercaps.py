@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import codec
 from .quirks import STANDARD, Quirks
 
 # Handles per channel when the server states none: Green End's sftpserver has a
@@ -26,6 +27,14 @@ MAX_HANDLES_PER_CHANNEL = 128
 # server must take (filexfer-02 §3).
 PROBE_BLOCKS = (261120, 131072, 65536, 32768)
 FLOOR_BLOCK = PROBE_BLOCKS[-1]
+
+# What a server refusing every SETSTAT answers one (``ServerCaps.refused_setstat``):
+# OP_UNSUPPORTED (AWS Transfer), PERMISSION_DENIED (Azure), a bare FAILURE.
+SETSTAT_REFUSALS = (codec.FX_OP_UNSUPPORTED, codec.FX_PERMISSION_DENIED, codec.FX_FAILURE)
+# What ``adapt`` notes of each quirk learned at run time (said once, as a warning).
+SETSTAT_REFUSED = "times and modes are not set (the server refuses SETSTAT)"
+OPEN_SPLIT = "files are opened, then truncated apart (the server refuses CREAT|TRUNC with WRITE)"
+SYMLINK_REFUSED = "symlinks are skipped (the server refuses SYMLINK)"
 
 # Requests per channel a stall never takes us below (``after_stall``).
 MIN_REQUESTS_AFTER_STALL = 8
@@ -46,6 +55,11 @@ class ServerCaps:
             unanswered while it answered the others).
         sequential_writes: the server refused a WRITE that was not at the end of
             the file: uploads go in order on one channel.
+        no_setstat: the server refused a SETSTAT or FSETSTAT of a file already
+            written: times and modes are not set (``setstat_off``).
+        split_open: the server refused an OPEN with CREAT|TRUNC and READ|WRITE
+            and took it split (``quirks.split_opens``): later ones go split.
+        no_symlinks: the server refused a SYMLINK: links are skipped.
         quirks: the cloud profile in force (``core.quirks``): from the banner,
             or forced by ``TransferConfig.server_profile``; set by the pool
             when the first channel is open.
@@ -60,6 +74,9 @@ class ServerCaps:
     requests: int | None = None
     channels: int | None = None
     sequential_writes: bool = False
+    no_setstat: bool = False
+    split_open: bool = False
+    no_symlinks: bool = False
     quirks: Quirks = STANDARD
     adapted: list[str] = field(default_factory=list)
     # The stall being learned from (``stalled``).
@@ -103,6 +120,48 @@ class ServerCaps:
         self.adapted.append(change)
         return True
 
+    @property
+    def setstat_off(self) -> bool:
+        """No SETSTAT or FSETSTAT is sent: the profile says so, or one was refused."""
+        return self.no_setstat or self.quirks.no_setstat
+
+    @property
+    def opens_split(self) -> bool:
+        """An OPEN to write is sent split (``quirks.split_opens``)."""
+        return self.split_open or self.quirks.split_open
+
+    @property
+    def symlinks_off(self) -> bool:
+        """No SYMLINK is sent: links are skipped (or followed with ``-L``)."""
+        return self.no_symlinks or self.quirks.no_symlinks
+
+    @property
+    def in_order(self) -> bool:
+        """Uploads are written in file order on one channel."""
+        return self.sequential_writes or self.quirks.sequential_writes
+
+    def refused_setstat(self, status: int | None) -> bool:
+        """Whether a SETSTAT answered ``status`` is the server refusing them all.
+
+        What a server that takes no attributes answers: OP_UNSUPPORTED,
+        PERMISSION_DENIED, or a bare FAILURE (to an attribute set on a file
+        just written, nothing else explains one). Learned then, and noted once.
+        """
+        if status not in SETSTAT_REFUSALS:
+            return False
+        self.no_setstat = True
+        return True
+
+    def refused_symlink(self, status: int | None) -> bool:
+        """Whether a SYMLINK answered ``status`` is the server making none (learned then).
+
+        OP_UNSUPPORTED only: a bare FAILURE is also what a name taken answers.
+        """
+        if status != codec.FX_OP_UNSUPPORTED:
+            return False
+        self.no_symlinks = True
+        return True
+
     def learned(self) -> dict[str, object]:
         """What was found, for ``--json`` and ``-v`` (only what is set)."""
         found: dict[str, object] = {}
@@ -110,8 +169,9 @@ class ServerCaps:
             value = getattr(self, name)
             if value is not None:
                 found[name] = value
-        if self.sequential_writes:
-            found["sequential_writes"] = True
+        for flag in ("sequential_writes", "no_setstat", "split_open", "no_symlinks"):
+            if getattr(self, flag):
+                found[flag] = True
         return found
 
 

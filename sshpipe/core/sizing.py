@@ -50,6 +50,17 @@ def block_size(configured: int | None, limits: Limits | None, *, write: bool) ->
     return max(MIN_BLOCK_SIZE, min(size, MAX_AUTO_BLOCK_SIZE))
 
 
+def largest_write(limits: Limits | None, block: int, ceiling: int) -> int:
+    """The longest WRITE the server takes: its stated limit (within its packets and
+    our ``ceiling``), else ``block``, the one chosen without it."""
+    if limits is None or not limits.max_write_len:
+        return block
+    size = limits.max_write_len
+    if limits.max_packet_len:
+        size = min(size, limits.max_packet_len - PACKET_OVERHEAD)
+    return max(block, min(size, ceiling))
+
+
 def lane_cap(window: int, *, write: bool) -> int:
     """Payload bytes one lane may hold in flight, from its channel's window (0: unknown).
 

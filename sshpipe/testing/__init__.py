@@ -19,7 +19,9 @@
   disconnect reason that is not UTF-8.
 - ``restrictive``: servers that each impose one cap seen in the field (open
   handles, channels per connection, reads outstanding, writes in order only,
-  no extensions, a channel closed or the whole server gone mid-run); ``tap``
+  cloud servers' refusals (SETSTAT, combined OPEN flags, WRITEs past a block
+  cap, SYMLINK), no extensions, a channel closed or the whole server gone
+  mid-run); ``tap``
   puts some of them on the session channel, in front of asyncssh's server.
 - ``sshd``: a throwaway OpenSSH sshd on loopback; ``plugin`` makes it a
   pytest fixture.

@@ -16,6 +16,14 @@ and reads afterwards: each counts the times its cap bit (``refused``,
 - ``SequentialWritesOnly``: a WRITE anywhere but at the file's current end is
   FX_FAILURE "non-sequential write" (object-store backed servers: Azure Blob's
   SFTP endpoint).
+- ``NoSetstat(status)``: SETSTAT and FSETSTAT answered OP_UNSUPPORTED (or
+  ``status``), as AWS Transfer Family and Azure Blob's endpoint answer them.
+- ``NoCombinedOpen``: an OPEN with CREAT|TRUNC together with READ or WRITE
+  is FX_FAILURE "unsupported flags" (AWS Transfer Family).
+- ``MaxWriteBlocks(n, sequential=False)``: the (n+1)-th WRITE to one handle
+  is FX_FAILURE "too many blocks" (Azure Blob: 50,000 blocks a blob); with
+  ``sequential``, one not at the end too, as ``SequentialWritesOnly``'s.
+- ``NoSymlinks``: SYMLINK answered OP_UNSUPPORTED (Azure Blob).
 - ``NoExtensions``: a bare SFTP v3 VERSION (no limits@openssh.com,
   posix-rename, fsync, statvfs, hardlink); every EXTENDED request is
   OP_UNSUPPORTED, and RENAME onto an existing name fails (filexfer-02 §6.5).
@@ -81,7 +89,11 @@ __all__ = [
     "DropsChannelMidTree",
     "DropsIdle",
     "HandleCap",
+    "MaxWriteBlocks",
+    "NoCombinedOpen",
     "NoExtensions",
+    "NoSetstat",
+    "NoSymlinks",
     "ReadOnce",
     "ReadOnlyMount",
     "Restriction",
@@ -131,6 +143,7 @@ async def restricted_server(
     root: Path | None = None,
     port: int = 0,
     reuse_keys: bool = False,
+    server_version: str | None = None,
 ) -> AsyncIterator[EmbeddedServer]:
     """The embedded server imposing ``restriction``, for the ``async with`` block.
 
@@ -140,6 +153,7 @@ async def restricted_server(
         root: the served directory (default ``workdir/root``).
         port: 0 picks a free one; a restart passes the old one.
         reuse_keys: keep the keys a server left in ``workdir`` (a restart).
+        server_version: the banner's software (``AWS_SFTP_1.1``: a cloud profile's).
     """
     async with embedded_server(
         workdir,
@@ -150,6 +164,7 @@ async def restricted_server(
         max_sessions=restriction.max_sessions,
         session_factory=restriction.session,
         session_refused=restriction.session_refused,
+        server_version=server_version,
     ) as server:
         restriction.started(server)
         yield server
@@ -297,6 +312,128 @@ class _AppendOnly(_Served):
             raise asyncssh.SFTPFailure("non-sequential write")
         self.cap.written += 1
         return super().write(file_obj, offset, data)
+
+
+class NoSetstat(Restriction):
+    """SETSTAT and FSETSTAT answered ``status`` (OP_UNSUPPORTED by default): no attribute set."""
+
+    def __init__(self, status: int = asyncssh.FX_OP_UNSUPPORTED) -> None:
+        self.status = status
+        self.refused = 0  # SETSTATs and FSETSTATs refused
+
+    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
+        return _NoAttrs(chan, root, self)
+
+    def refuse(self, request: str) -> None:
+        self.refused += 1
+        raise asyncssh.SFTPError(self.status, f"{request} not supported")
+
+
+class _NoAttrs(_Served):
+    def __init__(self, chan: Any, root: Path, cap: NoSetstat) -> None:
+        super().__init__(chan, root)
+        self.cap = cap
+
+    def setstat(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> Any:
+        self.cap.refuse("SETSTAT")
+
+    def lsetstat(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> Any:
+        self.cap.refuse("SETSTAT")
+
+    def fsetstat(self, file_obj: object, attrs: asyncssh.SFTPAttrs) -> Any:
+        self.cap.refuse("FSETSTAT")
+
+
+class NoCombinedOpen(Restriction):
+    """An OPEN with CREAT|TRUNC together with READ or WRITE fails: "unsupported flags"."""
+
+    def __init__(self) -> None:
+        self.refused = 0  # OPENs refused for their flags
+        self.opened: list[int] = []  # the flags of every OPEN that went through
+
+    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
+        return _SplitOpens(chan, root, self)
+
+
+_CREAT_TRUNC = asyncssh.FXF_CREAT | asyncssh.FXF_TRUNC
+
+
+class _SplitOpens(_Served):
+    def __init__(self, chan: Any, root: Path, cap: NoCombinedOpen) -> None:
+        super().__init__(chan, root)
+        self.cap = cap
+
+    def open(self, path: bytes, pflags: int, attrs: asyncssh.SFTPAttrs) -> object:
+        if pflags & _CREAT_TRUNC == _CREAT_TRUNC and pflags & (
+            asyncssh.FXF_READ | asyncssh.FXF_WRITE
+        ):
+            self.cap.refused += 1
+            raise asyncssh.SFTPFailure("unsupported flags")
+        file_obj = super().open(path, pflags, attrs)
+        self.cap.opened.append(pflags)
+        return file_obj
+
+
+class MaxWriteBlocks(Restriction):
+    """The (``n`` + 1)-th WRITE to one handle fails: "too many blocks".
+
+    ``sequential``: a WRITE anywhere but at the file's end fails too, as
+    ``SequentialWritesOnly``'s (Azure Blob has both).
+    """
+
+    def __init__(self, n: int = 50_000, *, sequential: bool = False) -> None:
+        self.n = n
+        self.sequential = sequential
+        self.refused = 0  # WRITEs past the cap
+        self.out_of_order = 0  # WRITEs refused for not being at the end (``sequential``)
+        self.most = 0  # most WRITEs one handle took
+
+    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
+        return _BlockCounting(chan, root, self)
+
+
+class _BlockCounting(_Served):
+    def __init__(self, chan: Any, root: Path, cap: MaxWriteBlocks) -> None:
+        super().__init__(chan, root)
+        self.cap = cap
+        self.writes: dict[int, int] = {}  # WRITEs by open file (its id, until its CLOSE)
+
+    def write(self, file_obj: object, offset: int, data: bytes) -> Any:
+        count = self.writes.get(id(file_obj), 0) + 1
+        end = os.fstat(file_obj.fileno()).st_size  # type: ignore[attr-defined]
+        if self.cap.sequential and offset != end:
+            self.cap.out_of_order += 1
+            raise asyncssh.SFTPFailure("non-sequential write")
+        if count > self.cap.n:
+            self.cap.refused += 1
+            raise asyncssh.SFTPFailure("too many blocks")
+        self.writes[id(file_obj)] = count
+        self.cap.most = max(self.cap.most, count)
+        return super().write(file_obj, offset, data)
+
+    def close(self, file_obj: object) -> Any:
+        self.writes.pop(id(file_obj), None)
+        return super().close(file_obj)
+
+
+class NoSymlinks(Restriction):
+    """SYMLINK answered OP_UNSUPPORTED."""
+
+    def __init__(self) -> None:
+        self.refused = 0  # SYMLINKs refused
+
+    def sftp(self, chan: Any, root: Path) -> asyncssh.SFTPServer:
+        return _NoLinks(chan, root, self)
+
+
+class _NoLinks(_Served):
+    def __init__(self, chan: Any, root: Path, cap: NoSymlinks) -> None:
+        super().__init__(chan, root)
+        self.cap = cap
+
+    def symlink(self, oldpath: bytes, newpath: bytes) -> Any:
+        self.cap.refused += 1
+        raise asyncssh.SFTPOpUnsupported("symlinks not supported")
 
 
 class NoExtensions(Restriction):

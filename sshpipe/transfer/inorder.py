@@ -23,9 +23,15 @@ from ..core.servercaps import ServerCaps
 
 
 def in_order(config: TransferConfig, caps: ServerCaps) -> TransferConfig:
-    """``config`` for an upload to this server: one fixed channel where it needs order."""
-    if config.sequential_writes or caps.sequential_writes:
-        return replace(config, sequential_writes=True, channels=1)
+    """``config`` for an upload to this server: one fixed channel where it needs order.
+
+    The server's profile may say so too (``quirks.sequential_writes``). In
+    order, nothing is written before the end: no ``inplace`` (over the old
+    bytes) and no worker processes (each writes its own stripe); a resume
+    keeps only what it can append to (``quirks.appendable``).
+    """
+    if config.sequential_writes or caps.in_order:
+        return replace(config, sequential_writes=True, channels=1, inplace=False, workers="auto")
     return config
 
 

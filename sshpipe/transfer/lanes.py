@@ -14,9 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core import codec
-from ..core.config import TransferConfig
+from ..core.config import MAX_BLOCK_SIZE, TransferConfig
+from ..core.errors import RemoteError
 from ..core.flowcontrol import FlowController, FlowLimits
-from ..core.sizing import Sizing, lane_cap, sizing
+from ..core.quirks import capped_block
+from ..core.sizing import Sizing, lane_cap, largest_write, sizing
 from ..transport.pool import Lease
 from ..transport.sftp import SFTPSession
 
@@ -43,6 +45,29 @@ def sizing_of(config: TransferConfig, sftp: SFTPSession, *, write: bool) -> Sizi
         write=write,
         rate_limit=config.rate_limit,
     )
+
+
+def capped_write(block: int, size: int | None, sftp: SFTPSession, remote: str) -> int:
+    """The WRITE length for ``size`` bytes to a server that takes only so many WRITEs a
+    file (``quirks.max_write_blocks``: Azure Blob's 50,000 blocks a blob); ``block`` else.
+
+    Raises:
+        RemoteError: the file needs more WRITEs even of the longest the server
+            takes; raised before a byte is sent.
+    """
+    quirks = sftp.caps.quirks
+    cap = quirks.max_write_blocks
+    if cap is None or size is None:
+        return block  # a stream's size is not known: the server says when it is over
+    largest = largest_write(sftp.limits, block, MAX_BLOCK_SIZE)
+    capped = capped_block(size, block, largest, cap)
+    if capped is None:
+        raise RemoteError(
+            remote,
+            f"too big for this server ({quirks.name}): {size:,} bytes need more than "
+            f"{cap:,} WRITEs of {largest:,} bytes, the most it takes",
+        )
+    return capped
 
 
 # What a server that has not answered yet is taken to allow: OpenSSH's limits.

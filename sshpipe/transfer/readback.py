@@ -12,6 +12,7 @@ import logging
 
 from ..core import codec
 from ..core.config import TransferConfig
+from ..core.quirks import appendable
 from ..core.readback import Entry, ReadBackCheck
 from ..core.readplan import Range, ReadPlan, missing
 from ..core.text import printable
@@ -38,6 +39,8 @@ async def prepare_resume(
         attrs, candidates = found
         if candidates:
             kept = await read_back_kept(lease, resuming.partial, config, attrs, candidates)
+        if config.sequential_writes:  # nothing may be written before the end
+            kept = appendable(kept, attrs.size)
         logger.info(
             "%s: resuming, %d of %d journaled ranges intact (%d bytes)",
             printable(remote),

@@ -28,6 +28,7 @@ from ..durability.putresume import UploadResume
 from ..local import writeback
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
+    attrs_taken,
     keep_existing_mode,
     may_be_alike,
     named,
@@ -210,7 +211,7 @@ class Sending:
                     await self._send_all(pump)
                 closing = time.monotonic()
                 if kept is not None and pump.error is None:
-                    lane.sftp.check_status(await kept, remote)
+                    attrs_taken(lane.sftp, await kept, remote)
                 if pump.error is None and may_be_alike(self.replaced, self.offset):
                     # Every WRITE is acknowledged: the file as its rename must show
                     # it. On its handle, so answered before the CLOSE (in order).

@@ -38,7 +38,8 @@ from ..transport.remoteplace import (
 from ..transport.replies import quiet
 from ..transport.sftp import SFTPSession
 from .blocksource import BlockSource, FileBlocks, StreamBlocks
-from .lanes import cancelled, initial_channels, sizing_for
+from .inorder import in_order
+from .lanes import cancelled, capped_write, initial_channels, sizing_for
 from .progress import Tally
 from .pumpsetup import setup_phases, take_setup
 from .readback import prepare_resume
@@ -82,6 +83,7 @@ async def _upload(
     """
     started = time.perf_counter()
     sftp = initial_channels(lease)[0]
+    config = in_order(config, sftp.caps)  # the server's profile is known now
     began, opened = time.monotonic(), take_setup(sftp)
     committed = False
     temp: str | None = None  # renamed into place at the end
@@ -123,6 +125,8 @@ async def _upload(
             if not overwrite:  # fail before a byte is sent; the commit decides for sure
                 await refuse_existing(existing, remote)
         sizing = await sizing_for(config, sftp, write=True)
+        block = capped_write(sizing.block, size, sftp, remote)
+        sizing = replace(sizing, block=block) if block != sizing.block else sizing
         checks = plan_for(config.verify, sftp, remote_hash)
         sending = Sending(
             config, sizing, blocks, size, mode, shared, on_tail, tally, resuming, checks.specs

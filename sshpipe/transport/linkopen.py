@@ -40,6 +40,11 @@ class Link(Protocol):
     @property
     def closed(self) -> bool: ...
 
+    @property
+    def server_version(self) -> str:
+        """The server's SSH version string (its banner: a cloud profile's name is in it)."""
+        ...
+
     async def open_sftp(
         self,
         *,

@@ -44,7 +44,7 @@ from ..core.errors import (
 from ..core.flight import SharedBytes
 from ..core.quirks import idle_close_after, quirks_for
 from ..core.servercaps import ServerCaps
-from ..core.serverprofile import ServerProfile, describe_server
+from ..core.serverprofile import ServerProfile, describe_server, software_of
 from ..core.tempbook import TempBook
 from .authmemory import AuthMemory
 from .hostlimits import ConnectionBudget, host_limits
@@ -191,6 +191,9 @@ class ChannelPool:
                 self.budget.give_back()
                 raise ClosedError("this client was closed")
             self._slots.append(PooledLink(link, self._channels_per_connection()))
+            # The banner names a cloud profile before any channel: a transfer
+            # sizes its lease by it (``transfer.inorder``).
+            self._take_quirks(software_of(link.server_version))
 
     @contextlib.asynccontextmanager
     async def lease(
@@ -594,7 +597,11 @@ class ChannelPool:
     def _take_profile(self, profile: ServerProfile) -> None:
         """The first channel's server: its cloud profile put in force, and said once."""
         self.server_profile = profile
-        quirks = quirks_for(self.spec.server_profile, profile.software)
+        self._take_quirks(profile.software)
+
+    def _take_quirks(self, software: str) -> None:
+        """The cloud profile of the server whose banner names ``software``, said once."""
+        quirks = quirks_for(self.spec.server_profile, software)
         self.server_caps.quirks = quirks
         for change in quirks.changes():
             if self.server_caps.adapt(change):

@@ -253,8 +253,8 @@ async def _tell_apart(sftp: SFTPSession, temp: str, landing: Landing) -> None:
     being gone.
     """
     replaced = landing.replaced
-    if landing.restore is not None or _told_apart(landing):
-        return  # marked already (a retry), or nothing to be taken for
+    if landing.restore is not None or _told_apart(landing) or sftp.caps.setstat_off:
+        return  # marked already (a retry), nothing to be taken for, or no SETSTAT
     assert replaced is not None
     if landing.written is None:  # not asked as it was written (a worker-shared upload)
         try:
@@ -310,7 +310,7 @@ def may_be_alike(stat: asyncio.Future[codec.Reply] | None, size: int) -> bool:
 async def _restore(sftp: SFTPSession, remote: str, landing: Landing) -> None:
     """Put back the times ``_tell_apart`` moved, now on the file under its final name."""
     if landing.restore is not None:
-        await sftp.setstat(remote, landing.restore)
+        await sftp.set_attrs(remote, landing.restore)  # a refusal is learned, said once
         landing.restore = None
 
 
@@ -396,7 +396,7 @@ async def _linked(sftp: SFTPSession, temp: str, remote: str) -> bool:
     changed: only the same file shows it under the other. It is put back.
     False when that cannot be told (no hardlink extension, a refused SETSTAT).
     """
-    if "hardlink@openssh.com" not in sftp.extensions:
+    if "hardlink@openssh.com" not in sftp.extensions or sftp.caps.setstat_off:
         return False
     left, there = _lstat(sftp, temp), _lstat(sftp, remote)
     there.add_done_callback(quiet)  # if the other fails first, nobody reads this one
@@ -452,14 +452,15 @@ async def keep_existing_mode(
     ahead of the writes: the bytes are never readable under a looser mode than
     the old file had. The owner is asked for quietly (only root, or the owner
     keeping a group of theirs, may set it); the mode's answer is returned, to be
-    checked before the rename, or None when the mode needs no change.
+    checked before the rename (``attrs_taken``), or None when the mode needs no
+    change or the server takes no FSETSTAT.
     """
     try:
         reply = await asyncio.shield(existing)
     except SSHPipeError:
         return None  # the session broke: the writes will say so
-    if not isinstance(reply, codec.AttrsReply):
-        return None  # nothing there (the usual case): the OPEN's mode stands
+    if not isinstance(reply, codec.AttrsReply) or sftp.caps.setstat_off:
+        return None  # nothing there (the usual case), or no FSETSTAT: the OPEN's mode stands
     attrs = reply.attrs
     if attrs.kind == "file" and attrs.uid is not None and attrs.gid is not None:
         owner = codec.Attrs(uid=attrs.uid, gid=attrs.gid)
@@ -470,6 +471,24 @@ async def keep_existing_mode(
     fixed = _fsetstat(sftp, handle, codec.Attrs(permissions=wanted))
     fixed.add_done_callback(quiet)  # if the upload fails first, nobody reads it
     return fixed
+
+
+def attrs_taken(sftp: SFTPSession, reply: codec.Reply, remote: str) -> bool:
+    """Whether the FSETSTAT of ``keep_existing_mode`` (or ``-p``'s) was done.
+
+    A server that takes none (``SFTPSession.setstat_refused``) leaves the
+    file with the OPEN's mode: learned and said once, not a failure.
+
+    Raises:
+        RemoteError: any other failure.
+    """
+    try:
+        sftp.check_status(reply, remote)
+    except RemoteError as exc:
+        if not sftp.setstat_refused(exc):
+            raise
+        return False
+    return True
 
 
 def _fsetstat(sftp: SFTPSession, handle: bytes, attrs: codec.Attrs) -> asyncio.Future[codec.Reply]:

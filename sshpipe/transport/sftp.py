@@ -14,17 +14,31 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ..core import codec
-from ..core.errors import ConnectionBroken, ProtocolError, RemoteOpenFailed, SSHPipeError, Stalled
+from ..core.errors import (
+    ConnectionBroken,
+    ProtocolError,
+    RemoteError,
+    RemoteOpenFailed,
+    SSHPipeError,
+    Stalled,
+)
 from ..core.flight import SharedBytes
+from ..core.quirks import combined_open, split_opens
 from ..core.replyparser import decode_limits
+from ..core.servercaps import OPEN_SPLIT, SETSTAT_REFUSED
 from ..core.serverprofile import profile_of
 from ..core.status import status_error
 from ..core.tempbook import TempBook
-from .replies import ReplyClock
+from .replies import ReplyCallback, ReplyClock
 from .requests import RequestChannel
 from .wiring import Lender, Pipe, RunCommand, Shell
 
 logger = logging.getLogger("sshpipe.sftp")
+# What a copy did not do (times and modes not set): said even with -q.
+undone = logging.getLogger("sshpipe.upload")
+
+# An OPEN refused with these may be one of combined flags (``quirks.split_opens``).
+_OPEN_REFUSALS = (codec.FX_FAILURE, codec.FX_OP_UNSUPPORTED)
 
 _NO_ATTRS = codec.Attrs()
 
@@ -189,14 +203,120 @@ class SFTPSession(RequestChannel):
         """Send an OPEN now, to go out with other requests; ``handle_from`` its answer.
 
         One that may create a temporary file of ours (CREAT) tells ``temps``
-        it went out and, when it comes, what its answer says was made.
+        it went out and, when it comes, what its answer says was made. Flags
+        some servers refuse together (``quirks.combined_open``) go split where
+        the server's profile or an earlier refusal says so, else split once
+        more after a refusal (``_open_learning``).
         """
-        sent = self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+        if pflags & codec.FXF_EXCL:
+            # A file made new is empty: TRUNC asks nothing more of it, and a server
+            # refusing CREAT|TRUNC with WRITE (AWS Transfer) takes it without.
+            pflags &= ~codec.FXF_TRUNC
+        if not combined_open(pflags):
+            sent = self._open(path, pflags, attrs)
+        elif self.caps.opens_split:
+            sent = self._open_split(path, pflags, attrs)
+        else:
+            sent = self._open_learning(path, pflags, attrs)
         if pflags & codec.FXF_CREAT and self.temps.tracks(path):
             temps = self.temps
             temps.create_sent(path)
             sent.add_done_callback(partial(_told_created, temps, path))
         return sent
+
+    def _open(self, path: str, pflags: int, attrs: codec.Attrs) -> asyncio.Future[codec.Reply]:
+        return self._request(lambda rid: codec.encode_open(rid, codec.wire(path), pflags, attrs))
+
+    def _open_then(self, path: str, pflags: int, attrs: codec.Attrs, then: ReplyCallback) -> None:
+        """Send an OPEN whose answer goes to ``then``, called from inside the reply.
+
+        Not through a future's callbacks (run later, from the loop): an OPEN
+        sent as several is answered, and a late one's CLOSE sent, before the
+        channel is found to owe nothing (``on_drained``), as for one OPEN.
+        """
+        request_id = self._allocate(then)
+        self._send(request_id, codec.encode_open(request_id, codec.wire(path), pflags, attrs))
+
+    def _opened(self, path: str) -> tuple[asyncio.Future[codec.Reply], ReplyCallback]:
+        """The future an OPEN sent as several answers, and the call that answers it."""
+        opened: asyncio.Future[codec.Reply] = asyncio.get_running_loop().create_future()
+
+        def answer(outcome: codec.Reply | BaseException) -> None:
+            if not opened.done():
+                _settle(opened, outcome)
+            elif isinstance(outcome, codec.Handle) and self.broken is None:
+                self.close_handle_soon(outcome.handle, path)  # nobody waits for it now
+
+        return opened, answer
+
+    def _open_split(
+        self, path: str, pflags: int, attrs: codec.Attrs
+    ) -> asyncio.Future[codec.Reply]:
+        """An OPEN of combined flags as a server that refuses them takes it (``split_opens``)."""
+        opened, answer = self._opened(path)
+        self._send_split(path, pflags, attrs, answer)
+        return opened
+
+    def _send_split(self, path: str, pflags: int, attrs: codec.Attrs, then: ReplyCallback) -> None:
+        """The OPENs of ``split_opens``, together; ``then`` gets the one answer they make."""
+        split = split_opens(pflags)
+        if len(split) == 1:
+            self._open_then(path, split[0], attrs, then)
+            return
+        got: dict[int, codec.Reply | BaseException] = {}
+
+        def one(index: int, reply: codec.Reply | BaseException) -> None:
+            got[index] = reply
+            if len(got) < len(split):
+                return
+            first, second = got[0], got[1]
+            handles = [reply for reply in (first, second) if isinstance(reply, codec.Handle)]
+            for extra in handles[1:]:  # both (a file made between them): one kept
+                if self.broken is None:
+                    self.close_handle_soon(extra.handle, path)
+            if handles:
+                then(handles[0])
+            elif isinstance(first, codec.Status) and first.code == codec.FX_NO_SUCH_FILE:
+                then(second)  # nothing there to truncate: the create's answer says why
+            else:
+                then(first)
+
+        for index, flags in enumerate(split):
+            self._open_then(path, flags, attrs, partial(one, index))
+
+    def _open_learning(
+        self, path: str, pflags: int, attrs: codec.Attrs
+    ) -> asyncio.Future[codec.Reply]:
+        """An OPEN of combined flags, sent split once more if refused (AWS Transfer).
+
+        If the split one gives a handle, the server's ``ServerCaps`` learns it;
+        if not, the refusal was the file's (a permission, a full disk): the
+        first answer is the one reported.
+        """
+        opened, answer = self._opened(path)
+
+        def retried(refusal: codec.Reply, reply: codec.Reply | BaseException) -> None:
+            if not isinstance(reply, codec.Handle):
+                answer(refusal)
+                return
+            self.caps.split_open = True
+            if self.caps.adapt(OPEN_SPLIT):
+                logger.info("%s: %s", self.name, OPEN_SPLIT)
+            answer(reply)
+
+        def answered(reply: codec.Reply | BaseException) -> None:
+            refused = isinstance(reply, codec.Status) and reply.code in _OPEN_REFUSALS
+            if not refused or self.broken is not None or opened.done():
+                answer(reply)
+                return
+            assert isinstance(reply, codec.Status)
+            try:
+                self._send_split(path, pflags, attrs, partial(retried, reply))
+            except SSHPipeError:
+                answer(reply)
+
+        self._open_then(path, pflags, attrs, answered)
+        return opened
 
     async def _open_handle(self, build: Callable[[int], bytes], path: str) -> bytes:
         return await self.handle_from(self._request(build), path)
@@ -327,6 +447,35 @@ class SFTPSession(RequestChannel):
         )
         self.check_status(reply, path)
 
+    async def set_attrs(self, path: str, attrs: codec.Attrs) -> bool:
+        """SETSTAT of a file the copy made, unless the server takes none: whether it was set.
+
+        A refusal that says the server takes none (``setstat_refused``) is
+        learned and said once, and the copy goes on without its times and
+        modes; any other failure raises.
+        """
+        if self.caps.setstat_off:
+            return False
+        try:
+            await self.setstat(path, attrs)
+        except RemoteError as exc:
+            if not self.setstat_refused(exc):
+                raise
+            return False
+        return True
+
+    def setstat_refused(self, exc: RemoteError) -> bool:
+        """Whether ``exc``, a SETSTAT's or FSETSTAT's, means the server takes none.
+
+        Then it is learned (``ServerCaps.refused_setstat``) and said once, as
+        a warning: the copy lands without the times and modes.
+        """
+        if not self.caps.refused_setstat(exc.status):
+            return False
+        if self.caps.adapt(SETSTAT_REFUSED):
+            undone.warning("%s; %s", SETSTAT_REFUSED, exc)
+        return True
+
     @property
     def can_fsync(self) -> bool:
         return "fsync@openssh.com" in self.extensions
@@ -345,6 +494,13 @@ class SFTPSession(RequestChannel):
             lambda rid: codec.encode_path_request(codec.FXP_REMOVE, rid, codec.wire(path))
         )
         self.check_status(reply, path)
+
+
+def _settle(future: asyncio.Future[codec.Reply], outcome: codec.Reply | BaseException) -> None:
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def _told_created(temps: TempBook, path: str, future: asyncio.Future[codec.Reply]) -> None:

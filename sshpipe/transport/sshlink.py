@@ -198,7 +198,7 @@ class SSHLink:
             window=window,
             # Read before INIT is sent: nothing has used the server's grant yet.
             peer_window=pipe.peer_window,
-            server_version=str(self._conn.get_extra_info("server_version", "")),
+            server_version=self.server_version,
             max_reply=max_reply,
             stall_timeout=stall_timeout,
         )
@@ -228,6 +228,11 @@ class SSHLink:
     def closed(self) -> bool:
         """The connection is gone (dropped, reset, or closed by us)."""
         return bool(self._conn.is_closed())
+
+    @property
+    def server_version(self) -> str:
+        """The server's SSH version string, as it sent it."""
+        return str(self._conn.get_extra_info("server_version", ""))
 
     def abort(self, *, stalled: bool = False) -> None:
         """Drop the connection now (it stalled, or the user is leaving): every

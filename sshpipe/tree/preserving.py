@@ -49,5 +49,7 @@ async def upload_preserving(
     )
     attrs = attrs_of(info)
     mode = safe_mode(info.st_mode, directory=False)
-    await sftp.setstat(target, codec.Attrs(permissions=mode, atime=attrs.atime, mtime=attrs.mtime))
+    # A server that takes no SETSTAT gets the file without them (said once).
+    wanted = codec.Attrs(permissions=mode, atime=attrs.atime, mtime=attrs.mtime)
+    await sftp.set_attrs(target, wanted)
     return stats

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import posixpath
 from collections.abc import Callable
@@ -29,12 +30,13 @@ from ..core.errors import (
     RemoteNotFound,
     SSHPipeError,
 )
+from ..core.servercaps import SYMLINK_REFUSED
 from ..core.stats import TransferStats
 from ..durability import ledger
 from ..local.dirfd import local_error
 from ..local.source import read_whole_file
 from ..transfer.inorder import in_order, refused_out_of_order
-from ..transfer.lanes import cancelled
+from ..transfer.lanes import cancelled, capped_write
 from ..transfer.progress import Tally
 from ..transfer.upload import upload
 from ..transfer.verify import Digests
@@ -42,6 +44,7 @@ from ..transport.pacing import Pacer
 from ..transport.pool import Lease
 from ..transport.remoteplace import (
     Landing,
+    attrs_taken,
     check_landed,
     discard_temp,
     keep_existing_mode,
@@ -59,6 +62,11 @@ from .run import TreeRun
 from .scan import LocalSide
 from .smallread import read_back_small
 from .verify import digests_of_pieces
+
+logger = logging.getLogger("sshpipe.tree")
+
+# Why a link is left out of a tree put to a server that makes none.
+NO_SYMLINKS = "a symlink, and the server makes none (-L copies what it points to)"
 
 
 class TreePut(TreeRun):
@@ -178,7 +186,7 @@ class TreePut(TreeRun):
                 item.dest,
                 data,
                 temp=temp,
-                block=self.block,
+                block=capped_write(self.block, len(data), sftp, item.dest),
                 mode=self.mode_of(item),
                 times=item.times if self.options.preserve else None,
                 fsync=self.config.fsync and not batched,
@@ -265,14 +273,28 @@ class TreePut(TreeRun):
     async def big_done(self, item: Item) -> None:
         if self.options.preserve:
             attrs = self.final_attrs(item)
-            await self.on_channel(lambda sftp: sftp.setstat(item.dest, attrs))
+            await self.on_channel(lambda sftp: sftp.set_attrs(item.dest, attrs))
 
     async def _copy_link(self, item: Item) -> None:
+        """The link as a link; where the server makes none, skipped and said (rclone's
+        sftp backend does the same: ``-L`` copies what each points to instead)."""
+        caps = self.pool.server_caps
+        if caps.symlinks_off:
+            self.skip(item.source, NO_SYMLINKS)
+            return
         try:
             target = os.readlink(item.source)
         except OSError as exc:
             raise local_error(item.source, exc) from exc
-        await self.on_channel(partial(_make_link, target, item.dest))
+        try:
+            await self.on_channel(partial(_make_link, target, item.dest))
+        except RemoteError as exc:
+            if not caps.refused_symlink(exc.status):
+                raise
+            if caps.adapt(SYMLINK_REFUSED):
+                logger.warning("%s; %s", SYMLINK_REFUSED, exc)
+            self.skip(item.source, NO_SYMLINKS)
+            return
         self.account.symlinks += 1
 
     def final_attrs(self, item: Item) -> codec.Attrs:
@@ -304,7 +326,12 @@ class TreePut(TreeRun):
 async def _set_dir_attrs(
     todo: list[tuple[Item, codec.Attrs]], sftp: SFTPSession
 ) -> list[SSHPipeError | None]:
-    """SETSTAT each directory, pipelined on one channel (served in order); an error or None each."""
+    """SETSTAT each directory, pipelined on one channel (served in order); an error or None each.
+
+    None too where the server takes no SETSTAT (``SFTPSession.setstat_refused``).
+    """
+    if sftp.caps.setstat_off:
+        return [None for _ in todo]
     pending = [
         (
             item,
@@ -328,6 +355,8 @@ async def _set_dir_attrs(
             for _, rest in pending:
                 rest.add_done_callback(quiet)
             raise
+        except RemoteError as exc:
+            errors.append(None if sftp.setstat_refused(exc) else exc)
         except SSHPipeError as exc:
             errors.append(exc)
     return errors
@@ -420,6 +449,8 @@ async def put_small(
         RemoteError: naming ``dest`` (the temp name is ours, not the user's).
     """
     inplace = temp == dest
+    if sftp.caps.setstat_off:
+        times = None  # the server takes no FSETSTAT: the file lands without them
     flags = codec.FXF_WRITE | codec.FXF_CREAT | codec.FXF_TRUNC
     if not inplace:
         flags |= codec.FXF_EXCL
@@ -432,6 +463,7 @@ async def put_small(
         except RemoteError as exc:
             raise type(exc)(dest, exc.reason, status=exc.status) from exc
         replies: list[tuple[int | None, asyncio.Future[codec.Reply]]] = []
+        attrs_set: list[asyncio.Future[codec.Reply]] = []  # FSETSTATs: a refusal is learned
         replaced: codec.Attrs | None = None
         if existing is not None:
             try:
@@ -447,6 +479,7 @@ async def put_small(
                 raise
             if kept is not None:
                 replies.append((None, kept))
+                attrs_set.append(kept)
         if pacer is not None:
             try:
                 await pacer.acquire(len(data))
@@ -471,19 +504,17 @@ async def put_small(
                 # instead, which its rename must show, and its own mtime back after.
                 restore, mtime = codec.Attrs(atime=atime, mtime=mtime), mtime ^ 1
             attrs = codec.Attrs(permissions=mode, atime=atime, mtime=mtime)
-            replies.append(
-                (
-                    None,
-                    sftp.request(
-                        partial(
-                            codec.encode_handle_attrs_request,
-                            codec.FXP_FSETSTAT,
-                            handle=handle,
-                            attrs=attrs,
-                        )
-                    ),
+            attrs_set.append(
+                sftp.request(
+                    partial(
+                        codec.encode_handle_attrs_request,
+                        codec.FXP_FSETSTAT,
+                        handle=handle,
+                        attrs=attrs,
+                    )
                 )
             )
+            replies.append((None, attrs_set[-1]))
         if fsync and sftp.can_fsync:  # after the writes, before the CLOSE: in order
             replies.append((None, sftp.fsync_request(handle)))
         # The file as written, to tell it from a file of its size there after the
@@ -502,10 +533,15 @@ async def put_small(
             )
         )
         failure: SSHPipeError | None = None
+        set_here = True  # False: the server refused an FSETSTAT (learned, said once)
         try:
             for offset, future in replies:
                 try:
-                    sftp.check_status(await future, dest, offset, write=offset is not None)
+                    reply = await future
+                    if future in attrs_set:
+                        set_here = attrs_taken(sftp, reply, dest) and set_here
+                    else:
+                        sftp.check_status(reply, dest, offset, write=offset is not None)
                 except SSHPipeError as exc:
                     failure = failure or exc  # wait for the rest: the CLOSE must be answered
         except asyncio.CancelledError:
@@ -518,8 +554,10 @@ async def put_small(
             return Landing(len(data))  # nothing to rename: its size, for --verify
         stat = await stated if stated is not None else None  # answered before the CLOSE
         written = stat.attrs if isinstance(stat, codec.AttrsReply) else None
-        if times is not None:  # what is sure of it: no file of another mtime is it
+        if times is not None and set_here:  # what is sure of it: no other mtime is it
             written = codec.Attrs(size=len(data), mtime=mtime)
+        elif not set_here:
+            restore = None  # not marked: the rename's proof rests on the temp name gone
         landing = Landing(len(data), replaced, written, restore)
         if rename:
             await rename_into_place(sftp, temp, dest, landing)

@@ -23,7 +23,11 @@ from sshpipe.testing.restrictive import (
     DiesMidTree,
     DropsChannelMidTree,
     HandleCap,
+    MaxWriteBlocks,
+    NoCombinedOpen,
     NoExtensions,
+    NoSetstat,
+    NoSymlinks,
     Restriction,
     SequentialWritesOnly,
     StallsPastOutstanding,
@@ -154,6 +158,58 @@ async def test_a_write_anywhere_but_the_end_fails(tmp_path: Path) -> None:
             await file.write(b"b" * 5, 10)
         assert (server.root / "w").read_bytes() == b"a" * 10 + b"b" * 5
         assert (cap.refused, cap.written) == (2, 2)
+
+
+async def test_setstat_and_fsetstat_are_refused_and_the_banner_is_as_given(
+    tmp_path: Path,
+) -> None:
+    cap = NoSetstat()
+    async with restricted_server(tmp_path, cap, server_version="AWS_SFTP_1.1") as server:
+        (server.root / "f").write_bytes(b"x")
+        async with _ssh(server) as conn, conn.start_sftp_client() as sftp:
+            assert conn.get_extra_info("server_version") == "SSH-2.0-AWS_SFTP_1.1"
+            with pytest.raises(asyncssh.SFTPOpUnsupported, match="SETSTAT not supported"):
+                await sftp.chmod("/f", 0o600)
+            async with sftp.open("/f", "r+b") as file:
+                with pytest.raises(asyncssh.SFTPOpUnsupported, match="FSETSTAT not supported"):
+                    await file.chmod(0o600)
+        assert cap.refused == 2
+
+
+async def test_an_open_with_creat_trunc_and_write_is_refused(tmp_path: Path) -> None:
+    cap = NoCombinedOpen()
+    async with restricted_server(tmp_path, cap) as server, _sftp(server) as sftp:
+        with pytest.raises(asyncssh.SFTPFailure, match="unsupported flags"):
+            await sftp.open("/w", "wb")  # WRITE|CREAT|TRUNC
+        async with sftp.open("/w", "xb") as file:  # WRITE|CREAT|EXCL
+            await file.write(b"new")
+        assert (server.root / "w").read_bytes() == b"new"
+    assert cap.refused == 1 and len(cap.opened) == 1
+
+
+async def test_the_write_past_the_block_cap_is_refused_per_handle(tmp_path: Path) -> None:
+    cap = MaxWriteBlocks(2, sequential=True)
+    async with restricted_server(tmp_path, cap) as server, _sftp(server) as sftp:
+        async with sftp.open("/w", "wb") as file:
+            with pytest.raises(asyncssh.SFTPFailure, match="non-sequential write"):
+                await file.write(b"b", 5)
+            await file.write(b"a", 0)
+            await file.write(b"b", 1)
+            with pytest.raises(asyncssh.SFTPFailure, match="too many blocks"):
+                await file.write(b"c", 2)
+        async with sftp.open("/w", "ab") as file:  # a new handle counts from 0
+            await file.write(b"c", 2)
+        assert (server.root / "w").read_bytes() == b"abc"
+    assert (cap.refused, cap.out_of_order, cap.most) == (1, 1, 2)
+
+
+async def test_symlink_is_refused(tmp_path: Path) -> None:
+    cap = NoSymlinks()
+    async with restricted_server(tmp_path, cap) as server, _sftp(server) as sftp:
+        with pytest.raises(asyncssh.SFTPOpUnsupported):
+            await sftp.symlink("target", "/link")
+        assert not os.path.lexists(server.root / "link")
+    assert cap.refused == 1
 
 
 async def test_version_offers_no_extension_and_rename_will_not_replace(tmp_path: Path) -> None:
