@@ -21,6 +21,7 @@ from ..core.config import (
     DEFAULT_CHANNELS_PER_CONNECTION,
     DEFAULT_MAX_BYTES_IN_FLIGHT,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_HOST,
     DEFAULT_MAX_DEPTH,
     DEFAULT_REQUESTS,
     DEFAULT_RETRIES,
@@ -297,6 +298,13 @@ def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="upload in file order on one channel, for servers that refuse other writes "
         "(detected without it, at the cost of one attempt)",
+    )
+    parser.add_argument(
+        "--max-connections-per-host",
+        type=positive_int,
+        metavar="N",
+        help="most connections all of this process's clients hold to one server before "
+        f"they stop growing (default {DEFAULT_MAX_CONNECTIONS_PER_HOST}, or --connections if more)",
     )
     parser.add_argument(
         "--server-profile",

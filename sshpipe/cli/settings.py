@@ -176,6 +176,8 @@ def transfer_config(args: argparse.Namespace) -> TransferConfig:
         config = replace(config, inplace=True)
     if args.sequential_writes:
         config = replace(config, sequential_writes=True)
+    if args.max_connections_per_host:
+        config = replace(config, max_connections_per_host=args.max_connections_per_host)
     if args.server_profile:
         config = replace(config, server_profile=args.server_profile)
     if args.resume:

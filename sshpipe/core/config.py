@@ -40,6 +40,20 @@ DEFAULT_CHANNELS_PER_CONNECTION = 9
 # Connections one client may open for its transfers. Each costs a handshake
 # (~7 round trips); 4 x 9 channels x 2 MiB is 72 MiB of upload window.
 DEFAULT_MAX_CONNECTIONS = 4
+# Connections every client of the process together may hold to one server
+# before they stop growing (each keeps its first): two clients' default growth.
+# sshd's default MaxStartups (10:30:100) starts dropping log-ins past 10.
+DEFAULT_MAX_CONNECTIONS_PER_HOST = 8
+
+
+def connections_per_host(max_connections_per_host: int | None, max_connections: int) -> int:
+    """The per-process budget in force: the one set, else the default or the
+    client's own cap if that is more."""
+    if max_connections_per_host is not None:
+        return max_connections_per_host
+    return max(DEFAULT_MAX_CONNECTIONS_PER_HOST, max_connections)
+
+
 # Receive window per channel. OpenSSH uses 2 MiB (CHAN_SES_WINDOW_DEFAULT),
 # which caps a channel at 2 MiB per round trip. OpenSSH buffers at most 16 MiB
 # per channel (CHAN_INPUT_MAX) and HPN-SSH advertises at most 15 MiB to
@@ -140,7 +154,16 @@ class TransferConfig:
             connections) to use from the measured RTT and delivery rate; a
             number fixes the channels and the byte budget (max_bytes_in_flight).
         channels_per_connection: most channels opened on one connection.
-        max_connections: most connections the client opens for its transfers.
+        max_connections: most connections the client opens for its transfers
+            (every one: Compression auto's compressed connection too).
+        max_connections_per_host: most connections every client of this
+            process together holds to one server before they stop growing
+            (``transport.hostlimits``): each client keeps its first, so a Dask
+            worker's or a web app's many clients stay under the server's
+            ``MaxStartups`` and ``MaxSessions`` as one client would. None
+            (the default): ``DEFAULT_MAX_CONNECTIONS_PER_HOST`` (8), or the
+            client's own ``max_connections`` if more (one client alone is
+            never held below what it was told it may open).
         window: SSH receive window of each channel we open (RFC 4254 §5.2).
         max_packet_size: largest SSH data packet we ask the server to send.
         local_io_in_thread: read and write the local file in a worker thread so
@@ -224,6 +247,7 @@ class TransferConfig:
     channels: int | None = None
     channels_per_connection: int = DEFAULT_CHANNELS_PER_CONNECTION
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_host: int | None = None
     window: int = DEFAULT_WINDOW
     max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
     local_io_in_thread: bool = True
@@ -265,6 +289,7 @@ class TransferConfig:
         _positive("channels", self.channels, maximum=64)
         _positive("channels_per_connection", self.channels_per_connection, maximum=1024)
         _positive("max_connections", self.max_connections, maximum=64)
+        _positive("max_connections_per_host", self.max_connections_per_host, maximum=1024)
         _positive("window", self.window, maximum=2**32 - 1)
         _positive("max_packet_size", self.max_packet_size, maximum=2**20)
         # scp's ceiling: 100 x 2^20 Kbit/s (scp.c's strtonum bound), 128 bytes each.

@@ -17,11 +17,13 @@ import glob
 import posixpath
 import weakref
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fsspec.asyn import AsyncFileSystem, sync_wrapper
 from fsspec.utils import tokenize
 
+from ..core.config import TransferConfig
 from ..core.errors import HashUnavailable, RemoteError, RemoteIsADirectory, RemoteNotFound
 from . import _bulk
 from ._clients import LoopClients, close_all
@@ -71,7 +73,10 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
     first call finds them ready; False connects on the first call. The
     filesystem pickles (an unpickled copy, a Dask worker's, connects on first use),
     keeps one connection set per event loop and closes them with ``close()``
-    (or when it is garbage collected).
+    (or when it is garbage collected): a Dask worker's threads share fsspec's
+    one instance, so one client, one log-in. ``max_connections_per_host``:
+    ``TransferConfig``'s, the connections the whole process holds to the
+    server before its clients stop growing.
     """
 
     protocol: ClassVar[tuple[str, ...]] = (PROTOCOL,)
@@ -88,6 +93,10 @@ class SSHPipeFileSystem(AsyncFileSystem):  # type: ignore[misc]  # fsspec is unt
         connect_early = bool(options.pop("connect_early", True))
         self.host = host
         self._connect_kwargs = connect_options(options)
+        per_host = options.get("max_connections_per_host")
+        if per_host is not None:  # a storage option (Dask, pandas): TransferConfig's field
+            config = self._connect_kwargs.get("config") or TransferConfig()
+            self._connect_kwargs["config"] = replace(config, max_connections_per_host=per_host)
         self._clients = LoopClients(self._new_client)
         self.parquet_layouts = Layouts()  # footers parsed, for the next open of the file
         self._recent_files = RecentFiles()  # an isfile of one of them opens it (``_isfile``)

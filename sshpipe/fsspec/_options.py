@@ -30,7 +30,9 @@ FSSPEC_OPTIONS = frozenset(
     }
 )
 # The filesystem's own keywords (``SSHPipeFileSystem``), not ``sshpipe.connect``'s.
-FILESYSTEM_OPTIONS = frozenset({"connect_early"})
+# ``max_connections_per_host``: ``TransferConfig``'s, as a storage option (Dask's
+# workers take only storage options).
+FILESYSTEM_OPTIONS = frozenset({"connect_early", "max_connections_per_host"})
 
 
 def connect_parameters() -> frozenset[str]:

@@ -8,7 +8,7 @@ remote operations).
 
 from __future__ import annotations
 
-from ..core.config import TransferConfig
+from ..core.config import TransferConfig, connections_per_host
 from ..core.sizing import reply_cap
 from ..transport.lease import ChannelSpec
 
@@ -28,4 +28,7 @@ def channel_spec(config: TransferConfig) -> ChannelSpec:
         retries=config.retries,
         rate_limit=config.rate_limit,
         server_profile=config.server_profile,
+        max_connections_per_host=connections_per_host(
+            config.max_connections_per_host, config.max_connections
+        ),
     )

@@ -38,6 +38,8 @@
   lease is asked with (``ChannelSpec``: the pool never sees a
   ``TransferConfig``) and the protocols a transfer and a tree see it
   through; ``poolshare`` counts busy channels and shares them past the ceiling;
+  ``hostlimits``: what one server allows the whole process (connections under
+  ``max_connections_per_host``, channels per connection learned from refusals);
 - ``linkopen``: where the pool's links come from: a mux master's socket
   (``muxclient.MuxLink``), else a connection of our own (``ssh.open_link``);
   ``muxshell``: a remote shell through the master; ``muxmaster`` and

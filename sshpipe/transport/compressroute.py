@@ -5,7 +5,8 @@ nothing is toggled: ``CompressRoute`` keeps a second ``ChannelPool`` whose
 connections offer zlib@openssh.com, then zlib, then "none", so that a server
 offering no compression still connects and is then known to offer none
 (said once at ``-v``; auto means off for the rest of the client's life).
-The second pool shares the first's byte budget, server caps, log-in memory
+The second pool shares the first's byte budget, connection count (its
+connection counts against ``max_connections``), server caps, log-in memory
 and temp-file list: one client, two kinds of connection.
 
 ``RoutedLease`` is a transfer's lease on both: its channels are the plain
@@ -139,8 +140,14 @@ class CompressRoute:
                 return None
             if self._zlib is None:
                 cfg = replace(self.plain.connect_config, compression=True, control_path=None)
-                # The one memory budget, shared.
-                pool = ChannelPool(cfg, self.plain.spec, client_bytes=self.plain.client_bytes)
+                # The one memory budget, shared, and the one count of connections:
+                # with max_connections=1 there is no room for this one (auto: off).
+                pool = ChannelPool(
+                    cfg,
+                    self.plain.spec,
+                    client_bytes=self.plain.client_bytes,
+                    budget=self.plain.budget,
+                )
                 pool.server_caps = self.plain.server_caps
                 pool.auth_memory = self.plain.auth_memory
                 pool.temps = self.plain.temps

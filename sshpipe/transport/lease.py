@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.config import DEFAULT_MAX_CONNECTIONS_PER_HOST
 from ..core.servercaps import ServerCaps
 from .pacing import Pacer
 from .sftp import SFTPSession
@@ -43,6 +44,8 @@ class ChannelSpec:
         channels: a fixed count of channels; None lets the lease grow.
         channels_per_connection: most channels opened on one connection.
         max_connections: most connections the pool opens.
+        max_connections_per_host: most connections the process holds to the
+            server before a client with one stops growing (``hostlimits``).
         retries: tries of a log-in the server dropped (``MaxStartups``).
         rate_limit: bytes/s the lease's requests share (None: unlimited).
         server_profile: the cloud profile forced, or "auto" (``core.quirks``);
@@ -60,6 +63,7 @@ class ChannelSpec:
     retries: int
     rate_limit: int | None
     server_profile: str = "auto"
+    max_connections_per_host: int = DEFAULT_MAX_CONNECTIONS_PER_HOST
 
     @property
     def key(self) -> ChannelKey:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..core.codec import Limits
 from ..core.compresspolicy import CompressionMode
 from ..core.config import DEFAULT_CONNECT_TIMEOUT, ConnectConfig
-from ..core.errors import ConnectionBroken
+from ..core.errors import ConnectDropped, ConnectionBroken
 from .replies import ReplyClock
 from .sftp import SFTPSession
 
@@ -61,12 +61,19 @@ logger = logging.getLogger("sshpipe.mux")
 
 
 class LoginTurns:
-    """One log-in at a time; those who waited for one that failed hear its error.
+    """One log-in at a time; those who waited behind one that failed hear its error,
+    unless the server was only busy.
 
     A filesystem's early log-in and its first call (``fsspec._clients``), or
     two transfers starting at once, would otherwise each connect: a caller
-    arriving while a log-in runs takes its outcome, and one arriving after a
-    failure tries again itself.
+    arriving while a log-in runs takes its outcome. A connection the server
+    dropped before the log-in (``ConnectDropped``: sshd's MaxStartups, busy
+    now) stays the attempt's own: each waiter then tries itself, in turn, so
+    one dropped pre-auth connection does not fail every transfer waiting on
+    it. Anything else is the same for all of them now (credentials refused, a
+    host key not trusted, nothing listening, a timeout: one try per waiter
+    would only multiply the wait), and they hear it. A caller arriving after
+    a failure tries again itself.
     """
 
     def __init__(self) -> None:
@@ -79,13 +86,19 @@ class LoginTurns:
         """The body logs in (or finds it done); raises the failure it waited behind."""
         failures = self._failures
         async with self._lock:
-            if self._failures != failures and self._error is not None:
-                raise self._error
+            error = self._error
+            if self._failures != failures and error is not None and not _busy(error):
+                raise error
             try:
                 yield
             except Exception as exc:
                 self._failures, self._error = self._failures + 1, exc
                 raise
+
+
+def _busy(error: Exception) -> bool:
+    """A log-in failure that says the server is busy now, not that it refuses us."""
+    return isinstance(error, ConnectDropped)
 
 
 _SSH = "sshpipe.transport.ssh"

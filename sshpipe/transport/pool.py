@@ -47,6 +47,7 @@ from ..core.servercaps import ServerCaps
 from ..core.serverprofile import ServerProfile, describe_server
 from ..core.tempbook import TempBook
 from .authmemory import AuthMemory
+from .hostlimits import ConnectionBudget, host_limits
 from .lease import ChannelKey, ChannelSpec
 from .lease import Lease as Lease
 from .lease import Pool as Pool
@@ -90,13 +91,27 @@ class ChannelPool:
             log-in retries and channel cap (each lease brings its own).
         client_bytes: the byte budget every transfer of the client shares
             (Compression auto's second pool is given the first one's).
+        budget: the connections the client may hold, over all its pools, and
+            its server's per-process budget (``hostlimits``); made from
+            ``spec`` when not given (Compression auto's second pool is given
+            the first one's).
     """
 
     def __init__(
-        self, connect_config: ConnectConfig, spec: ChannelSpec, *, client_bytes: SharedBytes
+        self,
+        connect_config: ConnectConfig,
+        spec: ChannelSpec,
+        *,
+        client_bytes: SharedBytes,
+        budget: ConnectionBudget | None = None,
     ) -> None:
         self.connect_config = connect_config
         self.spec = spec
+        self.budget = budget or ConnectionBudget(
+            host_limits(connect_config),
+            cap=spec.max_connections,
+            per_host=spec.max_connections_per_host,
+        )
         self._slots: list[PooledLink] = []
         self._slot_of: dict[SFTPSession, PooledLink] = {}
         self._idle: dict[ChannelKey, list[SFTPSession]] = {}
@@ -154,12 +169,24 @@ class ChannelPool:
         async with self._login.turn():  # a log-in under way: its outcome is ours
             if self._slots:
                 return
-            # A server past its MaxStartups drops it: tried again within the retries.
-            link = await open_link(self.connect_config, self.auth_memory, retries=self.spec.retries)
+            if not self.budget.take(1):  # a second pool of the client (Compression auto)
+                raise PoolExhausted(
+                    f"no connection left for this pool: the client holds its "
+                    f"max_connections ({self.budget.cap})"
+                )
+            try:
+                # A server past its MaxStartups drops it: tried again within the retries.
+                link = await open_link(
+                    self.connect_config, self.auth_memory, retries=self.spec.retries
+                )
+            except BaseException:
+                self.budget.give_back()
+                raise
             if self._closed:  # closed while we connected
                 await link.close()
+                self.budget.give_back()
                 raise ClosedError("this client was closed")
-            self._slots.append(PooledLink(link, self.spec.channels_per_connection))
+            self._slots.append(PooledLink(link, self._channels_per_connection()))
 
     @contextlib.asynccontextmanager
     async def lease(
@@ -214,6 +241,7 @@ class ChannelPool:
         await wind_down(self._busy, self._room, WIND_DOWN)
         await self._settling.wait(SETTLE_AT_CLOSE)
         slots, self._slots = self._slots, []
+        self.budget.give_back(len(slots))
         for sessions in self._idle.values():
             for sftp in sessions:
                 sftp.close()
@@ -426,10 +454,12 @@ class ChannelPool:
             self._give_back(spec, taken)
             if self._closed:  # what failed was our own closing, not the server
                 raise ClosedError("this client was closed")
-            if errors and not (self._busy and all(_capped(e) for e in errors)):
+            if errors and not (self._carrying() and all(_capped(e) for e in errors)):
                 raise errors[0]
             # Connections that took no more (refused, or left a set-up unanswered)
-            # while others' channels are busy: room to wait for, or to share.
+            # while channels are open or on their way elsewhere: room to wait
+            # for (one given back, idle), or to share. A refusal is the
+            # server's MaxSessions speaking, not a failure of the transfer.
             return None
         return taken
 
@@ -475,6 +505,18 @@ class ChannelPool:
                 sessions.clear()
         return evicted
 
+    def _learned_channels(self) -> int | None:
+        """Channels one connection carries, as learned: from a connection that left one
+        unanswered (``server_caps``), or one the server refused, by any client
+        of the process (``hostlimits``)."""
+        found = [n for n in (self.server_caps.channels, self.budget.server.channels) if n]
+        return min(found) if found else None
+
+    def _channels_per_connection(self) -> int:
+        learned = self._learned_channels()
+        cap = self.spec.channels_per_connection
+        return min(cap, learned) if learned else cap
+
     def _take_profile(self, profile: ServerProfile) -> None:
         """The first channel's server: its cloud profile put in force, and said once."""
         self.server_profile = profile
@@ -493,6 +535,7 @@ class ChannelPool:
         if not dead:
             return
         self._slots = [slot for slot in self._slots if slot not in dead]
+        self.budget.give_back(len(dead))
         for sessions in self._idle.values():
             sessions[:] = [sftp for sftp in sessions if self._slot_of.get(sftp) not in dead]
         for sftp in [s for s, slot in self._slot_of.items() if slot in dead]:
@@ -513,6 +556,7 @@ class ChannelPool:
         """Close a connection that carries no channel and may carry none (its cap is 0)."""
         if slot.open == 0 and slot in self._slots:
             self._slots.remove(slot)
+            self.budget.give_back()
             slot.link.abort()  # nothing in flight on it: no need to wait for the server
             self._room.wake()  # room for a connection of use
 
@@ -520,6 +564,11 @@ class ChannelPool:
         slot = self._slot_of.pop(sftp, None)
         if slot is not None:
             slot.open -= 1
+
+    def _carrying(self) -> bool:
+        """Whether any channel is open (idle, busy, settling) or being opened, or a
+        connection is on its way: a refused transfer has something to wait for."""
+        return self._connecting > 0 or any(slot.open > 0 for slot in self._slots)
 
     def _connections_of(self, channels: list[SFTPSession]) -> int:
         return len({id(self._slot_of[s]) for s in channels if s in self._slot_of}) or 1
@@ -535,7 +584,7 @@ class ChannelPool:
         already coming (64 concurrent gets opened 55 connections when each
         counted only the ones under way).
         """
-        learned = self.server_caps.channels  # channels the server sets up per connection
+        learned = self._learned_channels()
         plan: list[PooledLink] = []  # a channel to open on each existing connection listed
         for slot in self._slots:
             if learned is not None:
@@ -547,6 +596,8 @@ class ChannelPool:
             -(-(count - len(plan)) // per_new),
             spec.max_connections - len(self._slots) - self._connecting,
         )
+        # Within the client's cap over all its pools, and its server's budget.
+        new_links = self.budget.take(new_links) if new_links > 0 else 0
         new_counts = [
             min(per_new, count - len(plan) - i * per_new) for i in range(max(new_links, 0))
         ]
@@ -569,7 +620,7 @@ class ChannelPool:
         """
         if count <= 0 or self._closed:  # closed meanwhile: no new connection for nobody
             return []
-        learned = self.server_caps.channels  # channels the server sets up per connection
+        learned = self._learned_channels()
         per_new = min(spec.channels_per_connection, learned or spec.channels_per_connection)
         plan, new_counts = self._reserve(spec, count, per_new)
         unsettled = [len(new_counts)]  # reservations not yet given back
@@ -600,6 +651,9 @@ class ChannelPool:
                 slot.open -= 1
                 slot.cap = slot.open
                 errors.append(exc)
+                if isinstance(exc, ChannelRefused):
+                    # MaxSessions: every new connection of the process asks no more.
+                    self.budget.server.refused_channel(slot.open)
                 if isinstance(exc, Stalled) and slot.link.replies.at > began:
                     # It answered its other channels meanwhile: the silence was
                     # aimed at this one. Each new connection then opens no more.
@@ -635,14 +689,19 @@ class ChannelPool:
             try:
                 link = await open_link(self.connect_config, self.auth_memory, retries=spec.retries)
             except SSHPipeError as exc:
+                self.budget.give_back()
                 errors.append(exc)
                 return
+            except BaseException:
+                self.budget.give_back()
+                raise
             finally:
                 self._connecting -= 1
                 unsettled[0] -= 1
                 self._room.wake()  # waiters for it may share now, or find its room
             if self._closed:
                 await link.close()
+                self.budget.give_back()
                 return
             slot = PooledLink(link, per_new, open=channels)
             self._slots.append(slot)
@@ -668,6 +727,7 @@ class ChannelPool:
             raise
         finally:
             self._connecting -= unsettled[0]  # tasks cancelled before they started
+            self.budget.give_back(unsettled[0])
         if errors:
             logger.debug("%d channel(s) not opened: %s", len(errors), errors[0])
         return opened

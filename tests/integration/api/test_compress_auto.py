@@ -293,3 +293,22 @@ async def test_the_command_lines_summary_says_what_went_compressed(
     assert got.returncode == 0, got.stderr
     assert (tmp_path / "t.csv").read_bytes() == text
     assert " bytes compressed (zlib@openssh.com, zlib ratio " in got.stdout, got.stdout
+
+
+async def test_max_connections_counts_the_compressed_connection_too(
+    openssh_peer: Peer, emulated_link: EmulatedLink, tmp_path: Path
+) -> None:
+    # Compression auto's connection is a second one: with max_connections=1
+    # there is no room for it, so text goes plain on the one connection.
+    text = _text(SIZE // 4)
+    config = sshpipe.TransferConfig(max_connections=1)
+    async with (
+        emulated_link(openssh_peer, SLOW) as (_, far),
+        far.client(config, compression="auto") as client,
+    ):
+        (far.root / "text.csv").write_bytes(text)
+        stats = await client.get(far.remote("text.csv"), tmp_path / "text.csv")
+        assert (tmp_path / "text.csv").read_bytes() == text
+        assert stats.compression is not None and not stats.compression.used
+        assert client.connections == 1
+        assert client._pool is not None and client._pool.budget.held == 1

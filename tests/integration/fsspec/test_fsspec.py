@@ -71,6 +71,21 @@ def test_unknown_storage_option_refused() -> None:
         SSHPipeFileSystem("h", identity_file="k", skip_instance_cache=True)
 
 
+def test_max_connections_per_host_is_a_storage_option() -> None:
+    # Dask's workers take only storage options: TransferConfig's field, kept
+    # beside a config given with it.
+    config = sshpipe.TransferConfig(requests=64)
+    fs = SSHPipeFileSystem(
+        "h",
+        max_connections_per_host=2,
+        config=config,
+        connect_early=False,
+        skip_instance_cache=True,
+    )
+    made = fs._new_client().config
+    assert (made.max_connections_per_host, made.requests) == (2, 64)
+
+
 def test_entry_point_is_declared() -> None:
     import tomllib
 
