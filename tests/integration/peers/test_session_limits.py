@@ -25,8 +25,10 @@ pytestmark = pytest.mark.openssh
 API_GETS = 20
 CLI_GETS = 6
 SIZE = 64 * 1024
-# What sshd's log says for each connection it drops past MaxStartups.
+# What sshd's log says for each connection it drops past MaxStartups, and for
+# each channel it refuses past MaxSessions (session.c).
 DROPPED = "past MaxStartups"
+REFUSED = "no more sessions"
 # Silent connections held open, each one of sshd's start-ups, until sshd has
 # dropped a command's connection: on two loaded cores six interpreters may
 # come too far apart for sshd ever to throttle on its own. Three of
@@ -34,7 +36,6 @@ DROPPED = "past MaxStartups"
 HELD = 3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: lands with the session-limit fix")
 @pytest.mark.parametrize("max_sessions", [1, 2])
 async def test_concurrent_api_gets_on_one_client_all_succeed_under_max_sessions(
     sshd_executable: Path, tmp_path: Path, max_sessions: int
@@ -47,9 +48,11 @@ async def test_concurrent_api_gets_on_one_client_all_succeed_under_max_sessions(
                 *(client.get(peer.remote(name), str(tmp_path / name)) for name in sources),
                 return_exceptions=True,
             )
+        refused = info.log_file.read_text().count(REFUSED)
     failed = [repr(r) for r in results if isinstance(r, BaseException)]
     assert failed == [], failed
     assert all((tmp_path / name).read_bytes() == data for name, data in sources.items())
+    assert refused > 0  # else the test proves nothing: sshd never said no
 
 
 async def _hold_start_ups(port: int, log_file: Path) -> int:
