@@ -72,5 +72,7 @@ def test_a_cluster_reads_parquet_and_downloads_files_under_max_startups_and_max_
         )
         total = client.compute(frame["a"].sum()).result(timeout=COMPUTE_LIMIT)
     fs.close()
+    refused = strict_sshd.log_file.read_text().count("no more sessions")  # past MaxSessions
     assert total == pytest.approx(sum(float(f["a"].sum()) for f in frames))
     assert all((tmp_path / "got" / name).read_bytes() == data for name, data in sources.items())
+    assert refused > 0  # else the test proves nothing: sshd never said no
