@@ -10,11 +10,9 @@ what was asked, say so in one line with the documented exit code.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import pytest
 
 import sshpipe
 from sshpipe.core.quirks import Quirks
-from sshpipe.testing.embedded import ChannelSFTP, EmbeddedServer
+from sshpipe.testing.embedded import ChannelSFTP
 from sshpipe.testing.restrictive import (
     DropsChannelMidTree,
     DropsIdle,
@@ -32,34 +30,16 @@ from sshpipe.testing.restrictive import (
     StallsPastOutstanding,
     restricted_server,
 )
-from tests.support.cli import assert_one_line_error, run_cli_async
+from tests.support.cli import assert_one_line_error
 from tests.support.files import leftover_temps, random_file
 from tests.support.peers import from_embedded
-from tests.support.trees import compare_trees, summarize
+from tests.support.restricted import assert_ok, assert_same_tree, asyncssh_sftp, cli, spec
 
 # Every test here starts an in-process server of its own (asyncssh-based).
 pytestmark = pytest.mark.asyncssh_server
 
 MiB = 1024 * 1024
-NOISE = ("Traceback", "Future exception was never retrieved", "Task exception was never retrieved")
 MAILBOX = ["--server-profile", "mailbox"]
-
-
-async def cli(server: EmbeddedServer, verb: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m sshpipe VERB`` at ``server``: never an internal error, never a traceback."""
-    result = await run_cli_async(verb, *server.cli_options(), *args)
-    assert result.returncode != 70, result.stderr
-    for noise in NOISE:
-        assert noise not in result.stderr, result.stderr
-    return result
-
-
-def spec(server: EmbeddedServer, path: str) -> str:
-    return f"{server.destination}:{path}"
-
-
-def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
-    assert result.returncode == 0, result.stderr
 
 
 def flat_tree(root: Path, files: int, *, big: int = 0) -> dict[str, bytes]:
@@ -74,30 +54,7 @@ def flat_tree(root: Path, files: int, *, big: int = 0) -> dict[str, bytes]:
     return made
 
 
-def assert_same_tree(source: Path, copy: Path, *sides: Path) -> None:
-    diffs = compare_trees(source, copy)
-    assert diffs == [], summarize(diffs)
-    assert leftover_temps(*sides) == []
-
-
 # -- the restrictions bite ------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def asyncssh_sftp(server: EmbeddedServer) -> AsyncIterator[asyncssh.SFTPClient]:
-    """asyncssh's own SFTP client at ``server``."""
-    async with (
-        asyncssh.connect(
-            server.host,
-            port=server.port,
-            username=server.username,
-            client_keys=[str(server.client_key)],
-            known_hosts=str(server.known_hosts),
-            config=None,
-        ) as conn,
-        conn.start_sftp_client() as sftp,
-    ):
-        yield sftp
 
 
 async def test_a_read_once_file_opens_once_and_a_stat_by_name_may_consume_it(

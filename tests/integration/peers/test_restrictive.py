@@ -21,7 +21,6 @@ from typing import Literal
 import pytest
 
 import sshpipe
-from sshpipe.testing.embedded import EmbeddedServer
 from sshpipe.testing.restrictive import (
     ChannelCap,
     DiesMidTree,
@@ -33,40 +32,16 @@ from sshpipe.testing.restrictive import (
     StallsPastOutstanding,
     restricted_server,
 )
-from tests.support.cli import assert_one_line_error, run_cli_async
+from tests.support.cli import assert_one_line_error
 from tests.support.files import left_counts, leftover_temps, random_file
 from tests.support.peers import from_embedded
-from tests.support.trees import compare_trees, make_tree, summarize
+from tests.support.restricted import assert_ok, assert_same_tree, cli, spec
+from tests.support.trees import make_tree
 
 # Every test here starts an in-process server of its own (asyncssh-based).
 pytestmark = pytest.mark.asyncssh_server
 
 MiB = 1024 * 1024
-EXIT_INTERNAL = 70
-NOISE = ("Traceback", "Future exception was never retrieved", "Task exception was never retrieved")
-
-
-async def cli(server: EmbeddedServer, verb: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m sshpipe VERB`` at ``server``: never an internal error, never a traceback."""
-    result = await run_cli_async(verb, *server.cli_options(), *args)
-    assert result.returncode != EXIT_INTERNAL, result.stderr
-    for noise in NOISE:
-        assert noise not in result.stderr, result.stderr
-    return result
-
-
-def spec(server: EmbeddedServer, path: str) -> str:
-    return f"{server.destination}:{path}"
-
-
-def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
-    assert result.returncode == 0, result.stderr
-
-
-def assert_same_tree(source: Path, copy: Path, *sides: Path) -> None:
-    diffs = compare_trees(source, copy)
-    assert diffs == [], summarize(diffs)
-    assert leftover_temps(*sides) == []
 
 
 def tree(root: Path, *, files: int, seed: int, big: int = 0, big_size: int = 4 * MiB) -> Path:

@@ -11,13 +11,11 @@ import asyncio
 import contextlib
 import os
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncssh
 import pytest
 
-from sshpipe.testing.embedded import EmbeddedServer
 from sshpipe.testing.restrictive import (
     ChannelCap,
     DiesMidTree,
@@ -33,30 +31,12 @@ from sshpipe.testing.restrictive import (
     StallsPastOutstanding,
     restricted_server,
 )
+from tests.support.restricted import asyncssh_connection, asyncssh_sftp
 
 # Every test here starts an in-process server of its own (asyncssh-based).
 pytestmark = pytest.mark.asyncssh_server
 
 _U32 = struct.Struct(">I")
-
-
-@contextlib.asynccontextmanager
-async def _ssh(server: EmbeddedServer) -> AsyncIterator[asyncssh.SSHClientConnection]:
-    async with asyncssh.connect(
-        server.host,
-        port=server.port,
-        username=server.username,
-        client_keys=[str(server.client_key)],
-        known_hosts=str(server.known_hosts),
-        config=None,
-    ) as conn:
-        yield conn
-
-
-@contextlib.asynccontextmanager
-async def _sftp(server: EmbeddedServer) -> AsyncIterator[asyncssh.SFTPClient]:
-    async with _ssh(server) as conn, conn.start_sftp_client() as sftp:
-        yield sftp
 
 
 def _packet(ptype: int, body: bytes) -> bytes:
@@ -83,7 +63,7 @@ async def test_the_seventeenth_handle_is_refused_and_a_closed_one_frees_a_slot(
     async with restricted_server(tmp_path, cap) as server:
         for i in range(17):
             (server.root / f"f{i}").write_bytes(b"x")
-        async with _sftp(server) as sftp:
+        async with asyncssh_sftp(server) as sftp:
             listing = sftp.scandir("/")  # holds a directory handle while suspended
             await anext(listing)
             files = [await sftp.open(f"/f{i}") for i in range(15)]
@@ -102,7 +82,7 @@ async def test_the_seventeenth_handle_is_refused_and_a_closed_one_frees_a_slot(
 
 async def test_a_third_channel_on_one_connection_is_refused(tmp_path: Path) -> None:
     cap = ChannelCap(n=2)
-    async with restricted_server(tmp_path, cap) as server, _ssh(server) as conn:
+    async with restricted_server(tmp_path, cap) as server, asyncssh_connection(server) as conn:
         first = await conn.start_sftp_client()
         second = await conn.start_sftp_client()
         with pytest.raises(asyncssh.ChannelOpenError, match="open failed"):
@@ -111,7 +91,7 @@ async def test_a_third_channel_on_one_connection_is_refused(tmp_path: Path) -> N
         await first.wait_closed()
         third = await conn.start_sftp_client()  # a closed channel frees its slot
         assert await third.exists("/") and await second.exists("/")
-        async with _ssh(server) as other:  # each connection has its own two
+        async with asyncssh_connection(server) as other:  # each connection has its own two
             await other.start_sftp_client()
             await other.start_sftp_client()
     assert cap.refused == 1
@@ -122,7 +102,7 @@ async def test_reads_past_32_outstanding_are_never_answered(tmp_path: Path) -> N
     async with restricted_server(tmp_path, cap) as server:
         data = os.urandom(40 * 1024)
         (server.root / "f").write_bytes(data)
-        async with _ssh(server) as conn:
+        async with asyncssh_connection(server) as conn:
             # Raw SFTP: asyncssh's client would split, retry and task its reads.
             writer, reader, _ = await conn.open_session(subsystem="sftp", encoding=None)
             writer.write(_packet(1, _U32.pack(3)))
@@ -149,7 +129,7 @@ async def test_reads_past_32_outstanding_are_never_answered(tmp_path: Path) -> N
 async def test_a_write_anywhere_but_the_end_fails(tmp_path: Path) -> None:
     cap = SequentialWritesOnly()
     async with restricted_server(tmp_path, cap) as server:
-        async with _sftp(server) as sftp, await sftp.open("/w", "wb") as file:
+        async with asyncssh_sftp(server) as sftp, await sftp.open("/w", "wb") as file:
             await file.write(b"a" * 10, 0)
             with pytest.raises(asyncssh.SFTPFailure, match="non-sequential write"):
                 await file.write(b"b", 20)  # past the end
@@ -166,7 +146,7 @@ async def test_setstat_and_fsetstat_are_refused_and_the_banner_is_as_given(
     cap = NoSetstat()
     async with restricted_server(tmp_path, cap, server_version="AWS_SFTP_1.1") as server:
         (server.root / "f").write_bytes(b"x")
-        async with _ssh(server) as conn, conn.start_sftp_client() as sftp:
+        async with asyncssh_connection(server) as conn, conn.start_sftp_client() as sftp:
             assert conn.get_extra_info("server_version") == "SSH-2.0-AWS_SFTP_1.1"
             with pytest.raises(asyncssh.SFTPOpUnsupported, match="SETSTAT not supported"):
                 await sftp.chmod("/f", 0o600)
@@ -178,7 +158,7 @@ async def test_setstat_and_fsetstat_are_refused_and_the_banner_is_as_given(
 
 async def test_an_open_with_creat_trunc_and_write_is_refused(tmp_path: Path) -> None:
     cap = NoCombinedOpen()
-    async with restricted_server(tmp_path, cap) as server, _sftp(server) as sftp:
+    async with restricted_server(tmp_path, cap) as server, asyncssh_sftp(server) as sftp:
         with pytest.raises(asyncssh.SFTPFailure, match="unsupported flags"):
             await sftp.open("/w", "wb")  # WRITE|CREAT|TRUNC
         async with sftp.open("/w", "xb") as file:  # WRITE|CREAT|EXCL
@@ -189,7 +169,7 @@ async def test_an_open_with_creat_trunc_and_write_is_refused(tmp_path: Path) -> 
 
 async def test_the_write_past_the_block_cap_is_refused_per_handle(tmp_path: Path) -> None:
     cap = MaxWriteBlocks(2, sequential=True)
-    async with restricted_server(tmp_path, cap) as server, _sftp(server) as sftp:
+    async with restricted_server(tmp_path, cap) as server, asyncssh_sftp(server) as sftp:
         async with sftp.open("/w", "wb") as file:
             with pytest.raises(asyncssh.SFTPFailure, match="non-sequential write"):
                 await file.write(b"b", 5)
@@ -205,7 +185,7 @@ async def test_the_write_past_the_block_cap_is_refused_per_handle(tmp_path: Path
 
 async def test_symlink_is_refused(tmp_path: Path) -> None:
     cap = NoSymlinks()
-    async with restricted_server(tmp_path, cap) as server, _sftp(server) as sftp:
+    async with restricted_server(tmp_path, cap) as server, asyncssh_sftp(server) as sftp:
         with pytest.raises(asyncssh.SFTPOpUnsupported):
             await sftp.symlink("target", "/link")
         assert not os.path.lexists(server.root / "link")
@@ -217,7 +197,7 @@ async def test_version_offers_no_extension_and_rename_will_not_replace(tmp_path:
     async with restricted_server(tmp_path, cap) as server:
         (server.root / "a").write_bytes(b"a")
         (server.root / "b").write_bytes(b"b")
-        async with _ssh(server) as conn:
+        async with asyncssh_connection(server) as conn:
             writer, reader, _ = await conn.open_session(subsystem="sftp", encoding=None)
             writer.write(_packet(1, _U32.pack(3)))  # INIT, version 3
             assert await _read_packet(reader) == b"\x02" + _U32.pack(3)  # VERSION, nothing else
@@ -226,7 +206,7 @@ async def test_version_offers_no_extension_and_rename_will_not_replace(tmp_path:
             reply = await _read_packet(reader)
             assert reply[:9] == b"\x65" + _U32.pack(7) + _U32.pack(asyncssh.FX_OP_UNSUPPORTED)
             writer.close()
-        async with _sftp(server) as sftp:
+        async with asyncssh_sftp(server) as sftp:
             assert sftp.limits.max_open_handles == 0  # no limits@openssh.com: nothing known
             with pytest.raises(asyncssh.SFTPError):
                 await sftp.rename("/a", "/b")  # plain v3 RENAME: the target exists
@@ -238,7 +218,7 @@ async def test_version_offers_no_extension_and_rename_will_not_replace(tmp_path:
 
 async def test_one_channel_is_closed_once_and_the_connection_goes_on(tmp_path: Path) -> None:
     cap = DropsChannelMidTree(after=10)
-    async with restricted_server(tmp_path, cap) as server, _ssh(server) as conn:
+    async with restricted_server(tmp_path, cap) as server, asyncssh_connection(server) as conn:
         sftp = await conn.start_sftp_client()  # its limits request is the first reply
         for _ in range(9):
             await sftp.stat("/")  # the ninth stat is the tenth reply, then the close
@@ -253,7 +233,7 @@ async def test_one_channel_is_closed_once_and_the_connection_goes_on(tmp_path: P
 async def test_the_server_dies_at_the_nth_file_created_and_comes_back(tmp_path: Path) -> None:
     cap = DiesMidTree(after=3)
     async with restricted_server(tmp_path, cap) as server:
-        async with _sftp(server) as sftp:
+        async with asyncssh_sftp(server) as sftp:
             for name in ("/f0", "/f1"):
                 async with sftp.open(name, "wb"):
                     pass
@@ -262,13 +242,13 @@ async def test_the_server_dies_at_the_nth_file_created_and_comes_back(tmp_path: 
                 await sftp.open("/f2", "wb")
         assert cap.died.is_set()
         with pytest.raises(OSError):  # no longer accepting
-            async with _ssh(server):
+            async with asyncssh_connection(server):
                 pass
     async with (
         restricted_server(
             tmp_path, Restriction(), root=server.root, port=server.port, reuse_keys=True
         ) as again,
-        _sftp(again) as sftp,
+        asyncssh_sftp(again) as sftp,
     ):
         assert again.known_hosts.read_text() == server.known_hosts.read_text()
         assert sorted(await sftp.listdir("/")) == [".", "..", "f0", "f1", "f2"]
