@@ -424,8 +424,14 @@ class ChannelPool:
         required: int,
         ready: Callable[[SFTPSession], None] | None,
         light: bool = False,
+        reopened: bool = False,
     ) -> list[SFTPSession] | None:
-        """One attempt of ``_take_channels``; None when no room is left anywhere yet."""
+        """One attempt of ``_take_channels``; None when no room is left anywhere yet.
+
+        ``reopened``: this attempt follows one whose connection was found
+        closed; a second such find is the server's answer (it drops every new
+        connection at its first channel) and raised, not tried for ever.
+        """
         if self._closed:
             raise ClosedError("this client was closed")
         self._prune()  # a connection the server closed while idle (Azure's, after 4 minutes)
@@ -464,13 +470,17 @@ class ChannelPool:
             self._give_back(spec, taken)
             if self._closed:  # what failed was our own closing, not the server
                 raise ClosedError("this client was closed")
-            if any(slot.link.closed for slot in self._slots) and all(
-                isinstance(e, ConnectionBroken) for e in errors
+            if (
+                not reopened
+                and any(slot.link.closed for slot in self._slots)
+                and all(isinstance(e, ConnectionBroken) for e in errors)
             ):
                 # Its connection closed as the channel was asked for (dropped idle,
-                # its close not yet seen at the prune above): another try opens one.
+                # its close not yet seen at the prune above): one more try opens one.
                 self._prune()
-                return None
+                return await self._try_take_channels(
+                    spec, count, required=required, ready=ready, light=light, reopened=True
+                )
             if errors and not (self._carrying() and all(_capped(e) for e in errors)):
                 raise errors[0]
             # Connections that took no more (refused, or left a set-up unanswered)
