@@ -55,6 +55,7 @@ __all__ = [
     "CONTROL_OPTIONS",
     "control_command",
     "control_settings",
+    "master_path",
     "socket_path",
     "use_master",
 ]
@@ -96,6 +97,27 @@ def control_settings(
         )
     except ControlWordError as exc:
         raise UsageError(f"-o {exc}") from None
+
+
+def master_path(args: argparse.Namespace) -> tuple[ControlSettings, str] | None:
+    """A get's or put's Control* settings and socket path; None: no master wanted.
+
+    ControlMaster, ControlPath and ControlPersist: ``-o`` first, then
+    ssh_config's for the host, as ssh.
+    """
+    from ..transport.sshconfig import own_options
+    from .settings import ssh_kwargs
+    from .targets import parse_remote
+
+    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
+    if spec is None:
+        return None  # the command says what is wrong with it
+    kwargs = ssh_kwargs(args, spec)
+    from_file = own_options(kwargs.get("ssh_config"), spec.host, kwargs.get("username"))
+    settings = control_settings(args.options, fallback=from_file)
+    if not settings.enabled:
+        return None
+    return settings, socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
 
 
 def _socket_dir() -> str:
@@ -260,6 +282,7 @@ async def _serve(
 ) -> None:
     from ..transport.muxmaster import Master
     from ..transport.ssh import open_link
+    from .thinserve import runner
 
     try:
         link = await open_link(cfg, retries=retries)
@@ -272,7 +295,8 @@ async def _serve(
     collector.resume()  # logged in: the master's start-up is over (collector.py)
     os.setsid()  # logged in: leave the terminal's session (no SIGHUP, no Ctrl-C)
     parent.tell({"ok": True, "pid": os.getpid()})
-    await Master(cfg, link, path, settings.persist, retries=retries).serve(sock)
+    master = Master(cfg, link, path, settings.persist, retries=retries, runner=runner(path))
+    await master.serve(sock)
 
 
 def _run_loop(coro: Any) -> None:

@@ -55,6 +55,14 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
 
         control = wants_control_command(words)
         args = None if control else parse_args(words)
+        if args is not None and own_process and not debug:
+            from .thin import thin_command
+
+            # A master at the ControlPath runs the get or put itself: this
+            # process loads no engine (``thin``); None: it runs it here.
+            code = thin_command(words, args)
+            if code is not None:
+                return code
         from ..transport.loading import quick_asyncssh_import
         from .verbosity import set_verbosity
 
@@ -72,9 +80,7 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     except SSHPipeError as exc:
         if debug:
             raise
-        # A tree's failures were listed one a line already (report_failures).
-        say(exc.summary if isinstance(exc, IncompleteTransfer) else str(exc))
-        return exc.exit_code
+        return failed(exc)
     except KeyboardInterrupt:
         TERMINAL.end()
         say("interrupted")
@@ -84,6 +90,13 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
             raise
         say(f"internal error: {type(exc).__name__}: {exc} (set SSHPIPE_DEBUG=1 for details)")
         return EXIT_INTERNAL
+
+
+def failed(exc: SSHPipeError) -> int:
+    """Say why the command failed, in one line; its exit code."""
+    # A tree's failures were listed one a line already (report_failures).
+    say(exc.summary if isinstance(exc, IncompleteTransfer) else str(exc))
+    return exc.exit_code
 
 
 def run() -> NoReturn:
