@@ -29,12 +29,14 @@ from ..client.connect import connect
 from ..core.errors import IncompleteTransfer, LocalError, UsageError
 from ..core.treeplan import has_magic
 from . import collector
-from .control import master_path, use_master
+from .control import use_master
 from .display import progress_display
 from .output import report, report_failures, report_tree
 from .prompt import TerminalPrompt, has_terminal
 from .settings import ssh_kwargs, transfer_config
 from .targets import RemoteSpec, parse_remote
+from .thin import master_path
+from .thinserve import runner
 from .verbosity import log_used
 
 __all__ = ["INTERRUPT_GRACE", "execute", "run_transfer"]
@@ -79,11 +81,15 @@ def _control_path(args: argparse.Namespace) -> str | None:
     assert spec is not None  # master_path found a host in it
     transfer = transfer_config(args)
     config = connect(spec.host, config=transfer, **_connect_kwargs(args, spec)).connect_config
-    return path if use_master(settings, path, config, retries=transfer.retries) else None
+    # The master runs later thin clients' commands (``thin``) with this module's transfer.
+    serve = partial(runner, transfer=run_transfer)
+    return (
+        path if use_master(settings, path, config, retries=transfer.retries, runner=serve) else None
+    )
 
 
 async def run_transfer(
-    args: argparse.Namespace, control_path: str, *, at: Callable[[str], str]
+    args: argparse.Namespace, control_path: str, at: Callable[[str], str]
 ) -> int:
     """The get or put ``args`` names, through the master at ``control_path``, in a
     running loop (a master's, for a thin client: ``thinserve``); ``at`` as ``_transfer``'s.

@@ -35,12 +35,12 @@ import json
 import logging
 import os
 import socket
+import stat
 import sys
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..core.config import ConnectConfig, parse_destination
 from ..core.control import (
     ControlSettings,
     ControlWordError,
@@ -48,17 +48,21 @@ from ..core.control import (
     control_persist,
     expand_control_path,
 )
-from ..core.errors import ConnectError, SSHPipeError, UsageError
+from ..core.errors import ConnectError, LocalError, SSHPipeError, UsageError
+from ..core.sshconfig import parse_destination
 from . import collector
 
 __all__ = [
     "CONTROL_OPTIONS",
     "control_command",
     "control_settings",
-    "master_path",
     "socket_path",
     "use_master",
 ]
+
+if TYPE_CHECKING:
+    from ..core.config import ConnectConfig
+    from ..transport.muxmaster import Runner
 
 logger = logging.getLogger("sshpipe.mux")
 
@@ -99,33 +103,36 @@ def control_settings(
         raise UsageError(f"-o {exc}") from None
 
 
-def master_path(args: argparse.Namespace) -> tuple[ControlSettings, str] | None:
-    """A get's or put's Control* settings and socket path; None: no master wanted.
-
-    ControlMaster, ControlPath and ControlPersist: ``-o`` first, then
-    ssh_config's for the host, as ssh.
-    """
-    from ..transport.sshconfig import own_options
-    from .settings import ssh_kwargs
-    from .targets import parse_remote
-
-    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
-    if spec is None:
-        return None  # the command says what is wrong with it
-    kwargs = ssh_kwargs(args, spec)
-    from_file = own_options(kwargs.get("ssh_config"), spec.host, kwargs.get("username"))
-    settings = control_settings(args.options, fallback=from_file)
-    if not settings.enabled:
-        return None
-    return settings, socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
-
-
 def _socket_dir() -> str:
     """The default socket directory: the per-user runtime one, else under ~/.ssh."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "sshpipe")
     return os.path.join(os.path.expanduser("~"), ".ssh", "sshpipe")
+
+
+def check_socket_dir(path: str) -> None:
+    """The socket's directory must be ours and shut to everyone else (0700).
+
+    Anyone who can reach the socket uses our authenticated connection: a
+    directory others can enter would let them try.
+
+    Raises:
+        LocalError: it is not a directory, not ours, or open to group or others.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        raise LocalError(directory, exc.strerror or str(exc)) from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise LocalError(directory, "ControlPath's directory is not a directory")
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise LocalError(
+            directory,
+            f"ControlPath's directory must be yours and mode 0700, not "
+            f"{stat.S_IMODE(info.st_mode):04o}",
+        )
 
 
 def socket_path(
@@ -145,8 +152,6 @@ def socket_path(
     Raises:
         UsageError: an unknown token. LocalError: the directory is not ours alone.
     """
-    from ..transport.muxclient import check_socket_dir
-
     template = settings.path
     if template is None:
         directory = _socket_dir()
@@ -179,12 +184,19 @@ def socket_path(
 
 
 def use_master(
-    settings: ControlSettings, path: str, connect_config: ConnectConfig, *, retries: int = 0
+    settings: ControlSettings,
+    path: str,
+    connect_config: ConnectConfig,
+    *,
+    retries: int = 0,
+    runner: Callable[[str], Runner] | None = None,
 ) -> bool:
     """Whether a master answers at ``path`` now, starting one first when "auto" asks.
 
     ``retries``: the master's connections are tried that many more times when
     the server closes them before the log-in (the command's ``--retries``).
+    ``runner``: given the socket's path, what a master started here runs a thin
+    client's command with (``thinserve``); None: it refuses them.
 
     Returns False (connect directly) when none runs and none may or could be
     started; why is logged at debug level.
@@ -207,7 +219,7 @@ def use_master(
     pid = os.fork()
     if pid == 0:  # the master
         os.close(read_end)
-        _master(settings, path, connect_config, write_end, retries)
+        _master(settings, path, connect_config, write_end, retries, runner)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as answer_pipe:
         raw = answer_pipe.read()
@@ -227,7 +239,12 @@ def use_master(
 
 
 def _master(
-    settings: ControlSettings, path: str, cfg: ConnectConfig, answer_fd: int, retries: int
+    settings: ControlSettings,
+    path: str,
+    cfg: ConnectConfig,
+    answer_fd: int,
+    retries: int,
+    runner: Callable[[str], Runner] | None,
 ) -> None:
     """The forked child: bind, log in, answer the parent, serve; never returns."""
     code = 0
@@ -248,7 +265,7 @@ def _master(
         except FileExistsError:  # another command's master won the race: use it
             parent.tell({"ok": True})
             os._exit(0)
-        _run_loop(_serve(settings, path, cfg, sock, parent, retries))
+        _run_loop(_serve(settings, path, cfg, sock, parent, retries, runner))
     except BaseException as exc:
         logger.debug("mux: the master failed: %s: %s", type(exc).__name__, exc)
         parent.tell({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -279,10 +296,10 @@ async def _serve(
     sock: Any,
     parent: _Parent,
     retries: int,
+    runner: Callable[[str], Runner] | None,
 ) -> None:
     from ..transport.muxmaster import Master
     from ..transport.ssh import open_link
-    from .thinserve import runner
 
     try:
         link = await open_link(cfg, retries=retries)
@@ -295,7 +312,9 @@ async def _serve(
     collector.resume()  # logged in: the master's start-up is over (collector.py)
     os.setsid()  # logged in: leave the terminal's session (no SIGHUP, no Ctrl-C)
     parent.tell({"ok": True, "pid": os.getpid()})
-    master = Master(cfg, link, path, settings.persist, retries=retries, runner=runner(path))
+    master = Master(
+        cfg, link, path, settings.persist, retries=retries, runner=runner and runner(path)
+    )
     await master.serve(sock)
 
 

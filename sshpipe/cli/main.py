@@ -15,8 +15,8 @@ import atexit
 import os
 import sys
 
-from ..core.errors import IncompleteTransfer, SSHPipeError
-from .output import TERMINAL, say
+from ..core.errors import SSHPipeError
+from .output import EXIT_INTERNAL, EXIT_INTERRUPTED, TERMINAL, failed, say
 from .version import version_line
 
 # Not typing's: ``sshpipe --version`` loads no typing (re, enum) for annotations.
@@ -24,9 +24,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import NoReturn
-
-EXIT_INTERRUPTED = 130
-EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
@@ -90,13 +87,6 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
             raise
         say(f"internal error: {type(exc).__name__}: {exc} (set SSHPIPE_DEBUG=1 for details)")
         return EXIT_INTERNAL
-
-
-def failed(exc: SSHPipeError) -> int:
-    """Say why the command failed, in one line; its exit code."""
-    # A tree's failures were listed one a line already (report_failures).
-    say(exc.summary if isinstance(exc, IncompleteTransfer) else str(exc))
-    return exc.exit_code
 
 
 def run() -> NoReturn:

@@ -27,7 +27,11 @@ import sys
 
 from ..core.errors import ConnectionBroken
 from ..core.muxwire import MuxWireError, encode_header, split_header
+from ..transport.sshconfig import own_options
+from .control import control_settings, socket_path
 from .output import show_progress
+from .settings import ssh_kwargs
+from .targets import parse_remote
 
 # Not typing's: the thin path loads as little as it can.
 TYPE_CHECKING = False
@@ -35,7 +39,9 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-__all__ = ["thin_command"]
+    from ..core.control import ControlSettings
+
+__all__ = ["master_path", "thin_command"]
 
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 # The master answers a connect at once when it serves: past this, run here.
@@ -55,8 +61,6 @@ def thin_command(words: Sequence[str], args: argparse.Namespace) -> int | None:
     local = [args.target] if args.command == "get" else args.sources
     if not all(_plain(name) for name in local):
         return None
-    from .control import master_path
-
     found = master_path(args)
     if found is None:
         return None
@@ -75,6 +79,23 @@ def thin_command(words: Sequence[str], args: argparse.Namespace) -> int | None:
             stream.buffer.write(text)
             stream.buffer.flush()
     return code
+
+
+def master_path(args: argparse.Namespace) -> tuple[ControlSettings, str] | None:
+    """A get's or put's Control* settings and socket path; None: no master wanted.
+
+    ControlMaster, ControlPath and ControlPersist: ``-o`` first, then
+    ssh_config's for the host, as ssh.
+    """
+    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
+    if spec is None:
+        return None  # the command says what is wrong with it
+    kwargs = ssh_kwargs(args, spec)
+    from_file = own_options(kwargs.get("ssh_config"), spec.host, kwargs.get("username"))
+    settings = control_settings(args.options, fallback=from_file)
+    if not settings.enabled:
+        return None
+    return settings, socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
 
 
 def _plain(name: str) -> bool:

@@ -22,18 +22,21 @@ socket with ``recv``, which drops ancillary data; the peer's cwd through
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextvars
 import io
 import os
 import sys
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core.errors import SSHPipeError
 from .args import parse_args
-from .command import run_transfer
-from .main import EXIT_INTERNAL, EXIT_INTERRUPTED, failed
-from .output import say
+from .output import EXIT_INTERNAL, EXIT_INTERRUPTED, failed, say
+
+if TYPE_CHECKING:
+    from ..transport.muxmaster import Runner
 
 __all__ = ["runner"]
 
@@ -64,8 +67,12 @@ class _Routed(io.TextIOBase):
         return False  # no progress display in a run: the client has the terminal
 
 
-def runner(path: str) -> Any:
-    """The master's ``Runner`` for its socket at ``path`` (``muxmaster.Runner``)."""
+# ``command.run_transfer``: passed in, as ``command`` imports this module.
+Transfer = Callable[[argparse.Namespace, str, Callable[[str], str]], Awaitable[int]]
+
+
+def runner(path: str, *, transfer: Transfer) -> Runner:
+    """The master's ``Runner`` for its socket at ``path``: ``transfer`` runs each command."""
     if not isinstance(sys.stdout, _Routed):
         sys.stdout = _Routed(sys.stdout, 0)
         sys.stderr = _Routed(sys.stderr, 1)
@@ -87,7 +94,7 @@ def runner(path: str) -> Any:
             context.run(_sink.set, sink)
             code = await _supervise(
                 asyncio.get_running_loop().create_task(
-                    _command(words, path, root), context=context
+                    _command(transfer, words, path, root), context=context
                 ),
                 interrupted,
                 sink[1],
@@ -101,9 +108,9 @@ def runner(path: str) -> Any:
     return run
 
 
-async def _command(words: list[str], path: str, root: str) -> int:
+async def _command(transfer: Transfer, words: list[str], path: str, root: str) -> int:
     try:
-        return await run_transfer(parse_args(words), path, at=lambda name: os.path.join(root, name))
+        return await transfer(parse_args(words), path, lambda name: os.path.join(root, name))
     except SSHPipeError as exc:
         return failed(exc)
     except Exception as exc:  # never a traceback for a user; say what broke
