@@ -74,7 +74,7 @@ def _control_path(args: argparse.Namespace) -> str | None:
     Before the event loop: a master is forked (``control``), never a running loop.
     """
     found = master_path(args)
-    if found is None:
+    if found is None or getattr(args, "master_gone", False):
         return None
     settings, path = found
     spec = parse_remote(args.sources[0] if args.command == "get" else args.target)

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["master_path", "thin_command"]
 
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# The master left mid-command without an answer.
+_GONE = (-1, b"", b"")
 # The master answers a connect at once when it serves: past this, run here.
 _CONNECT_TIMEOUT = 1.0
 
@@ -71,6 +73,10 @@ def thin_command(words: Sequence[str], args: argparse.Namespace) -> int | None:
         ran = _ask(sock, {"op": "run", "argv": list(words)})
     if ran is None:
         return None  # an older master, or one that would not: run it here
+    if ran == _GONE:
+        # As a command whose master dies mid-copy: on directly, no new master.
+        args.master_gone = True
+        return None
     code, out, err = ran
     # Printed by our own output code in the master: escaped already.
     for text, stream in ((out, sys.stdout), (err, sys.stderr)):
@@ -126,13 +132,19 @@ def _connect(path: str) -> socket.socket | None:
 
 
 def _ask(sock: socket.socket, header: dict[str, object]) -> tuple[int, bytes, bytes] | None:
-    """Send the command, relay Ctrl-C; the exit code, stdout and stderr (None: refused).
+    """Send the command, relay Ctrl-C; the exit code, stdout and stderr.
 
     The answer is a header line ``{"ok": true, "code": N, "out": n, "err": m}``,
     then n bytes of stdout and m of stderr (a tree's failures may be long).
 
+    Returns:
+        None when the master refused; ``_GONE`` when it left without an
+        answer (its SSH connection died: it cancelled the run, temporary
+        files removed): the command then runs here, as a direct one reconnects.
+
     Raises:
-        ConnectionBroken: the master went away after it took the command.
+        KeyboardInterrupt: the master left after our Ctrl-C.
+        ConnectionBroken: its answer was cut short or not one we read.
     """
     try:
         sock.sendall(encode_header(header))
@@ -140,8 +152,11 @@ def _ask(sock: socket.socket, header: dict[str, object]) -> tuple[int, bytes, by
         return None
     sock.settimeout(None)  # a transfer takes as long as it takes
 
+    interrupts = []
+
     def interrupted(signum: int, frame: object) -> None:
         # To the master, which cancels the transfer and answers 130.
+        interrupts.append(signum)
         with contextlib.suppress(OSError):
             sock.sendall(b'{"op":"interrupt"}\n')
 
@@ -151,10 +166,14 @@ def _ask(sock: socket.socket, header: dict[str, object]) -> tuple[int, bytes, by
         while True:
             try:
                 chunk = sock.recv(65536)
-            except OSError as exc:
-                raise ConnectionBroken(f"connection lost: the mux master went away: {exc}") from exc
+            except OSError:
+                chunk = b""  # reset: as gone
+            if not chunk and interrupts:
+                raise KeyboardInterrupt
+            if not chunk and split_header(buffer) is None:
+                return _GONE
             if not chunk:
-                raise ConnectionBroken("connection lost: the mux master went away")
+                raise ConnectionBroken("connection lost: the mux master's answer was cut short")
             buffer += chunk
             try:
                 parsed = split_header(buffer)
