@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.argtypes import positive_int
 from ..core.errors import UsageError
 from ..core.ratelimit import kbit_to_bytes
-from .control import CONTROL_OPTIONS
+from .controlpath import CONTROL_OPTIONS
 from .targets import RemoteSpec
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ import sys
 from ..core.errors import ConnectionBroken
 from ..core.muxwire import MuxWireError, encode_header, split_header
 from ..transport.sshconfig import own_options
-from .control import control_settings, socket_path
+from .controlpath import control_settings, socket_path
 from .output import show_progress
 from .settings import ssh_kwargs
 from .targets import parse_remote

@@ -40,7 +40,7 @@ class ControlSettings:
     """What ``-o ControlMaster/ControlPath/ControlPersist`` asked for.
 
     ``path`` is the template, not yet expanded; None means the default
-    (``cli.control.DEFAULT_CONTROL_PATH`` under the per-user directory).
+    (``cli.controlpath.DEFAULT_CONTROL_PATH`` under the per-user directory).
     """
 
     master: MasterMode = "no"
