@@ -26,7 +26,6 @@ import struct
 import sys
 
 from ..core.errors import ConnectionBroken
-from ..core.muxwire import MuxWireError, encode_header, split_header
 from ..transport.sshconfig import own_options
 from .controlpath import control_settings, socket_path
 from .output import show_progress
@@ -146,6 +145,10 @@ def _ask(sock: socket.socket, header: dict[str, object]) -> tuple[int, bytes, by
         KeyboardInterrupt: the master left after our Ctrl-C.
         ConnectionBroken: its answer was cut short or not one we read.
     """
+    # Here: ``command`` imports ``master_path`` from this module, and a command
+    # with no ControlPath loads no mux code (tests/integration/connect/test_startup.py).
+    from ..core.muxwire import MuxWireError, encode_header, split_header
+
     try:
         sock.sendall(encode_header(header))
     except OSError:
