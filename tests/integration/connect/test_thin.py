@@ -119,6 +119,13 @@ def test_later_get_and_put_run_in_the_master(
     assert (put.returncode, put.stdout, put.stderr) == (0, "", "")
     assert (openssh_peer.root / "up.bin").read_bytes() == data
     assert "asyncssh" not in dump.read_text().split()
+    (openssh_peer.root / "tree" / "sub").mkdir(parents=True)
+    (openssh_peer.root / "tree" / "sub" / "c").write_bytes(b"c" * 100)
+    tree = _run_dumping(dump, "get", "-q", "-r", *options, openssh_peer.spec("tree"), "t", cwd=work)
+    assert isinstance(tree, subprocess.CompletedProcess)
+    assert (tree.returncode, tree.stderr) == (0, "")
+    assert (work / "t" / "sub" / "c").read_bytes() == b"c" * 100
+    assert "asyncssh" not in dump.read_text().split()
     assert probe(str(mux_dir / "m")) == master  # the same master served all
 
 
