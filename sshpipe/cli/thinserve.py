@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core.errors import SSHPipeError
+from ..transport.muxclient import own_slots
 from .args import parse_args
 from .output import EXIT_INTERNAL, EXIT_INTERRUPTED, failed, say
 
@@ -92,6 +93,7 @@ def runner(path: str, *, transfer: Transfer) -> Runner:
             sink = (io.StringIO(), io.StringIO())
             context = contextvars.copy_context()
             context.run(_sink.set, sink)
+            context.run(own_slots)
             code = await _supervise(
                 asyncio.get_running_loop().create_task(
                     _command(transfer, words, path, root), context=context

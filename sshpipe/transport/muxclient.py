@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import socket
@@ -44,7 +45,7 @@ from .sftp import SFTPSession, lent_session
 
 logger = logging.getLogger("sshpipe.mux")
 
-__all__ = ["MuxLink", "open_mux_link", "probe", "request"]
+__all__ = ["MuxLink", "open_mux_link", "own_slots", "probe", "request"]
 
 _CRED = struct.Struct("3i")
 _KINDS: dict[str, type[ConnectError] | type[ConnectionBroken]] = {
@@ -363,7 +364,19 @@ class MuxLink:
         self._hello.close()
 
 
-_slots: dict[str, set[int]] = {}  # per socket path: the slots this process's links hold
+# Per socket path: the slots this process's links hold. A context variable so
+# that each thin client's run inside the master (``own_slots``) counts its own
+# from 0, as the separate process it replaces did: parallel later commands share
+# slot 0's connection instead of each logging in for a slot of its own.
+_process_slots: dict[str, set[int]] = {}
+_slots_var: contextvars.ContextVar[dict[str, set[int]]] = contextvars.ContextVar(
+    "sshpipe_mux_slots"
+)
+
+
+def own_slots() -> None:
+    """From here on in this context (a task started after), links count slots from 0."""
+    _slots_var.set({})
 
 
 async def open_mux_link(path: str, within: float) -> MuxLink:
@@ -373,7 +386,7 @@ async def open_mux_link(path: str, within: float) -> MuxLink:
         ConnectionBroken: no master answers there; ConnectError (and its
         kinds): the master could not open the connection for a new slot.
     """
-    held = _slots.setdefault(path, set())
+    held = _slots_var.get(_process_slots).setdefault(path, set())
     slot = next(index for index in range(len(held) + 1) if index not in held)
     held.add(slot)
     try:

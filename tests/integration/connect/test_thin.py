@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from sshpipe.testing.sshd import SSHServerInfo
 from sshpipe.transport.muxclient import probe, request
 from tests.support.cli import run_cli
 from tests.support.files import random_file
@@ -127,6 +128,40 @@ def test_later_get_and_put_run_in_the_master(
     assert (work / "t" / "sub" / "c").read_bytes() == b"c" * 100
     assert "asyncssh" not in dump.read_text().split()
     assert probe(str(mux_dir / "m")) == master  # the same master served all
+
+
+def test_parallel_later_commands_share_the_masters_connection(
+    openssh_peer: Peer, openssh: SSHServerInfo, tmp_path: Path, mux_dir: Path
+) -> None:
+    data = random_file(openssh_peer.root / "src.bin", 512 * 1024)
+    options = _options(openssh_peer, mux_dir)
+    first = run_cli("get", "-q", *options, openssh_peer.spec("src.bin"), str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    logins = openssh.log_file.read_text(errors="replace").count("Accepted publickey")
+    spec = openssh_peer.spec("src.bin")
+    slow = ["-l", "4000"]  # Kbit/s: ~1 s each, so that the three overlap
+    runs = [
+        _run_dumping(
+            tmp_path / f"modules{n}",
+            "get",
+            "-q",
+            *slow,
+            *options,
+            spec,
+            f"p{n}",
+            cwd=tmp_path,
+            wait=False,
+        )
+        for n in range(3)
+    ]
+    for n, proc in enumerate(runs):
+        assert isinstance(proc, subprocess.Popen)
+        _, err = proc.communicate(timeout=30)
+        assert (proc.returncode, err) == (0, "")
+        assert (tmp_path / f"p{n}").read_bytes() == data
+        assert "asyncssh" not in (tmp_path / f"modules{n}").read_text().split()
+    # Each run in the master counts its links from slot 0, as separate processes did.
+    assert openssh.log_file.read_text(errors="replace").count("Accepted publickey") == logins
 
 
 def test_errors_are_the_direct_commands(openssh_peer: Peer, tmp_path: Path, mux_dir: Path) -> None:
