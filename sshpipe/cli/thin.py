@@ -105,7 +105,8 @@ def master_path(args: argparse.Namespace) -> tuple[ControlSettings, str] | None:
 
 def _plain(name: str) -> bool:
     """A regular file, a directory, or nothing yet: what the master may open for us."""
-    if name == "-":
+    # /dev/stdout and its kin name this process's own files: the master's are others.
+    if name == "-" or os.path.abspath(name).startswith(("/dev/", "/proc/")):
         return False
     try:
         mode = os.stat(name).st_mode
