@@ -36,7 +36,6 @@ from .prompt import TerminalPrompt, has_terminal
 from .settings import ssh_kwargs, transfer_config
 from .targets import RemoteSpec, parse_remote
 from .thin import master_path
-from .thinserve import runner
 from .verbosity import log_used
 
 __all__ = ["INTERRUPT_GRACE", "execute", "run_transfer"]
@@ -81,6 +80,8 @@ def _control_path(args: argparse.Namespace) -> str | None:
     assert spec is not None  # master_path found a host in it
     transfer = transfer_config(args)
     config = connect(spec.host, config=transfer, **_connect_kwargs(args, spec)).connect_config
+    from .thinserve import runner  # only with a ControlPath: not in a direct get
+
     # The master runs later thin clients' commands (``thin``) with this module's transfer.
     serve = partial(runner, transfer=run_transfer)
     return (
