@@ -5,7 +5,9 @@ display in ``display``, rich's when the ``cli`` extra is there; the log's
 levels for ``-q``/``-v`` in ``verbosity``), the log-in's prompts on the
 terminal (``prompt``), the exit code (``main``, which loads the rest only
 once the words name a command to run), running a command that connects
-(``command``), sweeping what dead runs left (``clean``), the demo.
+(``command``), connection reuse (``controlpath`` finds the master,
+``control`` starts and asks it; a later get or put is run by the master for a
+``thin`` client, ``thinserve`` its side), sweeping what dead runs left (``clean``), the demo.
 
 Everything a server says is escaped before it reaches the terminal
 (``output.say``). uvloop and rich are loaded here, never by the library.

@@ -28,17 +28,17 @@ from ..client.client import Client
 from ..client.connect import connect
 from ..core.errors import IncompleteTransfer, LocalError, UsageError
 from ..core.treeplan import has_magic
-from ..transport.sshconfig import own_options
 from . import collector
-from .control import control_settings, socket_path, use_master
+from .control import use_master
 from .display import progress_display
 from .output import report, report_failures, report_tree
 from .prompt import TerminalPrompt, has_terminal
 from .settings import ssh_kwargs, transfer_config
 from .targets import RemoteSpec, parse_remote
+from .thin import master_path
 from .verbosity import log_used
 
-__all__ = ["INTERRUPT_GRACE", "execute"]
+__all__ = ["INTERRUPT_GRACE", "execute", "run_transfer"]
 
 # After the first Ctrl-C the transfer cleans up (temporary files, handles on
 # the server: a round trip or two); past this many seconds it may be waiting
@@ -70,22 +70,32 @@ def execute(args: argparse.Namespace) -> int:
 def _control_path(args: argparse.Namespace) -> str | None:
     """The mux master's socket to run through (started first if need be), or None.
 
-    ControlMaster, ControlPath and ControlPersist: ``-o`` first, then
-    ssh_config's for the host, as ssh. Before the event loop: a master is
-    forked (``control``), never a running loop.
+    Before the event loop: a master is forked (``control``), never a running loop.
     """
-    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
-    if spec is None:
-        return None  # ``_transfer`` says what is wrong with it
-    kwargs = _connect_kwargs(args, spec)
-    from_file = own_options(kwargs.get("ssh_config"), spec.host, kwargs.get("username"))
-    settings = control_settings(args.options, fallback=from_file)
-    if not settings.enabled:
+    found = master_path(args)
+    if found is None or getattr(args, "master_gone", False):
         return None
-    path = socket_path(settings, spec.host, kwargs.get("port"), kwargs.get("username"))
+    settings, path = found
+    spec = parse_remote(args.sources[0] if args.command == "get" else args.target)
+    assert spec is not None  # master_path found a host in it
     transfer = transfer_config(args)
-    config = connect(spec.host, config=transfer, **kwargs).connect_config
-    return path if use_master(settings, path, config, retries=transfer.retries) else None
+    config = connect(spec.host, config=transfer, **_connect_kwargs(args, spec)).connect_config
+    from .thinserve import runner  # only with a ControlPath: not in a direct get
+
+    # The master runs later thin clients' commands (``thin``) with this module's transfer.
+    serve = partial(runner, transfer=run_transfer)
+    return (
+        path if use_master(settings, path, config, retries=transfer.retries, runner=serve) else None
+    )
+
+
+async def run_transfer(
+    args: argparse.Namespace, control_path: str, at: Callable[[str], str]
+) -> int:
+    """The get or put ``args`` names, through the master at ``control_path``, in a
+    running loop (a master's, for a thin client: ``thinserve``); ``at`` as ``_transfer``'s.
+    """
+    return await _transfer(args, control_path, _Interrupts(), at=at)
 
 
 def _connect_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
@@ -97,8 +107,18 @@ def _connect_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any
 
 
 async def _transfer(
-    args: argparse.Namespace, control_path: str | None, interrupts: _Interrupts
+    args: argparse.Namespace,
+    control_path: str | None,
+    interrupts: _Interrupts,
+    *,
+    at: Callable[[str], str] = str,
 ) -> int:
+    """The get or put ``args`` names; ``at`` maps a local name to the path opened.
+
+    ``at``: a master running a thin client's command opens its local names
+    in the client's directory (``thinserve``); what is printed keeps the
+    names as given.
+    """
     remote_side = args.sources if args.command == "get" else [args.target]
     local_side = [args.target] if args.command == "get" else args.sources
     specs = [parse_remote(text) for text in remote_side]
@@ -115,6 +135,7 @@ async def _transfer(
         raise UsageError("all remote sources must be on the same [user@]host[:port]")
     if any(parse_remote(text) is not None for text in local_side):
         raise UsageError(f"{args.command}: remote-to-remote copies are not supported")
+    local_side = [at(name) for name in local_side]
     if args.command == "put":
         local_side = _expand_local(local_side)
     _check_local(args, local_side)
@@ -132,7 +153,7 @@ async def _transfer(
             with progress_display(args, tree=False) as shown:
                 if args.command == "get":
                     stats = await client.get(
-                        paths[0], args.target, preserve=args.preserve, progress=shown
+                        paths[0], local_side[0], preserve=args.preserve, progress=shown
                     )
                 else:
                     stats = await client.put(
@@ -151,7 +172,7 @@ async def _transfer(
             }
             try:
                 if args.command == "get":
-                    tree_stats = await client.get(paths, args.target, glob=globbing, **options)
+                    tree_stats = await client.get(paths, local_side[0], glob=globbing, **options)
                 else:
                     tree_stats = await client.put(local_side, paths[0], **options)
             except IncompleteTransfer as exc:

@@ -30,139 +30,43 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
 import json
 import logging
 import os
-import socket
 import sys
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..core.config import ConnectConfig, parse_destination
-from ..core.control import (
-    ControlSettings,
-    ControlWordError,
-    control_master,
-    control_persist,
-    expand_control_path,
-)
+from ..core.control import ControlSettings
 from ..core.errors import ConnectError, SSHPipeError, UsageError
+from ..core.sshconfig import parse_destination
 from . import collector
+from .controlpath import control_settings, socket_path
 
-__all__ = [
-    "CONTROL_OPTIONS",
-    "control_command",
-    "control_settings",
-    "socket_path",
-    "use_master",
-]
+__all__ = ["control_command", "use_master"]
+
+if TYPE_CHECKING:
+    from ..core.config import ConnectConfig
+    from ..transport.muxmaster import Runner
 
 logger = logging.getLogger("sshpipe.mux")
 
-# The -o options this module reads (settings.ssh_kwargs leaves them here).
-CONTROL_OPTIONS = ("controlmaster", "controlpath", "controlpersist")
-DEFAULT_CONTROL_PATH = "%C"
-# sockaddr_un's sun_path: 108 bytes on Linux, the last one the NUL.
-_SUN_PATH_MAX = 107
-
-
-def control_settings(
-    options: Sequence[str], fallback: Mapping[str, str] | None = None
-) -> ControlSettings:
-    """ControlMaster, ControlPath and ControlPersist from ``-o`` words (the first
-    wins), else from ``fallback`` (ssh_config's, lower-case keyword -> value).
-
-    Raises:
-        UsageError: a value OpenSSH's grammar does not allow.
-    """
-    found: dict[str, str] = {}
-    for option in options:
-        name, sep, value = option.partition("=")
-        if not sep:
-            name, _, value = option.partition(" ")
-        key = name.strip().lower()
-        if key in CONTROL_OPTIONS:
-            found.setdefault(key, value.strip())
-    for key, value in (fallback or {}).items():
-        if key in CONTROL_OPTIONS:
-            found.setdefault(key, value.strip())
-    try:
-        return ControlSettings(
-            master=control_master(found.get("controlmaster", "no")),
-            path=found.get("controlpath"),
-            persist=control_persist(found.get("controlpersist", "no")),
-        )
-    except ControlWordError as exc:
-        raise UsageError(f"-o {exc}") from None
-
-
-def _socket_dir() -> str:
-    """The default socket directory: the per-user runtime one, else under ~/.ssh."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return os.path.join(runtime, "sshpipe")
-    return os.path.join(os.path.expanduser("~"), ".ssh", "sshpipe")
-
-
-def socket_path(
-    settings: ControlSettings,
-    host: str,
-    port: int | None,
-    user: str | None,
-    *,
-    create: bool = True,
-) -> str:
-    """The expanded ControlPath; the default's directory is made (0700) if missing.
-
-    Args:
-        create: make the default directory; without (``-O``), a missing one
-            is left to the connect to report.
-
-    Raises:
-        UsageError: an unknown token. LocalError: the directory is not ours alone.
-    """
-    from ..transport.muxclient import check_socket_dir
-
-    template = settings.path
-    if template is None:
-        directory = _socket_dir()
-        if create:
-            # Each level made 0700 (makedirs' mode is the last one's only): ~/.ssh too.
-            with contextlib.suppress(FileExistsError):
-                os.makedirs(os.path.dirname(directory), mode=0o700)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(directory, mode=0o700)
-        template = os.path.join(directory, DEFAULT_CONTROL_PATH)
-    try:
-        path = expand_control_path(
-            os.path.expanduser(template),
-            host=host,
-            port=port or 22,
-            user=user or getpass.getuser(),
-            local_user=getpass.getuser(),
-            local_host=socket.gethostname(),
-        )
-    except ControlWordError as exc:
-        raise UsageError(f"-o {exc}") from None
-    if len(os.fsencode(path)) > _SUN_PATH_MAX:
-        raise UsageError(
-            f"ControlPath {path!r} is longer than a UNIX socket's name may be "
-            f"({_SUN_PATH_MAX} bytes): use a shorter one, or %C"
-        )
-    if create or os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        check_socket_dir(path)
-    return path
-
 
 def use_master(
-    settings: ControlSettings, path: str, connect_config: ConnectConfig, *, retries: int = 0
+    settings: ControlSettings,
+    path: str,
+    connect_config: ConnectConfig,
+    *,
+    retries: int = 0,
+    runner: Callable[[str], Runner] | None = None,
 ) -> bool:
     """Whether a master answers at ``path`` now, starting one first when "auto" asks.
 
     ``retries``: the master's connections are tried that many more times when
     the server closes them before the log-in (the command's ``--retries``).
+    ``runner``: given the socket's path, what a master started here runs a thin
+    client's command with (``thinserve``); None: it refuses them.
 
     Returns False (connect directly) when none runs and none may or could be
     started; why is logged at debug level.
@@ -185,7 +89,7 @@ def use_master(
     pid = os.fork()
     if pid == 0:  # the master
         os.close(read_end)
-        _master(settings, path, connect_config, write_end, retries)
+        _master(settings, path, connect_config, write_end, retries, runner)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as answer_pipe:
         raw = answer_pipe.read()
@@ -205,7 +109,12 @@ def use_master(
 
 
 def _master(
-    settings: ControlSettings, path: str, cfg: ConnectConfig, answer_fd: int, retries: int
+    settings: ControlSettings,
+    path: str,
+    cfg: ConnectConfig,
+    answer_fd: int,
+    retries: int,
+    runner: Callable[[str], Runner] | None,
 ) -> None:
     """The forked child: bind, log in, answer the parent, serve; never returns."""
     code = 0
@@ -226,7 +135,7 @@ def _master(
         except FileExistsError:  # another command's master won the race: use it
             parent.tell({"ok": True})
             os._exit(0)
-        _run_loop(_serve(settings, path, cfg, sock, parent, retries))
+        _run_loop(_serve(settings, path, cfg, sock, parent, retries, runner))
     except BaseException as exc:
         logger.debug("mux: the master failed: %s: %s", type(exc).__name__, exc)
         parent.tell({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -257,6 +166,7 @@ async def _serve(
     sock: Any,
     parent: _Parent,
     retries: int,
+    runner: Callable[[str], Runner] | None,
 ) -> None:
     from ..transport.muxmaster import Master
     from ..transport.ssh import open_link
@@ -272,7 +182,10 @@ async def _serve(
     collector.resume()  # logged in: the master's start-up is over (collector.py)
     os.setsid()  # logged in: leave the terminal's session (no SIGHUP, no Ctrl-C)
     parent.tell({"ok": True, "pid": os.getpid()})
-    await Master(cfg, link, path, settings.persist, retries=retries).serve(sock)
+    master = Master(
+        cfg, link, path, settings.persist, retries=retries, runner=runner and runner(path)
+    )
+    await master.serve(sock)
 
 
 def _run_loop(coro: Any) -> None:

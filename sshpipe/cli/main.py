@@ -15,8 +15,8 @@ import atexit
 import os
 import sys
 
-from ..core.errors import IncompleteTransfer, SSHPipeError
-from .output import TERMINAL, say
+from ..core.errors import SSHPipeError
+from .output import EXIT_INTERNAL, EXIT_INTERRUPTED, TERMINAL, failed, say
 from .version import version_line
 
 # Not typing's: ``sshpipe --version`` loads no typing (re, enum) for annotations.
@@ -24,9 +24,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import NoReturn
-
-EXIT_INTERRUPTED = 130
-EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
@@ -55,6 +52,14 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
 
         control = wants_control_command(words)
         args = None if control else parse_args(words)
+        if args is not None and own_process and not debug:
+            from .thin import thin_command
+
+            # A master at the ControlPath runs the get or put itself: this
+            # process loads no engine (``thin``); None: it runs it here.
+            code = thin_command(words, args)
+            if code is not None:
+                return code
         from ..transport.loading import quick_asyncssh_import
         from .verbosity import set_verbosity
 
@@ -72,9 +77,7 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     except SSHPipeError as exc:
         if debug:
             raise
-        # A tree's failures were listed one a line already (report_failures).
-        say(exc.summary if isinstance(exc, IncompleteTransfer) else str(exc))
-        return exc.exit_code
+        return failed(exc)
     except KeyboardInterrupt:
         TERMINAL.end()
         say("interrupted")

@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 
+from ..core.errors import IncompleteTransfer
 from ..core.text import printable
 
 # Not typing's: a usage error's line (``say``) loads no typing, argparse, json or stats.
@@ -19,12 +20,15 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
-    from ..core.errors import IncompleteTransfer
+    from ..core.errors import SSHPipeError
     from ..core.stats import Progress, TransferStats, TreeStats
 
 __all__ = [
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
     "TERMINAL",
     "end_progress",
+    "failed",
     "human_bytes",
     "human_duration",
     "progress_printer",
@@ -35,6 +39,8 @@ __all__ = [
     "show_progress",
 ]
 
+EXIT_INTERRUPTED = 130
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug of ours, still reported in one line
 # Failures of a tree printed one by one; the rest are counted.
 FAILURES_SHOWN = 100
 
@@ -74,6 +80,13 @@ def say(message: str) -> None:
     """One line on stderr, escaped: it may quote what a server sent."""
     TERMINAL.end()  # after the progress display, not on it
     print(f"sshpipe: {printable(message)}", file=sys.stderr)
+
+
+def failed(exc: SSHPipeError) -> int:
+    """Say why the command failed, in one line; its exit code."""
+    # A tree's failures were listed one a line already (report_failures).
+    say(exc.summary if isinstance(exc, IncompleteTransfer) else str(exc))
+    return exc.exit_code
 
 
 def report(

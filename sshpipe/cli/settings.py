@@ -10,15 +10,16 @@ others as ``ssh_options``, a config read first.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.argtypes import positive_int
-from ..core.config import HOST_KEY_POLICIES, TransferConfig
 from ..core.errors import UsageError
 from ..core.ratelimit import kbit_to_bytes
-from .control import CONTROL_OPTIONS
+from .controlpath import CONTROL_OPTIONS
 from .targets import RemoteSpec
+
+if TYPE_CHECKING:
+    from ..core.config import TransferConfig
 
 __all__ = ["ssh_kwargs", "transfer_config"]
 
@@ -119,6 +120,9 @@ def ssh_kwargs(args: argparse.Namespace, spec: RemoteSpec) -> dict[str, Any]:
         elif key == "ciphers":
             kwargs.setdefault("ciphers", tuple(value.split(",")))
         elif key == "strict_host_key_checking":
+            # Here: a thin client (``thin``) loads no configs for the usual words.
+            from ..core.config import HOST_KEY_POLICIES
+
             kwargs.setdefault(key, HOST_KEY_POLICIES.get(value.lower(), value))
         else:
             kwargs.setdefault(key, value)
@@ -153,6 +157,11 @@ def _positive_int_option(name: str, value: str) -> int:
 
 def transfer_config(args: argparse.Namespace) -> TransferConfig:
     """The TransferConfig the transfer options ask for; the library's defaults elsewhere."""
+    # Here, not at the top: a thin client (``thin``) reads ssh_kwargs only.
+    from dataclasses import replace
+
+    from ..core.config import TransferConfig
+
     # One transfer per process: nothing else on the loop to stall, so local
     # I/O runs on the loop thread (see TransferConfig.local_io_in_thread).
     config = TransferConfig(

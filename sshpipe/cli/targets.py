@@ -31,9 +31,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.config import parse_destination
 from ..core.errors import UsageError
 from ..core.paths import usable
+from ..core.sshconfig import parse_destination
 
 __all__ = ["RemoteSpec", "parse_remote"]
 

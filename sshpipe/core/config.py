@@ -38,7 +38,7 @@ from .keys import HostKeyCheck, PrivateKey
 from .paths import usable
 from .prompt import PromptCallback
 from .quirks import Quirks
-from .sshconfig import parse_jump
+from .sshconfig import parse_destination, parse_jump
 
 # The defaults are defined in ``defaults`` (no imports: --help reads them there)
 # and named here too, where the configs that use them have always been.
@@ -420,13 +420,3 @@ class ConnectConfig:
                 raise UsageError(f"not an option -o can set: {keyword!r}")
             if "\n" in value or "\r" in value:
                 raise UsageError(f"option {keyword}: a value is one line")
-
-
-def parse_destination(destination: str) -> tuple[str | None, str]:
-    """Split ``[user@]host`` into (user, host); IPv6 may be written in brackets."""
-    user, sep, host = destination.rpartition("@")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host:
-        raise UsageError(f"no host in {destination!r}")
-    return (user if sep and user else None), host

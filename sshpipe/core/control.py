@@ -16,7 +16,6 @@ directory checks and the master process live in ``transport.muxmaster`` and
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -41,7 +40,7 @@ class ControlSettings:
     """What ``-o ControlMaster/ControlPath/ControlPersist`` asked for.
 
     ``path`` is the template, not yet expanded; None means the default
-    (``cli.control.DEFAULT_CONTROL_PATH`` under the per-user directory).
+    (``cli.controlpath.DEFAULT_CONTROL_PATH`` under the per-user directory).
     """
 
     master: MasterMode = "no"
@@ -108,7 +107,12 @@ def expand_control_path(
         port, user: the remote port and login (%p, %r).
         local_user, local_host: %u, %l (%L is its first label).
     """
-    digest = hashlib.sha1(f"{local_host}{host}{port}{user}".encode()).hexdigest()
+    digest = ""
+    if "%C" in template:
+        # Here: hashlib (OpenSSL's) is 5 ms of a thin client's start; only %C needs it.
+        import hashlib
+
+        digest = hashlib.sha1(f"{local_host}{host}{port}{user}".encode()).hexdigest()
     tokens = {
         "%": "%",
         "h": host,

@@ -44,6 +44,7 @@ __all__ = [
     "jump_in_force",
     "lookup",
     "matches_patterns",
+    "parse_destination",
     "parse_jump",
 ]
 
@@ -305,3 +306,13 @@ def parse_jump(text: str) -> list[tuple[str | None, str, int | None]]:
             port = int(port_text)
         hops.append((user or None, host, port))
     return hops
+
+
+def parse_destination(destination: str) -> tuple[str | None, str]:
+    """Split ``[user@]host`` into (user, host); IPv6 may be written in brackets."""
+    user, sep, host = destination.rpartition("@")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise UsageError(f"no host in {destination!r}")
+    return (user if sep and user else None), host

@@ -9,17 +9,18 @@ behind it dies, and the link is then ``closed`` (the pool opens another:
 directly, when no master answers any more). Nothing here imports asyncssh.
 
 ``probe`` tells whether a master answers at a path, checking that it runs as
-our own uid (SO_PEERCRED) and that the socket's directory is ours alone.
+our own uid (SO_PEERCRED); ``cli.control`` checks the socket's directory is
+ours alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import socket
-import stat
 import struct
 import time
 import weakref
@@ -35,7 +36,6 @@ from ..core.errors import (
     ConnectError,
     ConnectionBroken,
     HostKeyError,
-    LocalError,
     Stalled,
 )
 from ..core.muxwire import MuxWireError, encode_header, split_header
@@ -45,7 +45,7 @@ from .sftp import SFTPSession, lent_session
 
 logger = logging.getLogger("sshpipe.mux")
 
-__all__ = ["MuxLink", "check_socket_dir", "open_mux_link", "probe", "request"]
+__all__ = ["MuxLink", "open_mux_link", "own_slots", "probe", "request"]
 
 _CRED = struct.Struct("3i")
 _KINDS: dict[str, type[ConnectError] | type[ConnectionBroken]] = {
@@ -55,30 +55,6 @@ _KINDS: dict[str, type[ConnectError] | type[ConnectionBroken]] = {
     "ConnectError": ConnectError,
     "Stalled": Stalled,
 }
-
-
-def check_socket_dir(path: str) -> None:
-    """The socket's directory must be ours and shut to everyone else (0700).
-
-    Anyone who can reach the socket uses our authenticated connection: a
-    directory others can enter would let them try.
-
-    Raises:
-        LocalError: it is not a directory, not ours, or open to group or others.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        info = os.stat(directory)
-    except OSError as exc:
-        raise LocalError(directory, exc.strerror or str(exc)) from exc
-    if not stat.S_ISDIR(info.st_mode):
-        raise LocalError(directory, "ControlPath's directory is not a directory")
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise LocalError(
-            directory,
-            f"ControlPath's directory must be yours and mode 0700, not "
-            f"{stat.S_IMODE(info.st_mode):04o}",
-        )
 
 
 def _peer_uid(sock: socket.socket) -> int:
@@ -388,7 +364,19 @@ class MuxLink:
         self._hello.close()
 
 
-_slots: dict[str, set[int]] = {}  # per socket path: the slots this process's links hold
+# Per socket path: the slots this process's links hold. A context variable so
+# that each thin client's run inside the master (``own_slots``) counts its own
+# from 0, as the separate process it replaces did: parallel later commands share
+# slot 0's connection instead of each logging in for a slot of its own.
+_process_slots: dict[str, set[int]] = {}
+_slots_var: contextvars.ContextVar[dict[str, set[int]]] = contextvars.ContextVar(
+    "sshpipe_mux_slots"
+)
+
+
+def own_slots() -> None:
+    """From here on in this context (a task started after), links count slots from 0."""
+    _slots_var.set({})
 
 
 async def open_mux_link(path: str, within: float) -> MuxLink:
@@ -398,7 +386,7 @@ async def open_mux_link(path: str, within: float) -> MuxLink:
         ConnectionBroken: no master answers there; ConnectError (and its
         kinds): the master could not open the connection for a new slot.
     """
-    held = _slots.setdefault(path, set())
+    held = _slots_var.get(_process_slots).setdefault(path, set())
     slot = next(index for index in range(len(held) + 1) if index not in held)
     held.add(slot)
     try:

@@ -2,7 +2,9 @@
 
 A client sends one header line (``core.muxwire``); the master answers it:
 "check" and "exit" at once, "hello" (a link: kept open, closed when the SSH
-connection behind it dies), "exec" (a command's status and output), "sftp"
+connection behind it dies), "exec" (a command's status and output), "run" (a whole get or put run by
+the master for a thin client, ``cli.thin``: its answer comes when it ends;
+an "interrupt" line after the header cancels it), "sftp"
 (then the connection carries an SSH channel's bytes both ways, spliced; the
 client's INIT answered here with the spare channel's VERSION). A client of
 another uid (SO_PEERCRED) is dropped before it is read.
@@ -87,6 +89,10 @@ class MasterSide(Protocol):
 
     def describe(self, up: Upstream) -> dict[str, Any]: ...
 
+    async def run_command(
+        self, header: dict[str, Any], pid: int, interrupted: asyncio.Event
+    ) -> tuple[dict[str, Any], bytes]: ...
+
 
 class ClientConnection(asyncio.Protocol):
     """One connection from a client: its header, then a channel spliced, or one answer."""
@@ -103,13 +109,14 @@ class ClientConnection(asyncio.Protocol):
         self._up: Upstream | None = None
         self._lost = False
         self._more = asyncio.Event()  # bytes came after the header (a shell's commands)
+        self._pid = 0  # the client's, from SO_PEERCRED: its cwd is a "run"'s
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but are one.
         self._transport = transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         try:
-            _, uid, _ = _CRED.unpack(
+            self._pid, uid, _ = _CRED.unpack(
                 sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
             )
         except (OSError, AttributeError):
@@ -179,6 +186,11 @@ class ClientConnection(asyncio.Protocol):
                 self._answer({"ok": True, "pid": os.getpid()}, close=True)
                 master.stop()
                 return
+            if op == "run":
+                self._joined = True
+                master.joined()
+                await self._run(header)
+                return
             if op not in ("hello", "sftp", "exec", "shell"):
                 self._answer({"ok": False, "error": f"unknown op {op!r}"}, close=True)
                 return
@@ -209,6 +221,26 @@ class ClientConnection(asyncio.Protocol):
             kind = type(exc).__name__ if isinstance(exc, SSHPipeError) else "ConnectionBroken"
             with contextlib.suppress(Exception):
                 self._answer({"ok": False, "error": str(exc), "kind": kind}, close=True)
+
+    async def _run(self, header: dict[str, Any]) -> None:
+        """A thin client's command, cancelled by its "interrupt" line or its leaving."""
+        interrupted = asyncio.Event()
+
+        async def watch() -> None:
+            while not self._lost and b"\n" not in self._buffer:
+                self._more.clear()
+                await self._more.wait()
+            interrupted.set()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            reply, body = await self._master.run_command(header, self._pid, interrupted)
+        finally:
+            watcher.cancel()
+        if not self._lost:
+            assert self._transport is not None
+            self._transport.write(encode_header(reply) + body)  # body: its stdout, stderr
+            self._transport.close()
 
     async def _shell(self, up: Upstream) -> None:
         """A shell on the server kept for this client: one header per command, one answer each."""

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncssh
@@ -53,7 +54,12 @@ from .sshlink import SSHLink
 
 logger = logging.getLogger("sshpipe.mux")
 
-__all__ = ["Master", "bind_socket"]
+__all__ = ["Master", "Runner", "bind_socket"]
+
+# A thin client's whole command run here (``cli.thinserve``): its header, its
+# pid (its cwd is the command's), an event set by its Ctrl-C; the answer's
+# header and the bytes after it (``cli.thin`` reads them).
+Runner = Callable[[dict[str, Any], int, asyncio.Event], Awaitable[tuple[dict[str, Any], bytes]]]
 
 # A first client that never comes (its command died before it connected)
 # must not leave a master behind for ever when ControlPersist is short.
@@ -79,6 +85,8 @@ class Master:
         persist: seconds to stay after the last client left; None for ever.
         retries: as many more tries for a connection the server closes before
             the log-in (``open_link``): the command's ``--retries``.
+        runner: runs a thin client's get or put ("run"); None: refused, and
+            the client runs it itself.
     """
 
     def __init__(
@@ -89,8 +97,10 @@ class Master:
         persist: float | None,
         *,
         retries: int = 0,
+        runner: Runner | None = None,
     ) -> None:
         self._cfg = cfg
+        self._runner = runner
         self._retries = retries
         self._path = path
         self._persist = persist
@@ -313,6 +323,13 @@ class Master:
                 limits.max_open_handles,
             ],
         }
+
+    async def run_command(
+        self, header: dict[str, Any], pid: int, interrupted: asyncio.Event
+    ) -> tuple[dict[str, Any], bytes]:
+        if self._runner is None:
+            return {"ok": False, "error": "unknown op 'run'"}, b""
+        return await self._runner(header, pid, interrupted)
 
     def spawn(self, coro: Any) -> None:
         assert self._group is not None
